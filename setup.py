@@ -1,0 +1,39 @@
+"""wb_sim: ament_python package (colcon) and plain pip package in one setup.py."""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "wb_sim"
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{package_name}"]),
+        (f"share/{package_name}", ["package.xml"]),
+        (f"share/{package_name}/launch", glob("launch/*.py")),
+        (f"share/{package_name}/config", glob("config/*.yaml")),
+        (f"share/{package_name}/urdf", glob("urdf/*.urdf")),
+        (f"share/{package_name}/rviz", glob("rviz/*.rviz")),
+    ],
+    python_requires=">=3.10",
+    # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
+    install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
+    extras_require={
+        "test": ["pytest", "icub-models", "example-robot-data", "idyntree"],
+    },
+    zip_safe=True,
+    maintainer="wb_sim developers",
+    maintainer_email="wb_sim@example.com",
+    description="Whole-body simulator of floating-base robots in contact with the ground (ROS 2)",
+    license="BSD-3-Clause",
+    tests_require=["pytest"],
+    entry_points={
+        "console_scripts": [
+            "wb_sim_demo = wb_sim.demo:main",
+            "wb_sim_bench = wb_sim.bench:main",
+        ],
+    },
+)

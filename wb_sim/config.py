@@ -1,0 +1,532 @@
+"""The parameter set of wb_sim: one table, typed and validated once.
+
+The same dotted names are used by the YAML files in ``config/`` (inside a
+``wb_sim: ros__parameters:`` block, nested or dotted), by the ROS node and by
+the Python API (:meth:`wb_sim.Simulator.from_params`). :data:`PARAMETERS`
+lists every fixed key with its type, default, unit and meaning; the keys of a
+contact surface ``S`` are ``S.<field>`` with the fields of
+:data:`SURFACE_PARAMETERS`.
+
+:func:`load_config` turns a flat ``{key: value}`` dict into a frozen
+:class:`SimConfig`, rejecting unknown keys, wrong types and values out of range
+with a :class:`~wb_sim.errors.ConfigError` that names the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .errors import ConfigError
+
+# ----------------------------------------------------------------------------
+# The parameter table
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One entry of the parameter table.
+
+    ``kind`` is one of ``float``, ``int``, ``bool``, ``str``, ``floats``
+    (list of floats), ``strs`` (list of strings). ``length`` fixes the length
+    of a list (``None``: any). ``check`` returns an error text or ``None``.
+    """
+
+    key: str
+    kind: str
+    default: Any
+    unit: str
+    doc: str
+    length: int | None = None
+    check: Callable[[Any], str | None] | None = None
+    read_only: bool = False
+
+
+def _positive(x):
+    return None if x > 0 else "must be > 0"
+
+
+def _nonneg(x):
+    return None if x >= 0 else "must be >= 0"
+
+
+def _nonneg_all(xs):
+    return None if all(x >= 0 for x in xs) else "every entry must be >= 0"
+
+
+def _unit_vector(xs):
+    n = math.sqrt(sum(x * x for x in xs))
+    if not 0.999 < n < 1.001:
+        return f"must be a unit vector (its norm is {n:.6g})"
+    return None
+
+
+def _one_of(*choices):
+    def check(x):
+        return None if x in choices else f"must be one of {', '.join(map(repr, choices))}"
+
+    return check
+
+
+#: Every fixed parameter key. Surface keys are in :data:`SURFACE_PARAMETERS`.
+PARAMETERS: tuple[Param, ...] = (
+    # --- robot and integration
+    Param("urdf_path", "str", "", "",
+          "URDF file: absolute path, path relative to the YAML file, or "
+          "'icub-models:<model>' / 'example-robot-data:<path under robots/>' for "
+          "robots installed from PyPI. Exactly one of urdf_path, robot_description.",
+          read_only=True),
+    Param("robot_description", "str", "", "", "URDF XML string (alternative to urdf_path).",
+          read_only=True),
+    Param("floating_base", "bool", True, "",
+          "true: free-flyer root joint on the URDF root link; false: root link fixed "
+          "to the world at initial.base_position / initial.base_rpy.", read_only=True),
+    Param("physics_rate_hz", "float", 1000.0, "Hz",
+          "Physics rate; the step is dt = 1 / physics_rate_hz.", check=_positive, read_only=True),
+    Param("gravity", "floats", [0.0, 0.0, -9.81], "m/s^2", "Gravity in the world frame.",
+          length=3, read_only=True),
+    # --- ground
+    Param("ground.height", "float", 0.0, "m",
+          "The ground plane passes through the world point (0, 0, height)."),
+    Param("ground.normal", "floats", [0.0, 0.0, 1.0], "", "Unit normal of the ground plane "
+          "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
+    # --- contact
+    Param("contact.model", "str", "compliant", "",
+          "Contact model; one of the keys of wb_sim.contact.CONTACT_MODELS.", read_only=True),
+    Param("contact.stiffness", "float", 4.0e4, "N/m",
+          "Normal stiffness per point at the reference depth: "
+          "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg),
+    Param("contact.damping", "float", 400.0, "N*s/m",
+          "Normal damping per point at the reference depth (c above).", check=_nonneg),
+    Param("contact.tangential_stiffness", "float", 4.0e4, "N/m",
+          "Tangential stiffness per point at the reference depth (ground deformation spring).",
+          check=_nonneg),
+    Param("contact.tangential_damping", "float", 400.0, "N*s/m",
+          "Tangential damping per point at the reference depth.", check=_positive),
+    Param("contact.friction_coefficient", "float", 1.0, "",
+          "Coulomb friction coefficient mu (the tangential force is at most mu f_n).",
+          check=_nonneg),
+    Param("contact.reference_depth", "float", 1.0e-3, "m",
+          "Penetration at which the nonlinear normal law has the secant stiffness "
+          "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
+          check=_positive),
+    Param("contact.max_penetration", "float", 0.05, "m",
+          "A contact point deeper than this raises DivergenceError.", check=_positive),
+    Param("contact_surfaces", "strs", [], "",
+          "Names of the contact surfaces; each name S has keys S.frame, S.shape, ...",
+          read_only=True),
+    # --- initial state
+    Param("initial.joint_names", "strs", [], "",
+          "Joints given an initial position (others start at 0).", read_only=True),
+    Param("initial.joint_positions", "floats", [], "rad or m",
+          "Initial positions, in the order of initial.joint_names.", read_only=True),
+    Param("initial.base_position", "floats", [0.0, 0.0, 0.0], "m",
+          "Initial world position of the base (root link) origin.", length=3, read_only=True),
+    Param("initial.base_rpy", "floats", [0.0, 0.0, 0.0], "rad",
+          "Initial base orientation, roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll)).",
+          length=3, read_only=True),
+    # --- IMU
+    Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU).", read_only=True),
+    Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
+          "Standard deviation of the white Gaussian gyroscope noise.", check=_nonneg),
+    Param("imu.linear_acceleration_noise_std", "float", 0.0, "m/s^2",
+          "Standard deviation of the white Gaussian accelerometer noise.", check=_nonneg),
+    Param("imu.angular_velocity_bias", "floats", [0.0, 0.0, 0.0], "rad/s",
+          "Constant gyroscope bias, IMU frame.", length=3),
+    Param("imu.linear_acceleration_bias", "floats", [0.0, 0.0, 0.0], "m/s^2",
+          "Constant accelerometer bias, IMU frame.", length=3),
+    Param("imu.seed", "int", 0, "", "Seed of the IMU noise generator (reset() re-seeds)."),
+    # --- joints / actuation
+    Param("joints.position_limits", "bool", True, "",
+          "Enforce URDF position limits with a unilateral spring-damper."),
+    Param("joints.limit_time_constant", "float", 0.01, "s",
+          "Time constant of the limit spring-damper: k = I/tau^2 per joint, "
+          "I = the joint's effective inertia at the initial configuration.", check=_positive),
+    Param("joints.limit_damping_ratio", "float", 1.0, "",
+          "Damping ratio of the limit spring-damper.", check=_nonneg),
+    Param("joints.effort_limits", "bool", True, "",
+          "Saturate torques at the effort limits (URDF or joints.effort_limit)."),
+    Param("joints.effort_limit", "floats", [], "N*m or N",
+          "Override of the URDF effort limits: [] = URDF, one value = all joints, "
+          "or one per joint.", check=_nonneg_all),
+    Param("joints.urdf_dynamics", "bool", True, "",
+          "Apply joint viscous damping and Coulomb friction (URDF or overrides)."),
+    Param("joints.damping", "floats", [], "N*m*s/rad",
+          "Override of URDF <dynamics damping>: [] = URDF, one value, or one per joint. "
+          "Integrated implicitly (stable for any value).", check=_nonneg_all),
+    Param("joints.friction", "floats", [], "N*m",
+          "Override of URDF <dynamics friction> (Coulomb): [] = URDF, one value, or one "
+          "per joint.", check=_nonneg_all),
+    Param("joints.friction_velocity", "float", 0.01, "rad/s",
+          "Velocity scale of the smoothed Coulomb friction f tanh(qdot/v_s); raised per joint "
+          "to at least f dt / I where needed for explicit stability.", check=_positive),
+    Param("joints.armature", "floats", [0.0], "kg*m^2",
+          "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
+          "joint.", check=_nonneg_all, read_only=True),
+)
+
+#: Fields of a contact surface S, given as ``S.<field>``.
+SURFACE_PARAMETERS: tuple[Param, ...] = (
+    Param("frame", "str", "", "", "Frame the surface is attached to (required)."),
+    Param("shape", "str", "box", "", "'box' | 'sphere' | 'points'.",
+          check=_one_of("box", "sphere", "points")),
+    Param("size", "floats", [0.0, 0.0], "m", "box: [length along x, width along y].",
+          length=2, check=_nonneg_all),
+    Param("offset", "floats", [0.0, 0.0], "m",
+          "box: [x, y] of the rectangle's centre in the frame (the rectangle lies in the "
+          "frame's z = 0 plane).", length=2),
+    Param("grid", "floats", [2, 2], "",
+          "box: [n, m] points along length and width (2, 2 = the 4 corners).", length=2),
+    Param("radius", "float", 0.0, "m", "sphere: radius.", check=_nonneg),
+    Param("center", "floats", [0.0, 0.0, 0.0], "m", "sphere: centre in the frame.", length=3),
+    Param("points", "floats", [], "m", "points: flat [x1, y1, z1, x2, ...] in the frame."),
+)
+
+_PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
+_SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
+
+
+# ----------------------------------------------------------------------------
+# Typed configuration
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroundConfig:
+    height: float  #: m
+    normal: tuple[float, float, float]  #: unit vector, world frame
+
+
+@dataclass(frozen=True)
+class ContactConfig:
+    model: str
+    stiffness: float  #: N/m at the reference depth
+    damping: float  #: N*s/m at the reference depth
+    tangential_stiffness: float  #: N/m
+    tangential_damping: float  #: N*s/m
+    friction_coefficient: float
+    reference_depth: float  #: m
+    max_penetration: float  #: m
+
+
+@dataclass(frozen=True)
+class SurfaceConfig:
+    name: str
+    frame: str
+    shape: str
+    size: tuple[float, float]
+    offset: tuple[float, float]
+    grid: tuple[int, int]
+    radius: float
+    center: tuple[float, float, float]
+    points: tuple[tuple[float, float, float], ...]
+
+    def local_points(self) -> np.ndarray:
+        """Contact points in the surface frame, (n, 3) metres.
+
+        For a sphere this is its centre; the contact point is the centre minus
+        radius times the ground normal, found each step.
+        """
+        if self.shape == "box":
+            (lx, wy), (ox, oy), (n, m) = self.size, self.offset, self.grid
+            xs = ox + np.linspace(-lx / 2, lx / 2, n)
+            ys = oy + np.linspace(-wy / 2, wy / 2, m)
+            X, Y = np.meshgrid(xs, ys, indexing="ij")
+            return np.column_stack([X.ravel(), Y.ravel(), np.zeros(n * m)])
+        if self.shape == "sphere":
+            return np.array([self.center], dtype=float)
+        return np.array(self.points, dtype=float).reshape(-1, 3)
+
+
+@dataclass(frozen=True)
+class InitialConfig:
+    joint_names: tuple[str, ...]
+    joint_positions: tuple[float, ...]
+    base_position: tuple[float, float, float]
+    base_rpy: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class ImuConfig:
+    frame: str
+    angular_velocity_noise_std: float
+    linear_acceleration_noise_std: float
+    angular_velocity_bias: tuple[float, float, float]
+    linear_acceleration_bias: tuple[float, float, float]
+    seed: int
+
+
+@dataclass(frozen=True)
+class JointsConfig:
+    position_limits: bool
+    limit_time_constant: float
+    limit_damping_ratio: float
+    effort_limits: bool
+    effort_limit: tuple[float, ...]
+    urdf_dynamics: bool
+    damping: tuple[float, ...]
+    friction: tuple[float, ...]
+    friction_velocity: float
+    armature: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The validated parameter set. Build it with :func:`load_config`."""
+
+    urdf_path: str
+    robot_description: str
+    floating_base: bool
+    physics_rate_hz: float
+    gravity: tuple[float, float, float]
+    ground: GroundConfig
+    contact: ContactConfig
+    surfaces: tuple[SurfaceConfig, ...]
+    initial: InitialConfig
+    imu: ImuConfig
+    joints: JointsConfig
+    #: the flat dict this config was built from (defaults filled in)
+    flat: Mapping[str, Any]
+
+    @property
+    def dt(self) -> float:
+        """Physics step in seconds."""
+        return 1.0 / self.physics_rate_hz
+
+
+# ----------------------------------------------------------------------------
+# Parsing
+# ----------------------------------------------------------------------------
+
+
+def _coerce(key: str, p: Param, value: Any) -> Any:
+    """Convert ``value`` to the parameter's kind, or raise ConfigError naming ``key``."""
+
+    def bad(why: str) -> ConfigError:
+        return ConfigError(f"parameter '{key}': {why} (got {value!r})")
+
+    kind = p.kind
+    if kind == "bool":
+        if not isinstance(value, (bool, np.bool_)):
+            raise bad("expected a bool")
+        out: Any = bool(value)
+    elif kind == "int":
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise bad("expected an integer")
+        out = int(value)
+    elif kind == "float":
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise bad("expected a number")
+        out = float(value)
+        if not math.isfinite(out):
+            raise bad("must be finite")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise bad("expected a string")
+        out = value
+    elif kind in ("floats", "strs"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and kind == "floats":
+            value = [value]
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)):
+            raise bad("expected a list")
+        if kind == "strs":
+            if not all(isinstance(v, str) for v in value):
+                raise bad("expected a list of strings")
+            out = tuple(value)
+        else:
+            if not all(isinstance(v, (int, float, np.integer, np.floating))
+                       and not isinstance(v, bool) for v in value):
+                raise bad("expected a list of numbers")
+            out = tuple(float(v) for v in value)
+            if not all(math.isfinite(v) for v in out):
+                raise bad("every entry must be finite")
+        if p.length is not None and len(out) != p.length:
+            raise bad(f"expected {p.length} entries")
+    else:  # pragma: no cover - table error
+        raise AssertionError(kind)
+    if p.check is not None:
+        why = p.check(out)
+        if why:
+            raise bad(why)
+    return out
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts into dotted keys (``{'a': {'b': 1}}`` -> ``{'a.b': 1}``)."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, Any]:
+    """Read the ``<node_name>: ros__parameters:`` block of a ROS 2 parameter file.
+
+    Returns flat dotted keys. A relative ``urdf_path`` is resolved against the
+    YAML file's directory, so ``config/x.yaml`` can say ``../urdf/x.urdf`` both
+    in the source tree and in an installed ``share/wb_sim``.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read parameter file '{path}': {e.strerror}") from e
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"parameter file '{path}' is not valid YAML: {e}") from e
+    block = None
+    if isinstance(doc, Mapping):
+        for name in (node_name, f"/{node_name}", "/**"):
+            node = doc.get(name)
+            if isinstance(node, Mapping) and isinstance(node.get("ros__parameters"), Mapping):
+                block = node["ros__parameters"]
+                break
+    if block is None:
+        raise ConfigError(
+            f"parameter file '{path}' has no '{node_name}: ros__parameters:' block")
+    flat = flatten(block)
+    up = flat.get("urdf_path")
+    if isinstance(up, str) and up and ":" not in up and not Path(up).is_absolute():
+        flat["urdf_path"] = str((path.parent / up).resolve())
+    return flat
+
+
+def _unknown_key_error(key: str, known: list[str]) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=3)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return ConfigError(f"unknown parameter '{key}'{hint}")
+
+
+def load_config(params: Mapping[str, Any]) -> SimConfig:
+    """Validate a flat parameter dict (dotted keys) into a :class:`SimConfig`.
+
+    Nested dicts are accepted too and flattened. Missing keys take their
+    defaults; unknown keys, wrong types and out-of-range values raise
+    :class:`ConfigError` naming the key.
+    """
+    flat = flatten(params)
+    values: dict[str, Any] = {}
+    for p in PARAMETERS:
+        values[p.key] = _coerce(p.key, p, flat[p.key]) if p.key in flat else (
+            tuple(p.default) if isinstance(p.default, list) else p.default)
+
+    surface_names = values["contact_surfaces"]
+    if len(set(surface_names)) != len(surface_names):
+        raise ConfigError("parameter 'contact_surfaces': names must be unique")
+    for s in surface_names:
+        if not s or "." in s:
+            raise ConfigError(f"parameter 'contact_surfaces': invalid surface name {s!r}")
+        if any(s == p.key.split(".")[0] for p in PARAMETERS):
+            raise ConfigError(
+                f"parameter 'contact_surfaces': surface name {s!r} clashes with a parameter group")
+
+    known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+    for key in flat:
+        if key in _PARAM_BY_KEY:
+            continue
+        head, _, field = key.partition(".")
+        if head in surface_names and field in _SURFACE_BY_FIELD:
+            continue
+        raise _unknown_key_error(key, known)
+
+    surfaces = tuple(_surface(name, flat) for name in surface_names)
+
+    if bool(values["urdf_path"]) == bool(values["robot_description"]):
+        raise ConfigError(
+            "exactly one of parameters 'urdf_path' and 'robot_description' must be set")
+    jn, jp = values["initial.joint_names"], values["initial.joint_positions"]
+    if len(jn) != len(jp):
+        raise ConfigError(
+            f"parameter 'initial.joint_positions' has {len(jp)} entries but "
+            f"'initial.joint_names' has {len(jn)}")
+    if len(set(jn)) != len(jn):
+        raise ConfigError("parameter 'initial.joint_names': names must be unique")
+
+    def group(prefix: str, cls):
+        fields = cls.__dataclass_fields__
+        return cls(**{f: values[f"{prefix}.{f}"] for f in fields})
+
+    ground = GroundConfig(height=values["ground.height"],
+                          normal=tuple(np.asarray(values["ground.normal"]) /
+                                       np.linalg.norm(values["ground.normal"])))
+    flat_full = dict(values)
+    for s in surfaces:
+        for f in _SURFACE_BY_FIELD:
+            flat_full[f"{s.name}.{f}"] = flat.get(f"{s.name}.{f}", _SURFACE_BY_FIELD[f].default)
+    return SimConfig(
+        urdf_path=values["urdf_path"],
+        robot_description=values["robot_description"],
+        floating_base=values["floating_base"],
+        physics_rate_hz=values["physics_rate_hz"],
+        gravity=values["gravity"],
+        ground=ground,
+        contact=group("contact", ContactConfig),
+        surfaces=surfaces,
+        initial=group("initial", InitialConfig),
+        imu=group("imu", ImuConfig),
+        joints=group("joints", JointsConfig),
+        flat=flat_full,
+    )
+
+
+def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
+    v = {}
+    for f, p in _SURFACE_BY_FIELD.items():
+        key = f"{name}.{f}"
+        v[f] = _coerce(key, p, flat[key]) if key in flat else (
+            tuple(p.default) if isinstance(p.default, list) else p.default)
+    if not v["frame"]:
+        raise ConfigError(f"parameter '{name}.frame' is required for contact surface '{name}'")
+    shape = v["shape"]
+    if shape == "box":
+        if min(v["size"]) <= 0:
+            raise ConfigError(f"parameter '{name}.size': a box needs length and width > 0")
+        grid = v["grid"]
+        if any(g != int(g) or g < 1 for g in grid) or grid == (1.0, 1.0):
+            raise ConfigError(
+                f"parameter '{name}.grid': expected two whole numbers >= 1 (not both 1), "
+                f"got {list(grid)}")
+        v["grid"] = (int(grid[0]), int(grid[1]))
+    elif shape == "sphere":
+        if v["radius"] <= 0:
+            raise ConfigError(f"parameter '{name}.radius': a sphere needs a radius > 0")
+    elif shape == "points":
+        pts = v["points"]
+        if not pts or len(pts) % 3:
+            raise ConfigError(
+                f"parameter '{name}.points': expected a non-empty flat list of x, y, z "
+                f"triples, got {len(pts)} numbers")
+    else:  # pragma: no cover - check() covers it
+        raise AssertionError(shape)
+    v["points"] = tuple(tuple(v["points"][i:i + 3]) for i in range(0, len(v["points"]), 3))
+    v["grid"] = tuple(int(g) for g in v["grid"])
+    return SurfaceConfig(name=name, **v)
+
+
+def parameter_table_markdown() -> str:
+    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    rows = ["| parameter | type | default | unit | meaning |", "|---|---|---|---|---|"]
+
+    def fmt(x):
+        return "`" + (repr(x) if not isinstance(x, list) else str(x)) + "`"
+
+    for p in PARAMETERS:
+        rows.append(f"| `{p.key}` | {p.kind} | {fmt(p.default)} | {p.unit} | {p.doc} |")
+    for p in SURFACE_PARAMETERS:
+        rows.append(f"| `S.{p.key}` | {p.kind} | {fmt(p.default)} | {p.unit} | {p.doc} |")
+    return "\n".join(rows)

@@ -1,0 +1,150 @@
+"""Compliant ground contact (the default contact model).
+
+Per point, following Featherstone's Spatial_v2 ground model (Azad &
+Featherstone, "Modelling the contact between a rolling sphere and a compliant
+ground plane", ACRA 2010), with the stiffnesses normalised to a reference
+depth ``d_ref`` so they read in N/m:
+
+* penetration ``d = -n . (p - o)`` (positive below the ground), ``s = sqrt(d / d_ref)``;
+* normal force ``f_n = max(0, s (k d + c d_dot))``: zero above the ground, never
+  pulling, and zero while the point separates faster than the ground
+  recovers (``d_dot < -k d / c``). The ``s`` factor makes the force grow as
+  ``d^1.5`` (Hertz-like) and the damping vanish at first touch, so there is
+  no force jump at impact (Hunt-Crossley type);
+* a tangential deformation ``u`` of the ground (a state, per point) with the
+  spring-damper force ``f_t0 = -s (k_t u + c_t v_t)``; if ``|f_t0| <= mu f_n``
+  the point sticks (``u_dot = v_t``), else it slips: ``f_t`` is ``f_t0`` scaled
+  onto the Coulomb cone and ``u_dot`` is the rate at which the spring-damper
+  produces exactly that force. Out of contact the ground relaxes (``u = 0``).
+
+Static sink: a load ``W`` shared by ``N`` points sinks
+``d = (W sqrt(d_ref) / (N k))^(2/3)``.
+
+Stability (explicit integration of the contact force, step ``h``): for a
+point of effective mass ``m`` the discrete spring-damper is stable iff
+``(k' h^2 + 2 c' h) / m < 4`` (Jury criterion for symplectic Euler), with
+``k' = 1.5 k s`` the tangent stiffness and ``c' = c s``. For the whole robot
+``1/m`` is the largest eigenvalue of the Delassus matrix ``G = N M^-1 N^T``
+of the contact points (normal rows ``N``; tangential rows for ``k_t, c_t``).
+:meth:`CompliantContact.check_stability` evaluates this at the initial
+configuration and at the reference depth (``s = 1``) and refuses a parameter
+set that violates it, saying why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..config import ContactConfig
+from ..errors import ConfigError
+from .points import ContactPoints
+
+#: names of the per-point contact states, indexed by the state code
+STATUS_NAMES = ("none", "stick", "slip")
+
+
+class CompliantContact:
+    """Nonlinear compliant ground contact; see the module docstring."""
+
+    name = "compliant"
+    #: parameters that may change while running (the ROS node's `ros2 param set`)
+    LIVE_PARAMETERS = ("stiffness", "damping", "tangential_stiffness", "tangential_damping",
+                       "friction_coefficient")
+
+    def __init__(self, params: ContactConfig, points: ContactPoints):
+        self.points = points
+        self.reference_depth = params.reference_depth
+        self.max_penetration = params.max_penetration
+        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
+        n = points.n
+        #: (n,) penetration of each point at the last :meth:`forces`, m
+        self.depth = np.zeros(n)
+        self._contact = np.zeros(n, dtype=bool)
+        self._slip = np.zeros(n, dtype=bool)
+        self._force = np.zeros((n, 3))
+
+    def set_parameters(self, *, stiffness: float, damping: float, tangential_stiffness: float,
+                       tangential_damping: float, friction_coefficient: float) -> None:
+        """Change the contact constants (validated; the next step uses them)."""
+        for key, value in (("stiffness", stiffness), ("damping", damping),
+                           ("tangential_stiffness", tangential_stiffness),
+                           ("friction_coefficient", friction_coefficient)):
+            if not np.isfinite(value) or value < 0:
+                raise ConfigError(f"parameter 'contact.{key}' must be finite and >= 0, got {value!r}")
+        if not np.isfinite(tangential_damping) or tangential_damping <= 0:
+            raise ConfigError(
+                f"parameter 'contact.tangential_damping' must be finite and > 0, got {tangential_damping!r}")
+        self.k, self.c = float(stiffness), float(damping)
+        self.kt, self.ct = float(tangential_stiffness), float(tangential_damping)
+        self.mu = float(friction_coefficient)
+
+    def initial_state(self) -> np.ndarray:
+        """Tangential ground deformation of every point at rest, (n, 2) m, in
+        ground coordinates (along the plane's tangents t1, t2)."""
+        return np.zeros((self.points.n, 2))
+
+    @property
+    def status(self) -> np.ndarray:
+        """(n,) state code of each point at the last :meth:`forces`:
+        0 no contact, 1 sticking, 2 slipping (see ``STATUS_NAMES``)."""
+        return self._contact.astype(np.int8) + self._slip
+
+    def forces(self, u: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """Forces on the points (n, 3) in ground coordinates and the next
+        deformation state, from the positions and velocities of the last
+        ``points.update``."""
+        P, V = self.points.position_g, self.points.velocity_g
+        self.depth = depth = self.points.plane_z - P[:, 2]
+        s = np.sqrt(np.maximum(depth, 0.0) * (1.0 / self.reference_depth))
+        fn = s * (self.k * depth - self.c * V[:, 2])
+        contact = fn > 0.0
+        fn *= contact
+        vt = V[:, :2]
+        ft = (self.kt * u + self.ct * vt) * (-s)[:, None]
+        limit = self.mu * fn
+        slip = (ft * ft).sum(axis=1) > limit * limit
+        slip &= contact
+        udot = vt
+        if slip.any():
+            # scale onto the cone; u_dot makes the spring-damper produce that force
+            norm = np.sqrt((ft[slip] ** 2).sum(axis=1))
+            ft[slip] *= (limit[slip] / norm)[:, None]
+            udot = vt.copy()
+            udot[slip] = -(ft[slip] / s[slip, None] + self.kt * u[slip]) / self.ct
+        contact_col = contact[:, None]
+        u_next = (u + dt * udot) * contact_col
+        force = self._force
+        np.multiply(ft, contact_col, out=force[:, :2])
+        force[:, 2] = fn
+        self._contact, self._slip = contact, slip
+        return force, u_next
+
+    # ------------------------------------------------------------------ stability
+
+    def stability_ratio(self, delassus_normal_max: float, delassus_tangent_max: float,
+                        dt: float) -> tuple[float, float]:
+        """(normal, tangential) stability ratios; each must be < 1.
+
+        ratio = lambda_max(G) (k' h^2 + 2 c' h) / 4 at the reference depth.
+        """
+        rn = delassus_normal_max * (1.5 * self.k * dt**2 + 2 * self.c * dt) / 4.0
+        rt = delassus_tangent_max * (self.kt * dt**2 + 2 * self.ct * dt) / 4.0
+        return rn, rt
+
+    def check_stability(self, delassus_normal_max: float, delassus_tangent_max: float,
+                        dt: float) -> None:
+        """Refuse parameters that explicit integration at ``dt`` cannot keep stable."""
+        rn, rt = self.stability_ratio(delassus_normal_max, delassus_tangent_max, dt)
+        for ratio, k, c, lam, keys in (
+                (rn, 1.5 * self.k, self.c, delassus_normal_max,
+                 ("contact.stiffness", "contact.damping")),
+                (rt, self.kt, self.ct, delassus_tangent_max,
+                 ("contact.tangential_stiffness", "contact.tangential_damping"))):
+            if ratio >= 1.0:
+                c_max = (4.0 / lam - k * dt**2) / (2 * dt)
+                raise ConfigError(
+                    f"parameters '{keys[0]}' and '{keys[1]}' are unstable at dt = {dt:g} s: "
+                    f"the lightest contact mode has effective mass {1 / lam:.4g} kg and "
+                    f"explicit integration needs (k' dt^2 + 2 c dt) / m < 4, here it is "
+                    f"{4 * ratio:.3g}. Lower the damping below {max(c_max, 0):.4g} N*s/m "
+                    f"(or the stiffness), or raise physics_rate_hz.")

@@ -1,0 +1,83 @@
+"""``python -m wb_sim`` / ``wb_sim_demo``: the default robot standing under a joint
+PD + gravity-compensation controller, headless, with progress and final figures.
+
+``--robot`` picks another ready configuration (config/<robot>.yaml), ``--config``
+any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from . import config_path
+from .config import read_yaml_params
+from .controllers import PDGravityController
+from .errors import WbSimError
+from .simulator import Simulator
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m wb_sim", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--robot", default="humanoid",
+                        help="ready configuration config/<robot>.yaml (default: humanoid)")
+    parser.add_argument("--config", help="a YAML parameter file (overrides --robot)")
+    parser.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    args = parser.parse_args(argv)
+    try:
+        path = args.config or config_path(args.robot)
+        sim = Simulator.from_yaml(path)
+        gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
+    except WbSimError as e:
+        print(f"wb_sim: {e}", file=sys.stderr)
+        return 2
+    q0 = sim.state.joint_positions
+    ctrl = PDGravityController(sim.robot, q0, gains.get("kp", 100.0), gains.get("kd", 5.0),
+                               gravity=sim.config.gravity)
+    steps = int(round(args.duration / sim.dt))
+    per_second = int(round(1.0 / sim.dt))
+    print(f"wb_sim: {path}: {sim.robot.model.name}, {sim.nj} joints, {sim.mass:.2f} kg, "
+          f"contact '{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
+    z0 = sim.state.base_position[2]
+    heights = []
+    t0 = time.perf_counter()
+    try:
+        for k in range(1, steps + 1):
+            st = sim.state
+            sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+            heights.append(sim.q[2] if sim.robot.floating_base else 0.0)
+            if k % per_second == 0 or k == steps:
+                wall = time.perf_counter() - t0
+                print(f"  t = {sim.t:6.2f} s   base z = {heights[-1]:.4f} m   "
+                      f"real-time factor {sim.t / wall:6.1f}", flush=True)
+    except WbSimError as e:
+        print(f"wb_sim: simulation stopped: {e}", file=sys.stderr)
+        return 1
+    wall = time.perf_counter() - t0
+    st = sim.state
+    print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
+          f"real-time factor {sim.t / wall:.1f})")
+    if sim.robot.floating_base:
+        last = np.array(heights[-per_second:])
+        print(f"base height {st.base_position[2]:.4f} m (start {z0:.4f} m), "
+              f"drift over the last second {np.ptp(last) * 1e3:.3f} mm")
+    wrenches = sim.contact_wrenches()
+    if wrenches:
+        fz = sum(w.force[2] for w in wrenches.values())
+        print(f"vertical contact force / weight: {fz / (sim.mass * 9.81):.4f}")
+        for name, w in wrenches.items():
+            print(f"  {name:12s} force [N] {np.array2string(w.force, precision=2)}  "
+                  f"torque [N*m] {np.array2string(w.torque, precision=3)}")
+        pts = sim.contact_points_state()
+        print(f"max sink {max(pts.depth.max(), 0) * 1e3:.2f} mm, point states: "
+              f"{', '.join(f'{s} x{pts.status.count(s)}' for s in sorted(set(pts.status)))}")
+    fell = sim.robot.floating_base and st.base_position[2] < z0 - 0.1
+    print("result: FELL" if fell else "result: stands")
+    return 1 if fell else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Loading a URDF into an immutable robot description.
+
+:class:`RobotModel` wraps a pinocchio model with what the simulator needs to
+know about the actuated joints: their order, name <-> index maps, where they
+sit in ``q`` and ``v``, and the URDF limits and ``<dynamics>``.
+
+Joint order: the actuated joints are pinocchio's joints in model order (a
+depth-first traversal of the URDF tree), excluding the free-flyer root joint
+and fixed joints. ``joint_names[i]`` is the name of the i-th entry of every
+joint vector (torques, positions, velocities) in the API.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from .errors import ConfigError, ModelError
+
+#: URDF joint types the simulator accepts (fixed joints are merged by pinocchio).
+SUPPORTED_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
+
+
+def _example_robot_data_dir() -> Path:
+    """``share/example-robot-data/robots`` from the PyPI wheel or a ROS install."""
+    roots = [Path(p) for p in {sysconfig.get_paths()["purelib"], *sys.path} if p]
+    candidates = [r / "cmeel.prefix" / "share" / "example-robot-data" / "robots" for r in roots]
+    candidates += [Path(p) / "share" / "example-robot-data" / "robots"
+                   for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for c in candidates:
+        if c.is_dir():
+            return c
+    raise ModelError("robot data 'example-robot-data' is not installed "
+                     "(pip install example-robot-data, or apt install ros-$ROS_DISTRO-example-robot-data)")
+
+
+def _icub_models(name: str) -> Path:
+    try:
+        import icub_models
+    except ImportError as e:
+        raise ModelError("robot data 'icub-models' is not installed (pip install icub-models)") from e
+    try:
+        return Path(icub_models.get_model_file(name))
+    except Exception as e:  # icub_models raises its own errors for unknown names
+        raise ModelError(f"icub-models has no model '{name}': {e}") from e
+
+
+#: ``urdf_path`` schemes for robots installed as packages: scheme -> resolver.
+URDF_SCHEMES = {
+    "icub-models": _icub_models,
+    "example-robot-data": lambda rel: _example_robot_data_dir() / rel,
+}
+
+
+def resolve_urdf_path(urdf_path: str) -> Path:
+    """Resolve ``urdf_path`` (a file path or ``scheme:name``) to an existing file."""
+    scheme, sep, rest = urdf_path.partition(":")
+    if sep and len(scheme) > 1:  # 'C:' style drive letters are not schemes
+        if scheme not in URDF_SCHEMES:
+            raise ConfigError(
+                f"parameter 'urdf_path': unknown scheme '{scheme}:' in {urdf_path!r}; "
+                f"valid schemes: {', '.join(sorted(URDF_SCHEMES))}")
+        path = Path(URDF_SCHEMES[scheme](rest))
+    else:
+        path = Path(urdf_path)
+    if not path.is_file():
+        raise ModelError(f"URDF file not found: '{path}'")
+    return path
+
+
+def _check_urdf_xml(xml: str, origin: str) -> ET.Element:
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as e:
+        raise ModelError(f"malformed URDF XML in {origin}: {e}") from e
+    if root.tag != "robot":
+        raise ModelError(f"{origin} is not a URDF: root element is <{root.tag}>, expected <robot>")
+    for j in root.findall("joint"):  # not the <joint> elements of <transmission>
+        jtype = j.get("type")
+        if jtype not in SUPPORTED_JOINT_TYPES:
+            raise ModelError(
+                f"{origin}: joint '{j.get('name')}' has unsupported type '{jtype}'; "
+                f"supported: {', '.join(SUPPORTED_JOINT_TYPES)}")
+    return root
+
+
+@dataclass(frozen=True, eq=False)
+class RobotModel:
+    """Immutable structure of the robot.
+
+    Attributes:
+        model: the pinocchio model (with the free-flyer when ``floating_base``).
+        urdf_xml: the URDF text the model was built from.
+        urdf_file: the file it was read from, or ``None`` for an XML string.
+        floating_base: whether the root is a free-flyer.
+        joint_names: actuated joints, in API order.
+        joint_ids: pinocchio joint index of each actuated joint.
+        idx_q, idx_v: index of each actuated joint in ``q`` and ``v``.
+        nq_joint: 1 (revolute, prismatic) or 2 (continuous: cos, sin) per joint.
+        position_lower, position_upper: URDF limits (rad or m; +-inf when none).
+        velocity_limit, effort_limit: URDF limits (inf when none or zero).
+        damping, friction: URDF ``<dynamics>`` (N*m*s/rad, N*m).
+        root_link: name of the URDF root link (the floating base).
+    """
+
+    model: pin.Model
+    urdf_xml: str
+    urdf_file: Path | None
+    floating_base: bool
+    joint_names: tuple[str, ...]
+    joint_ids: np.ndarray
+    idx_q: np.ndarray
+    idx_v: np.ndarray
+    nq_joint: np.ndarray
+    position_lower: np.ndarray
+    position_upper: np.ndarray
+    velocity_limit: np.ndarray
+    effort_limit: np.ndarray
+    damping: np.ndarray
+    friction: np.ndarray
+    root_link: str
+
+    @property
+    def nj(self) -> int:
+        """Number of actuated joints."""
+        return len(self.joint_names)
+
+    @property
+    def mass(self) -> float:
+        """Total mass, kg."""
+        return float(sum(inertia.mass for inertia in self.model.inertias))
+
+    def joint_index(self, name: str) -> int:
+        """API index of an actuated joint; :class:`ModelError` naming it if unknown."""
+        try:
+            return self.joint_names.index(name)
+        except ValueError:
+            raise ModelError(
+                f"unknown joint '{name}'; the model's actuated joints are: "
+                f"{', '.join(self.joint_names)}") from None
+
+    def frame_id(self, name: str, key: str = "") -> int:
+        """pinocchio frame index; :class:`ModelError` naming the frame if unknown."""
+        if not self.model.existFrame(name):
+            where = f"parameter '{key}': " if key else ""
+            raise ModelError(f"{where}frame '{name}' is not in the model "
+                             f"(see RobotModel.frame_names())")
+        return self.model.getFrameId(name)
+
+    def frame_names(self) -> list[str]:
+        return [f.name for f in self.model.frames]
+
+    @classmethod
+    def from_urdf(cls, urdf_path: str = "", robot_description: str = "",
+                  floating_base: bool = True,
+                  base_placement: pin.SE3 | None = None) -> "RobotModel":
+        """Build from a URDF file (``urdf_path``) or string (``robot_description``).
+
+        For a fixed base, ``base_placement`` (world <- root link) places the
+        root link in the world; for a floating base it is ignored (the initial
+        base pose is part of the state).
+        """
+        if urdf_path:
+            path = resolve_urdf_path(urdf_path)
+            try:
+                xml = path.read_text()
+            except (OSError, UnicodeDecodeError) as e:
+                raise ModelError(f"cannot read URDF file '{path}': {e}") from e
+            origin: str = f"'{path}'"
+        else:
+            path, xml, origin = None, robot_description, "robot_description"
+        root = _check_urdf_xml(xml, origin)
+        try:
+            if floating_base:
+                model = pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())
+            else:
+                model = pin.buildModelFromXML(xml)
+        except (RuntimeError, ValueError) as e:
+            raise ModelError(f"pinocchio cannot build a model from {origin}: {e}") from e
+
+        if not floating_base and base_placement is not None:
+            for j in range(1, model.njoints):
+                if model.parents[j] == 0:
+                    model.jointPlacements[j] = base_placement * model.jointPlacements[j]
+            for f in model.frames:
+                if f.parentJoint == 0 and f.name != "universe":
+                    f.placement = base_placement * f.placement
+
+        first = 2 if floating_base else 1
+        ids = list(range(first, model.njoints))
+        names = tuple(model.names[j] for j in ids)
+        if not ids and not floating_base:
+            raise ModelError(f"{origin}: a fixed-base robot needs at least one actuated joint")
+        nq = np.array([model.nqs[j] for j in ids], dtype=int)
+        nv = np.array([model.nvs[j] for j in ids], dtype=int)
+        if np.any(nv != 1):  # guarded by SUPPORTED_JOINT_TYPES; keep the model honest
+            bad = [n for n, k in zip(names, nv) if k != 1]
+            raise ModelError(f"{origin}: joints with more than one degree of freedom: {bad}")
+        idx_q = np.array([model.idx_qs[j] for j in ids], dtype=int)
+        idx_v = np.array([model.idx_vs[j] for j in ids], dtype=int)
+
+        # limits: pinocchio keeps them per q / v entry; continuous joints have none
+        lower = np.full(len(ids), -np.inf)
+        upper = np.full(len(ids), np.inf)
+        for i, (iq, k) in enumerate(zip(idx_q, nq)):
+            if k == 1:
+                lo, hi = model.lowerPositionLimit[iq], model.upperPositionLimit[iq]
+                lower[i] = lo if lo > -1e300 else -np.inf
+                upper[i] = hi if hi < 1e300 else np.inf
+        vel = np.array([model.velocityLimit[i] for i in idx_v], dtype=float)
+        eff = np.array([model.effortLimit[i] for i in idx_v], dtype=float)
+        vel[(vel <= 0) | (vel > 1e300)] = np.inf
+        eff[(eff <= 0) | (eff > 1e300)] = np.inf
+        damping = np.array([model.damping[i] for i in idx_v], dtype=float)
+        friction = np.array([model.friction[i] for i in idx_v], dtype=float)
+        for arr in (lower, upper, vel, eff, damping, friction):
+            arr.setflags(write=False)
+
+        robot = cls(model=model, urdf_xml=xml, urdf_file=path, floating_base=floating_base,
+                    joint_names=names, joint_ids=np.array(ids, dtype=int), idx_q=idx_q,
+                    idx_v=idx_v, nq_joint=nq, position_lower=lower, position_upper=upper,
+                    velocity_limit=vel, effort_limit=eff, damping=damping, friction=friction,
+                    root_link=_root_link_name(root))
+        robot._check_masses(origin)
+        return robot
+
+    def _check_masses(self, origin: str) -> None:
+        """Every joint must move some mass, or the mass matrix is singular."""
+        model = self.model
+        subtree_mass = np.array([model.inertias[j].mass for j in range(model.njoints)])
+        for j in range(model.njoints - 1, 0, -1):
+            subtree_mass[model.parents[j]] += subtree_mass[j]
+        start = 1
+        for j in range(start, model.njoints):
+            if subtree_mass[j] <= 0:
+                raise ModelError(
+                    f"{origin}: joint '{model.names[j]}' moves no mass (every link after it "
+                    f"has zero or missing <inertial>); the dynamics would be singular")
+
+    # --- configuration helpers -------------------------------------------------
+
+    def joint_positions(self, q: np.ndarray) -> np.ndarray:
+        """Actuated joint positions from a pinocchio configuration."""
+        out = np.empty(self.nj)
+        one = self.nq_joint == 1
+        out[one] = q[self.idx_q[one]]
+        two = ~one
+        if two.any():
+            iq = self.idx_q[two]
+            out[two] = np.arctan2(q[iq + 1], q[iq])
+        return out
+
+    def set_joint_positions(self, q: np.ndarray, positions: np.ndarray) -> None:
+        """Write actuated joint positions into a pinocchio configuration in place."""
+        for iq, k, x in zip(self.idx_q, self.nq_joint, positions):
+            if k == 1:
+                q[iq] = x
+            else:
+                q[iq], q[iq + 1] = np.cos(x), np.sin(x)
+
+
+def _root_link_name(root: ET.Element) -> str:
+    links = [link.get("name") for link in root.findall("link")]
+    children = {j.find("child").get("link") for j in root.findall("joint")
+                if j.find("child") is not None}
+    roots = [n for n in links if n not in children]
+    return roots[0] if roots else (links[0] if links else "")

@@ -1,0 +1,415 @@
+"""The simulator: an immutable robot, a validated configuration, and a state
+that :meth:`Simulator.step` advances by one fixed step.
+
+One step (``h = dt``), semi-implicit (symplectic) Euler on the manifold::
+
+    kinematics of all contact points   (one computeJointJacobians call)
+    contact forces F, next deformation (the contact model, vectorized)
+    tau = sat(tau_cmd) + passive(q, v) + J^T F
+    a   = ABA(q, v, tau)              (armature + h*D: implicit joint damping)
+    v'  = v + h a
+    q'  = integrate(q, h v')           (pinocchio: quaternion stays unit)
+
+The state is never left non-finite: a bad torque vector raises
+:class:`CommandError` before anything changes, and a step whose result is
+non-finite or whose contacts penetrate deeper than ``contact.max_penetration``
+raises :class:`DivergenceError` and keeps the previous state.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pinocchio as pin
+
+from .actuation import Actuation
+from .config import SimConfig, load_config, read_yaml_params
+from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
+from .errors import CommandError, DivergenceError, ModelError
+from .robot import RobotModel
+from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
+
+
+@dataclass(frozen=True)
+class State:
+    """A snapshot of the simulation state (arrays are read-only).
+
+    ``q`` and ``v`` follow pinocchio: for a floating base ``q = [x, y, z,
+    qx, qy, qz, qw, joints...]`` and ``v = [base linear velocity (base frame),
+    base angular velocity (base frame), joint velocities...]``.
+    """
+
+    t: float  #: simulated time, s
+    q: np.ndarray
+    v: np.ndarray
+    applied_torques: np.ndarray  #: torque actually applied to each joint (after saturation)
+    contact_deformation: np.ndarray  #: (n_points, 3) ground deformation state, m
+    robot: RobotModel
+    base_pose: pin.SE3  #: world <- base
+
+    @property
+    def joint_positions(self) -> np.ndarray:
+        """rad or m, in ``joint_names`` order."""
+        return self.robot.joint_positions(self.q)
+
+    @property
+    def joint_velocities(self) -> np.ndarray:
+        """rad/s or m/s, in ``joint_names`` order."""
+        return self.v[self.robot.idx_v]
+
+    @property
+    def base_position(self) -> np.ndarray:
+        """World position of the base origin, m."""
+        return self.base_pose.translation.copy()
+
+    @property
+    def base_quaternion(self) -> np.ndarray:
+        """Base orientation in the world, (x, y, z, w)."""
+        return pin.Quaternion(self.base_pose.rotation).coeffs().copy()
+
+    @property
+    def base_linear_velocity(self) -> np.ndarray:
+        """Velocity of the base origin, world frame, m/s (zero for a fixed base)."""
+        if not self.robot.floating_base:
+            return np.zeros(3)
+        return self.base_pose.rotation @ self.v[:3]
+
+    @property
+    def base_angular_velocity(self) -> np.ndarray:
+        """Angular velocity of the base, world frame, rad/s (zero for a fixed base)."""
+        if not self.robot.floating_base:
+            return np.zeros(3)
+        return self.base_pose.rotation @ self.v[3:6]
+
+
+def _rpy_quaternion(rpy) -> np.ndarray:
+    return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
+
+
+class Simulator:
+    """Whole-body rigid-body simulator with ground contact.
+
+    Build it with :meth:`from_params` (a dict of dotted parameter names, see
+    ``wb_sim.config.PARAMETERS``) or :meth:`from_yaml`. Joint vectors (torques,
+    positions, velocities) are in :attr:`joint_names` order.
+    """
+
+    def __init__(self, config: SimConfig):
+        self.config = config
+        self.dt = config.dt
+        base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
+                                 np.array(config.initial.base_position))
+        self.robot = RobotModel.from_urdf(
+            config.urdf_path, config.robot_description, config.floating_base,
+            base_placement=None if config.floating_base else base_placement)
+        robot = self.robot
+        #: physical model (armature only), for the dynamics queries
+        self.model = robot.model
+        self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
+        self.actuation = Actuation(robot, config.joints, self.dt)
+        self.model.armature[robot.idx_v] = self.actuation.armature
+        self._data = self.model.createData()
+        #: stepping model: armature + h D, so joint damping is implicit
+        self._model_step = pin.Model(self.model)
+        self._model_step.armature[robot.idx_v] = self.actuation.step_armature()
+        self._data_step = self._model_step.createData()
+
+        self.joint_names = robot.joint_names
+        self.nj = robot.nj
+        self.q0 = self._initial_configuration()
+        self._base_placement = base_placement
+        self._effective_inertias()
+
+        ground = Ground(config.ground.height, np.array(config.ground.normal))
+        self.ground = ground
+        self.contact_points = ContactPoints(robot, config, ground)
+        self.contact = make_contact_model(config, self.contact_points)
+        self.surface_names = self.contact_points.surface_names
+        if self.contact_points.n:
+            self.contact.check_stability(*self._delassus_extremes(), self.dt)
+
+        self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity)) \
+            if config.imu.frame else None
+
+        floating = robot.floating_base
+        self._jq = slice(7, None) if floating else slice(0, None)
+        self._jv = slice(6, None) if floating else slice(0, None)
+        contiguous = (np.all(robot.nq_joint == 1)
+                      and np.array_equal(robot.idx_q, np.arange(self.model.nq)[self._jq])
+                      and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
+        self._contiguous = bool(contiguous)
+        self._tau_gen = np.zeros(self.model.nv)
+        self.reset()
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> "Simulator":
+        """Build from a dict of parameters (dotted keys, or nested dicts)."""
+        return cls(load_config(params))
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None,
+                  node_name: str = "wb_sim") -> "Simulator":
+        """Build from the ``wb_sim: ros__parameters:`` block of a YAML file,
+        with ``overrides`` (dotted keys) applied on top."""
+        params = read_yaml_params(path, node_name)
+        params.update(overrides or {})
+        return cls.from_params(params)
+
+    def _initial_configuration(self) -> np.ndarray:
+        robot, cfg = self.robot, self.config.initial
+        q = pin.neutral(self.model)
+        if robot.floating_base:
+            q[:3] = cfg.base_position
+            q[3:7] = _rpy_quaternion(cfg.base_rpy)
+        positions = np.zeros(robot.nj)
+        for name, x in zip(cfg.joint_names, cfg.joint_positions):
+            if name not in robot.joint_names:
+                raise ModelError(
+                    f"parameter 'initial.joint_names': unknown joint '{name}'; the model's "
+                    f"actuated joints are: {', '.join(robot.joint_names)}")
+            positions[robot.joint_names.index(name)] = x
+        self.actuation.check_initial_positions(robot, positions)
+        robot.set_joint_positions(q, positions)
+        q.setflags(write=False)
+        return q
+
+    def _effective_inertias(self) -> None:
+        Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
+        self.actuation.set_effective_inertia(1.0 / np.diag(Minv)[self.robot.idx_v])
+
+    def _delassus_extremes(self) -> tuple[float, float]:
+        """Largest eigenvalues (1/kg) of the normal and tangential Delassus
+        matrices ``G = J_c M^-1 J_c^T`` of all contact points at the initial
+        configuration (stepping model: armature and implicit damping included)."""
+        model, data, pts = self._model_step, self._data_step, self.contact_points
+        pin.computeJointJacobians(model, data, self.q0)
+        pts.update(model, data, np.zeros(model.nv))
+        rows = []
+        for i, k in enumerate(pts.slot):
+            jac = data.J * pts._support[k]  # world frame, at the world origin
+            rows.append((jac[:3] - pin.skew(pts.position[i]) @ jac[3:]))  # point Jacobian
+        Jp = pts.basis.T @ np.stack(rows)  # (n, 3, nv), ground coordinates
+        Minv = pin.computeMinverse(model, data, self.q0)
+        Minv = np.triu(Minv) + np.triu(Minv, 1).T
+        N = Jp[:, 2]
+        T = Jp[:, :2].reshape(-1, model.nv)
+        lam_n = np.linalg.eigvalsh(N @ Minv @ N.T)[-1]
+        lam_t = np.linalg.eigvalsh(T @ Minv @ T.T)[-1]
+        return float(lam_n), float(lam_t)
+
+    # ------------------------------------------------------------------ stepping
+
+    def reset(self) -> None:
+        """Back to the configured initial state (t = 0, at rest)."""
+        self._q = self.q0
+        self._v = np.zeros(self.model.nv)
+        self._v.setflags(write=False)
+        self._u = self.contact.initial_state()
+        self._k = 0
+        self._tau_applied = np.zeros(self.nj)
+        self._force = np.zeros((self.contact_points.n, 3))  # ground coordinates
+        if self.imu_sensor is not None:
+            self.imu_sensor.reset()
+        # acceleration of the initial state under zero torque, for the IMU
+        self._a, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
+        self._q_prev, self._v_prev = self._q, self._v
+
+    @property
+    def t(self) -> float:
+        """Simulated time, s."""
+        return self._k * self.dt
+
+    @property
+    def q(self) -> np.ndarray:
+        """Current configuration, pinocchio layout (read-only array, no copy)."""
+        return self._q
+
+    @property
+    def v(self) -> np.ndarray:
+        """Current generalized velocity, pinocchio layout (read-only array, no copy)."""
+        return self._v
+
+    @property
+    def step_count(self) -> int:
+        """Steps taken since the last reset."""
+        return self._k
+
+    def _joint_qv(self, q, v):
+        if self._contiguous:
+            return q[self._jq], v[self._jv]
+        return self.robot.joint_positions(q), v[self.robot.idx_v]
+
+    def _dynamics(self, q, v, tau_joints):
+        """Generalized acceleration, next contact state and contact forces at (q, v)."""
+        model, data, pts = self._model_step, self._data_step, self.contact_points
+        if pts.n:
+            pin.computeJointJacobians(model, data, q)
+            pts.update(model, data, v)
+            force, u_next = self.contact.forces(self._u, self.dt)
+            tau = pts.generalized_force(force)
+        else:
+            force, u_next = self._force, self._u
+            tau = self._tau_gen
+            tau[:] = 0.0
+        qj, vj = self._joint_qv(q, v)
+        tau[self._jv] += tau_joints + self.actuation.passive_torques(qj, vj)
+        a = pin.aba(model, data, q, v, tau, pin.Convention.WORLD)
+        return a, u_next, force
+
+    def step(self, tau) -> None:
+        """Advance one step of ``dt`` with joint torques ``tau`` (N*m or N, in
+        :attr:`joint_names` order), held constant over the step.
+
+        Raises :class:`CommandError` (state untouched) for a wrong length or a
+        non-finite value, :class:`DivergenceError` (state untouched) if the step
+        would leave the domain of validity.
+        """
+        try:
+            tau = np.asarray(tau, dtype=float)
+        except (TypeError, ValueError) as e:
+            raise CommandError(f"torques must be a vector of {self.nj} numbers: {e}") from None
+        if tau.shape != (self.nj,):
+            raise CommandError(f"torques must have shape ({self.nj},) in joint_names order, "
+                               f"got shape {tau.shape}")
+        if not math.isfinite(tau @ tau):  # cheaper than isfinite().all(); catches inf, nan
+            bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(tau))]
+            raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
+                               "torques too large (their squared norm overflows)")
+        applied = self.actuation.saturate(tau, out=np.empty(self.nj))
+        q, v, dt = self._q, self._v, self.dt
+        a, u_next, force = self._dynamics(q, v, applied)
+        v_next = v + dt * a
+        q_next = pin.integrate(self._model_step, q, v_next * dt)
+        if not (math.isfinite(v_next @ v_next) and math.isfinite(q_next @ q_next)):
+            raise DivergenceError(
+                f"the state became non-finite at t = {self.t + dt:.6f} s; the last valid "
+                f"state is kept (check contact stiffness, gains and time step)")
+        if self.contact_points.n:
+            depth = self.contact.depth
+            worst = int(np.argmax(depth))
+            if depth[worst] > self.contact.max_penetration:
+                surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+                raise DivergenceError(
+                    f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
+                    f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
+                    f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
+        q_next.setflags(write=False)
+        v_next.setflags(write=False)
+        self._q_prev, self._v_prev, self._a = q, v, a
+        self._q, self._v, self._u = q_next, v_next, u_next
+        self._force = force
+        self._tau_applied = applied
+        self._k += 1
+        if self.imu_sensor is not None and self.imu_sensor.noisy:
+            self.imu_sensor.draw_noise()
+
+    # ------------------------------------------------------------------ outputs
+
+    @property
+    def state(self) -> State:
+        """The current state (a read-only snapshot)."""
+        if self.robot.floating_base:
+            q = self._q
+            base = pin.XYZQUATToSE3(q[:7])
+        else:
+            base = self._base_placement
+        applied = self._tau_applied.copy()
+        u = self._u.copy()
+        applied.setflags(write=False)
+        u.setflags(write=False)
+        return State(t=self.t, q=self._q, v=self._v, applied_torques=applied,
+                     contact_deformation=u, robot=self.robot, base_pose=base)
+
+    def imu(self) -> ImuReading:
+        """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""
+        if self.imu_sensor is None:
+            raise ModelError("no IMU configured: set parameter 'imu.frame'")
+        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev, self._a)
+
+    def contact_wrenches(self) -> dict[str, ContactWrench]:
+        """Per surface: the ground's force (N) and torque (N*m) about the surface
+        frame origin, expressed in the surface frame, from the last step."""
+        pts = self.contact_points
+        return {name: ContactWrench(frame, f, t) for name, frame, (f, t) in
+                zip(pts.surface_names, pts.surface_frames, pts.surface_wrenches(self._force))}
+
+    def contact_points_state(self) -> ContactPointsReading:
+        """Per-point positions, forces, depths and stick/slip states of the last step."""
+        pts = self.contact_points
+        return ContactPointsReading(
+            surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
+            position=pts.position.copy(), force=self._force @ pts.basis.T,
+            depth=self.contact.depth.copy(),
+            status=tuple(STATUS_NAMES[s] for s in self.contact.status))
+
+    # ------------------------------------------------------------------ dynamics queries
+
+    def _qv(self, q, v=None):
+        q = self._q if q is None else np.asarray(q, dtype=float)
+        if q.shape != (self.model.nq,):
+            raise CommandError(f"q must have shape ({self.model.nq},), got {q.shape}")
+        if v is None:
+            return q, None
+        v = np.asarray(v, dtype=float)
+        if v.shape != (self.model.nv,):
+            raise CommandError(f"v must have shape ({self.model.nv},), got {v.shape}")
+        return q, v
+
+    def mass_matrix(self, q=None) -> np.ndarray:
+        """Joint-space mass matrix M(q) (nv, nv), armature included (pinocchio conventions)."""
+        q, _ = self._qv(q)
+        M = pin.crba(self.model, self._data, q)
+        return np.triu(M) + np.triu(M, 1).T
+
+    def bias_forces(self, q=None, v=None) -> np.ndarray:
+        """Coriolis, centrifugal and gravity forces h(q, v) (nv,): M a + h = tau."""
+        q, v = self._qv(q, self._v if v is None else v)
+        return pin.nonLinearEffects(self.model, self._data, q, v).copy()
+
+    def generalized_gravity(self, q=None) -> np.ndarray:
+        """Generalized gravity g(q) (nv,)."""
+        q, _ = self._qv(q)
+        return pin.computeGeneralizedGravity(self.model, self._data, q).copy()
+
+    def gravity_torques(self, q=None) -> np.ndarray:
+        """Joint rows of g(q) (nj,): the torques that hold the joints against gravity."""
+        return self.generalized_gravity(q)[self.robot.idx_v]
+
+    def frame_jacobian(self, frame: str, q=None) -> np.ndarray:
+        """(6, nv) Jacobian of a frame: linear velocity of its origin and angular
+        velocity, both in world axes (pinocchio LOCAL_WORLD_ALIGNED)."""
+        q, _ = self._qv(q)
+        fid = self.robot.frame_id(frame)
+        return pin.computeFrameJacobian(self.model, self._data, q, fid, pin.LOCAL_WORLD_ALIGNED)
+
+    def frame_pose(self, frame: str, q=None) -> pin.SE3:
+        """World pose (world <- frame) of a frame."""
+        q, _ = self._qv(q)
+        fid = self.robot.frame_id(frame)
+        pin.framesForwardKinematics(self.model, self._data, q)
+        return pin.SE3(self._data.oMf[fid])
+
+    def center_of_mass(self, q=None) -> np.ndarray:
+        """World position of the centre of mass, m."""
+        q, _ = self._qv(q)
+        return pin.centerOfMass(self.model, self._data, q).copy()
+
+    def forward_dynamics(self, tau, q=None, v=None) -> np.ndarray:
+        """Generalized acceleration (nv,) at (q, v) under joint torques ``tau``,
+        with the contact forces the contact model produces there (its
+        deformation state taken as the current one). The state is not changed."""
+        q, v = self._qv(q, self._v if v is None else v)
+        tau = self.actuation.saturate(np.asarray(tau, dtype=float), out=np.empty(self.nj))
+        a, _, _ = self._dynamics(q, v, tau)
+        return a.copy()
+
+    @property
+    def mass(self) -> float:
+        """Total mass, kg."""
+        return self.robot.mass
