@@ -15,6 +15,7 @@ with a :class:`~wb_sim.errors.ConfigError` that names the key.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -522,8 +523,8 @@ def parameter_table_markdown() -> str:
     """The README's parameter table, generated from :data:`PARAMETERS`."""
     rows = ["| parameter | type | default | unit | meaning |", "|---|---|---|---|---|"]
 
-    def fmt(x):
-        return "`" + (repr(x) if not isinstance(x, list) else str(x)) + "`"
+    def fmt(x):  # YAML spelling
+        return "`" + json.dumps(x) + "`"
 
     for p in PARAMETERS:
         rows.append(f"| `{p.key}` | {p.kind} | {fmt(p.default)} | {p.unit} | {p.doc} |")
