@@ -29,7 +29,6 @@ setup(
     maintainer_email="wb_sim@example.com",
     description="Whole-body simulator of floating-base robots in contact with the ground (ROS 2)",
     license="BSD-3-Clause",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [
             "wb_sim_demo = wb_sim.demo:main",

@@ -60,6 +60,8 @@ class Actuation:
             self.damping = np.zeros(nj)
             self.friction = np.zeros(nj)
         self.has_friction = bool(np.any(self.friction > 0))
+        self.has_damping = bool(np.any(self.damping > 0))
+        self.saturating = bool(np.any(np.isfinite(self.effort_limit)))
         self.friction_velocity = np.full(nj, cfg.friction_velocity)
         self.limits_enabled = cfg.position_limits
         self.lower = robot.position_lower.copy()
@@ -83,13 +85,18 @@ class Actuation:
         self.friction_velocity = np.maximum(self.friction_velocity,
                                             self.friction * self.dt / inertia)
 
-    def saturate(self, tau: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Clip torques to the effort limits into ``out``."""
-        return np.clip(tau, -self.effort_limit, self.effort_limit, out=out)
+    def saturate(self, tau: np.ndarray) -> np.ndarray:
+        """Torques clipped to the effort limits (a new array)."""
+        if not self.saturating:
+            return tau.copy()
+        lim = self.effort_limit
+        return np.minimum(np.maximum(tau, -lim), lim)
 
-    def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray:
+    def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
         """Explicit joint torques: -D qdot (its implicit part is in the armature),
-        Coulomb friction and limit reactions, (nj,)."""
+        Coulomb friction and limit reactions, (nj,); ``None`` when all are off."""
+        if not (self.has_damping or self.has_friction or self.limits_enabled):
+            return None
         tau = -self.damping * vj
         if self.has_friction:
             tau -= self.friction * np.tanh(vj / self.friction_velocity)

@@ -258,7 +258,8 @@ class Simulator:
             tau = self._tau_gen
             tau[:] = 0.0
         qj, vj = self._joint_qv(q, v)
-        tau[self._jv] += tau_joints + self.actuation.passive_torques(qj, vj)
+        passive = self.actuation.passive_torques(qj, vj)
+        tau[self._jv] += tau_joints if passive is None else tau_joints + passive
         a = pin.aba(model, data, q, v, tau, pin.Convention.WORLD)
         return a, u_next, force
 
@@ -281,7 +282,7 @@ class Simulator:
             bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(tau))]
             raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
                                "torques too large (their squared norm overflows)")
-        applied = self.actuation.saturate(tau, out=np.empty(self.nj))
+        applied = self.actuation.saturate(tau)
         q, v, dt = self._q, self._v, self.dt
         a, u_next, force = self._dynamics(q, v, applied)
         v_next = v + dt * a
@@ -292,8 +293,8 @@ class Simulator:
                 f"state is kept (check contact stiffness, gains and time step)")
         if self.contact_points.n:
             depth = self.contact.depth
-            worst = int(np.argmax(depth))
-            if depth[worst] > self.contact.max_penetration:
+            if depth.max() > self.contact.max_penetration:
+                worst = int(np.argmax(depth))
                 surface = self.surface_names[self.contact_points.surface_of_point[worst]]
                 raise DivergenceError(
                     f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
@@ -405,7 +406,7 @@ class Simulator:
         with the contact forces the contact model produces there (its
         deformation state taken as the current one). The state is not changed."""
         q, v = self._qv(q, self._v if v is None else v)
-        tau = self.actuation.saturate(np.asarray(tau, dtype=float), out=np.empty(self.nj))
+        tau = self.actuation.saturate(np.asarray(tau, dtype=float))
         a, _, _ = self._dynamics(q, v, tau)
         return a.copy()
 

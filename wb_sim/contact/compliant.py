@@ -99,11 +99,11 @@ class CompliantContact:
         fn = s * (self.k * depth - self.c * V[:, 2])
         contact = fn > 0.0
         fn *= contact
+        s *= contact  # zero for points out of contact: no tangential force there
         vt = V[:, :2]
         ft = (self.kt * u + self.ct * vt) * (-s)[:, None]
         limit = self.mu * fn
         slip = (ft * ft).sum(axis=1) > limit * limit
-        slip &= contact
         udot = vt
         if slip.any():
             # scale onto the cone; u_dot makes the spring-damper produce that force
@@ -111,10 +111,9 @@ class CompliantContact:
             ft[slip] *= (limit[slip] / norm)[:, None]
             udot = vt.copy()
             udot[slip] = -(ft[slip] / s[slip, None] + self.kt * u[slip]) / self.ct
-        contact_col = contact[:, None]
-        u_next = (u + dt * udot) * contact_col
+        u_next = (u + dt * udot) * contact[:, None]
         force = self._force
-        np.multiply(ft, contact_col, out=force[:, :2])
+        force[:, :2] = ft
         force[:, 2] = fn
         self._contact, self._slip = contact, slip
         return force, u_next
