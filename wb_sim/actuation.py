@@ -15,7 +15,8 @@ friction, position limits and motor armature.
   pushes back, ``k = I / tau^2``, ``c = 2 zeta I / tau`` with the joint's
   effective inertia ``I = 1 / (M^-1)_jj`` at the initial configuration,
   ``tau = joints.limit_time_constant`` and ``zeta = joints.limit_damping_ratio``.
-  With the default ``tau = 10 dt`` the explicit stability margin is large.
+  ``tau`` must be at least ``4 dt``; with the default ``5 dt`` at 1 kHz the
+  explicit spring stays stable if the effective inertia drops up to 8-fold.
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class Actuation:
         self.limited = np.isfinite(self.lower) | np.isfinite(self.upper)
         self.limit_stiffness = np.zeros(nj)
         self.limit_damping = np.zeros(nj)
+        if cfg.limit_time_constant < 4 * dt:
+            raise ConfigError(
+                f"parameter 'joints.limit_time_constant' = {cfg.limit_time_constant:g} s is "
+                f"shorter than 4 dt = {4 * dt:g} s: the explicit limit spring would be unstable")
         self._tau_limit = cfg.limit_time_constant
         self._zeta_limit = cfg.limit_damping_ratio
 

@@ -146,9 +146,10 @@ PARAMETERS: tuple[Param, ...] = (
     # --- joints / actuation
     Param("joints.position_limits", "bool", True, "",
           "Enforce URDF position limits with a unilateral spring-damper."),
-    Param("joints.limit_time_constant", "float", 0.01, "s",
+    Param("joints.limit_time_constant", "float", 0.005, "s",
           "Time constant of the limit spring-damper: k = I/tau^2 per joint, "
-          "I = the joint's effective inertia at the initial configuration.", check=_positive),
+          "I = the joint's effective inertia at the initial configuration; at least 4 dt.",
+          check=_positive),
     Param("joints.limit_damping_ratio", "float", 1.0, "",
           "Damping ratio of the limit spring-damper.", check=_nonneg),
     Param("joints.effort_limits", "bool", True, "",

@@ -134,8 +134,9 @@ class RobotModel:
 
     @property
     def mass(self) -> float:
-        """Total mass, kg."""
-        return float(sum(inertia.mass for inertia in self.model.inertias))
+        """Mass moved by the joints, kg: the whole robot for a floating base; for a
+        fixed base, links welded to the world are left out (as in the CoM)."""
+        return float(sum(inertia.mass for inertia in self.model.inertias[1:]))
 
     def joint_index(self, name: str) -> int:
         """API index of an actuated joint; :class:`ModelError` naming it if unknown."""

@@ -34,6 +34,10 @@ from .robot import RobotModel
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
 
+#: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
+MAX_SPEED = 1.0e4
+
+
 @dataclass(frozen=True)
 class State:
     """A snapshot of the simulation state (arrays are read-only).
@@ -130,7 +134,8 @@ class Simulator:
         self.contact = make_contact_model(config, self.contact_points)
         self.surface_names = self.contact_points.surface_names
         if self.contact_points.n:
-            self.contact.check_stability(*self._delassus_extremes(), self.dt)
+            weight = robot.mass * float(np.linalg.norm(config.gravity))
+            self.contact.check_stability(self._delassus(), weight, self.dt)
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity)) \
             if config.imu.frame else None
@@ -183,25 +188,22 @@ class Simulator:
         Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
         self.actuation.set_effective_inertia(1.0 / np.diag(Minv)[self.robot.idx_v])
 
-    def _delassus_extremes(self) -> tuple[float, float]:
-        """Largest eigenvalues (1/kg) of the normal and tangential Delassus
-        matrices ``G = J_c M^-1 J_c^T`` of all contact points at the initial
-        configuration (stepping model: armature and implicit damping included)."""
+    def _delassus(self) -> np.ndarray:
+        """Delassus matrix ``G = J_c M^-1 J_c^T`` (3n, 3n) of all contact points at
+        the initial configuration, ground coordinates (t1, t2, n per point), with
+        the stepping model (armature and implicit damping included)."""
         model, data, pts = self._model_step, self._data_step, self.contact_points
         pin.computeJointJacobians(model, data, self.q0)
         pts.update(model, data, np.zeros(model.nv))
         rows = []
         for i, k in enumerate(pts.slot):
             jac = data.J * pts._support[k]  # world frame, at the world origin
-            rows.append((jac[:3] - pin.skew(pts.position[i]) @ jac[3:]))  # point Jacobian
-        Jp = pts.basis.T @ np.stack(rows)  # (n, 3, nv), ground coordinates
+            rows.append(pts.basis.T @ (jac[:3] - pin.skew(pts.position[i]) @ jac[3:]))
+        Jc = np.vstack(rows)  # (3n, nv)
         Minv = pin.computeMinverse(model, data, self.q0)
         Minv = np.triu(Minv) + np.triu(Minv, 1).T
-        N = Jp[:, 2]
-        T = Jp[:, :2].reshape(-1, model.nv)
-        lam_n = np.linalg.eigvalsh(N @ Minv @ N.T)[-1]
-        lam_t = np.linalg.eigvalsh(T @ Minv @ T.T)[-1]
-        return float(lam_n), float(lam_t)
+        G = Jc @ Minv @ Jc.T
+        return 0.5 * (G + G.T)
 
     # ------------------------------------------------------------------ stepping
 
@@ -218,7 +220,7 @@ class Simulator:
             self.imu_sensor.reset()
         # acceleration of the initial state under zero torque, for the IMU
         self._a, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
-        self._q_prev, self._v_prev = self._q, self._v
+        self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
 
     @property
     def t(self) -> float:
@@ -284,13 +286,31 @@ class Simulator:
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
         q, v, dt = self._q, self._v, self.dt
-        a, u_next, force = self._dynamics(q, v, applied)
-        v_next = v + dt * a
-        q_next = pin.integrate(self._model_step, q, v_next * dt)
-        if not (math.isfinite(v_next @ v_next) and math.isfinite(q_next @ q_next)):
+        try:
+            a, u_next, force = self._dynamics(q, v, applied)
+            v_next = v + dt * a
+            q_next = pin.integrate(self._model_step, q, v_next * dt)
+            self._check_step(v_next, q_next)
+        except DivergenceError:
+            self._recompute_readings()  # readings stay those of the last valid step
+            raise
+        q_next.setflags(write=False)
+        v_next.setflags(write=False)
+        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
+        self._q, self._v, self._u = q_next, v_next, u_next
+        self._force = force
+        self._tau_applied = applied
+        self._k += 1
+        if self.imu_sensor is not None and self.imu_sensor.noisy:
+            self.imu_sensor.draw_noise()
+
+    def _check_step(self, v_next: np.ndarray, q_next: np.ndarray) -> None:
+        speed2 = v_next @ v_next
+        if not (speed2 < MAX_SPEED**2 and math.isfinite(q_next @ q_next)):
             raise DivergenceError(
-                f"the state became non-finite at t = {self.t + dt:.6f} s; the last valid "
-                f"state is kept (check contact stiffness, gains and time step)")
+                f"the state became non-finite or absurd (|v| = {math.sqrt(speed2):.3g} > "
+                f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
+                f"(check contact stiffness, gains and time step)")
         if self.contact_points.n:
             depth = self.contact.depth
             if depth.max() > self.contact.max_penetration:
@@ -300,15 +320,6 @@ class Simulator:
                     f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
                     f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
                     f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
-        q_next.setflags(write=False)
-        v_next.setflags(write=False)
-        self._q_prev, self._v_prev, self._a = q, v, a
-        self._q, self._v, self._u = q_next, v_next, u_next
-        self._force = force
-        self._tau_applied = applied
-        self._k += 1
-        if self.imu_sensor is not None and self.imu_sensor.noisy:
-            self.imu_sensor.draw_noise()
 
     # ------------------------------------------------------------------ outputs
 
@@ -404,13 +415,163 @@ class Simulator:
     def forward_dynamics(self, tau, q=None, v=None) -> np.ndarray:
         """Generalized acceleration (nv,) at (q, v) under joint torques ``tau``,
         with the contact forces the contact model produces there (its
-        deformation state taken as the current one). The state is not changed."""
+        deformation state taken as the current one). Neither the state nor the
+        contact readings change."""
         q, v = self._qv(q, self._v if v is None else v)
         tau = self.actuation.saturate(np.asarray(tau, dtype=float))
-        a, _, _ = self._dynamics(q, v, tau)
-        return a.copy()
+        try:
+            a, _, _ = self._dynamics(q, v, tau)
+            return a.copy()
+        finally:
+            self._recompute_readings()
+
+    def _recompute_readings(self) -> None:
+        """Re-evaluate the last accepted step's contact readings (positions, forces,
+        depths, states) after an evaluation that overwrote them. Deterministic:
+        the same inputs give the same readings."""
+        u = self._u
+        self._u = self._u_prev
+        try:
+            _, _, self._force = self._dynamics(self._q_prev, self._v_prev, self._tau_applied)
+        finally:
+            self._u = u
+
+    def _check_step(self, v_next: np.ndarray, q_next: np.ndarray) -> None:
+        speed2 = v_next @ v_next
+        if not (speed2 < MAX_SPEED**2 and math.isfinite(q_next @ q_next)):
+            raise DivergenceError(
+                f"the state became non-finite or absurd (|v| = {math.sqrt(speed2):.3g} > "
+                f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
+                f"(check contact stiffness, gains and time step)")
+        if self.contact_points.n:
+            depth = self.contact.depth
+            if depth.max() > self.contact.max_penetration:
+                worst = int(np.argmax(depth))
+                surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+                raise DivergenceError(
+                    f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
+                    f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
+                    f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
+
+    # ------------------------------------------------------------------ outputs
+
+    @property
+    def state(self) -> State:
+        """The current state (a read-only snapshot)."""
+        if self.robot.floating_base:
+            q = self._q
+            base = pin.XYZQUATToSE3(q[:7])
+        else:
+            base = self._base_placement
+        applied = self._tau_applied.copy()
+        u = self._u.copy()
+        applied.setflags(write=False)
+        u.setflags(write=False)
+        return State(t=self.t, q=self._q, v=self._v, applied_torques=applied,
+                     contact_deformation=u, robot=self.robot, base_pose=base)
+
+    def imu(self) -> ImuReading:
+        """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""
+        if self.imu_sensor is None:
+            raise ModelError("no IMU configured: set parameter 'imu.frame'")
+        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev, self._a)
+
+    def contact_wrenches(self) -> dict[str, ContactWrench]:
+        """Per surface: the ground's force (N) and torque (N*m) about the surface
+        frame origin, expressed in the surface frame, from the last step."""
+        pts = self.contact_points
+        return {name: ContactWrench(frame, f, t) for name, frame, (f, t) in
+                zip(pts.surface_names, pts.surface_frames, pts.surface_wrenches(self._force))}
+
+    def contact_points_state(self) -> ContactPointsReading:
+        """Per-point positions, forces, depths and stick/slip states of the last step."""
+        pts = self.contact_points
+        return ContactPointsReading(
+            surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
+            position=pts.position.copy(), force=self._force @ pts.basis.T,
+            depth=self.contact.depth.copy(),
+            status=tuple(STATUS_NAMES[s] for s in self.contact.status))
+
+    # ------------------------------------------------------------------ dynamics queries
+
+    def _qv(self, q, v=None):
+        q = self._q if q is None else np.asarray(q, dtype=float)
+        if q.shape != (self.model.nq,):
+            raise CommandError(f"q must have shape ({self.model.nq},), got {q.shape}")
+        if v is None:
+            return q, None
+        v = np.asarray(v, dtype=float)
+        if v.shape != (self.model.nv,):
+            raise CommandError(f"v must have shape ({self.model.nv},), got {v.shape}")
+        return q, v
+
+    def mass_matrix(self, q=None) -> np.ndarray:
+        """Joint-space mass matrix M(q) (nv, nv), armature included (pinocchio conventions)."""
+        q, _ = self._qv(q)
+        M = pin.crba(self.model, self._data, q)
+        return np.triu(M) + np.triu(M, 1).T
+
+    def bias_forces(self, q=None, v=None) -> np.ndarray:
+        """Coriolis, centrifugal and gravity forces h(q, v) (nv,): M a + h = tau."""
+        q, v = self._qv(q, self._v if v is None else v)
+        return pin.nonLinearEffects(self.model, self._data, q, v).copy()
+
+    def generalized_gravity(self, q=None) -> np.ndarray:
+        """Generalized gravity g(q) (nv,)."""
+        q, _ = self._qv(q)
+        return pin.computeGeneralizedGravity(self.model, self._data, q).copy()
+
+    def gravity_torques(self, q=None) -> np.ndarray:
+        """Joint rows of g(q) (nj,): the torques that hold the joints against gravity."""
+        return self.generalized_gravity(q)[self.robot.idx_v]
+
+    def frame_jacobian(self, frame: str, q=None) -> np.ndarray:
+        """(6, nv) Jacobian of a frame: linear velocity of its origin and angular
+        velocity, both in world axes (pinocchio LOCAL_WORLD_ALIGNED)."""
+        q, _ = self._qv(q)
+        fid = self.robot.frame_id(frame)
+        return pin.computeFrameJacobian(self.model, self._data, q, fid, pin.LOCAL_WORLD_ALIGNED)
+
+    def frame_pose(self, frame: str, q=None) -> pin.SE3:
+        """World pose (world <- frame) of a frame."""
+        q, _ = self._qv(q)
+        fid = self.robot.frame_id(frame)
+        pin.framesForwardKinematics(self.model, self._data, q)
+        return pin.SE3(self._data.oMf[fid])
+
+    def center_of_mass(self, q=None) -> np.ndarray:
+        """World position of the centre of mass, m."""
+        q, _ = self._qv(q)
+        return pin.centerOfMass(self.model, self._data, q).copy()
+
+    def forward_dynamics(self, tau, q=None, v=None) -> np.ndarray:
+        """Generalized acceleration (nv,) at (q, v) under joint torques ``tau``,
+        with the contact forces the contact model produces there (its
+        deformation state taken as the current one). Neither the state nor the
+        contact readings change."""
+        q, v = self._qv(q, self._v if v is None else v)
+        tau = self.actuation.saturate(np.asarray(tau, dtype=float))
+        try:
+            a, _, _ = self._dynamics(q, v, tau)
+            return a.copy()
+        finally:
+            self._recompute_readings()
+
+    def _save_readings(self):
+        """The contact readings of the last step (buffers the next evaluation reuses)."""
+        pts, c = self.contact_points, self.contact
+        return (pts.position.copy(), pts.velocity.copy(), pts._H.copy(), pts.position_g,
+                pts.velocity_g, c.depth, c._contact, c._slip, self._force.copy())
+
+    def _restore_readings(self, saved) -> None:
+        pts, c = self.contact_points, self.contact
+        pos, vel, H, pts.position_g, pts.velocity_g, c.depth, c._contact, c._slip, force = saved
+        pts.position[:], pts.velocity[:], pts._H[:] = pos, vel, H
+        if not pts._rotated:
+            pts.position_g, pts.velocity_g = pts.position, pts.velocity
+        self._force[:] = force
 
     @property
     def mass(self) -> float:
-        """Total mass, kg."""
+        """Mass moved by the joints, kg (see :attr:`RobotModel.mass`)."""
         return self.robot.mass
