@@ -23,8 +23,8 @@ velocities reach a few hundred) are not held to an absolute 1e-8.
 import numpy as np
 import pytest
 
-idyn = pytest.importorskip("idyntree.bindings")
-icub_models = pytest.importorskip("icub_models")
+import icub_models  # noqa: E402  (test extra: a missing install must fail, not skip)
+import idyntree.bindings as idyn  # noqa: E402
 
 import wb_sim  # noqa: E402
 
