@@ -293,8 +293,6 @@ class SimConfig:
     initial: InitialConfig
     imu: ImuConfig
     joints: JointsConfig
-    #: the flat dict this config was built from (defaults filled in)
-    flat: Mapping[str, Any]
 
     @property
     def dt(self) -> float:
@@ -466,10 +464,6 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     ground = GroundConfig(height=values["ground.height"],
                           normal=tuple(np.asarray(values["ground.normal"]) /
                                        np.linalg.norm(values["ground.normal"])))
-    flat_full = dict(values)
-    for s in surfaces:
-        for f in _SURFACE_BY_FIELD:
-            flat_full[f"{s.name}.{f}"] = flat.get(f"{s.name}.{f}", _SURFACE_BY_FIELD[f].default)
     return SimConfig(
         urdf_path=values["urdf_path"],
         robot_description=values["robot_description"],
@@ -482,7 +476,6 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
         initial=group("initial", InitialConfig),
         imu=group("imu", ImuConfig),
         joints=group("joints", JointsConfig),
-        flat=flat_full,
     )
 
 

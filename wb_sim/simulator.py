@@ -216,6 +216,7 @@ class Simulator:
         self._u = self.contact.initial_state()
         self._k = 0
         self._tau_applied = np.zeros(self.nj)
+        # without contact points _dynamics hands back this (empty) force array
         self._force = np.zeros((self.contact_points.n, 3))  # ground coordinates
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
