@@ -37,6 +37,8 @@ class Param:
     ``kind`` is one of ``float``, ``int``, ``bool``, ``str``, ``floats``
     (list of floats), ``strs`` (list of strings). ``length`` fixes the length
     of a list (``None``: any). ``check`` returns an error text or ``None``.
+    ``live`` parameters can be changed on a running simulator; every other
+    one is structural (read-only once the simulator is built).
     """
 
     key: str
@@ -46,7 +48,7 @@ class Param:
     doc: str
     length: int | None = None
     check: Callable[[Any], str | None] | None = None
-    read_only: bool = False
+    live: bool = False  #: may change while the simulation runs (ROS: ``ros2 param set``)
 
 
 def _positive(x):
@@ -81,17 +83,15 @@ PARAMETERS: tuple[Param, ...] = (
     Param("urdf_path", "str", "", "",
           "URDF file: absolute path, path relative to the YAML file, or "
           "'icub-models:<model>' / 'example-robot-data:<path under robots/>' for "
-          "robots installed from PyPI. Exactly one of urdf_path, robot_description.",
-          read_only=True),
-    Param("robot_description", "str", "", "", "URDF XML string (alternative to urdf_path).",
-          read_only=True),
+          "robots installed from PyPI. Exactly one of urdf_path, robot_description."),
+    Param("robot_description", "str", "", "", "URDF XML string (alternative to urdf_path)."),
     Param("floating_base", "bool", True, "",
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
-          "to the world at initial.base_position / initial.base_rpy.", read_only=True),
+          "to the world at initial.base_position / initial.base_rpy."),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
-          "Physics rate; the step is dt = 1 / physics_rate_hz.", check=_positive, read_only=True),
+          "Physics rate; the step is dt = 1 / physics_rate_hz.", check=_positive),
     Param("gravity", "floats", [0.0, 0.0, -9.81], "m/s^2", "Gravity in the world frame.",
-          length=3, read_only=True),
+          length=3),
     # --- ground
     Param("ground.height", "float", 0.0, "m",
           "The ground plane passes through the world point (0, 0, height)."),
@@ -99,20 +99,20 @@ PARAMETERS: tuple[Param, ...] = (
           "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
     # --- contact
     Param("contact.model", "str", "compliant", "",
-          "Contact model; one of the keys of wb_sim.contact.CONTACT_MODELS.", read_only=True),
+          "Contact model; one of the keys of wb_sim.contact.CONTACT_MODELS."),
     Param("contact.stiffness", "float", 4.0e4, "N/m",
           "Normal stiffness per point at the reference depth: "
-          "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg),
+          "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg, live=True),
     Param("contact.damping", "float", 400.0, "N*s/m",
-          "Normal damping per point at the reference depth (c above).", check=_nonneg),
+          "Normal damping per point at the reference depth (c above).", check=_nonneg, live=True),
     Param("contact.tangential_stiffness", "float", 4.0e4, "N/m",
           "Tangential stiffness per point at the reference depth (ground deformation spring).",
-          check=_nonneg),
+          check=_nonneg, live=True),
     Param("contact.tangential_damping", "float", 400.0, "N*s/m",
-          "Tangential damping per point at the reference depth.", check=_positive),
+          "Tangential damping per point at the reference depth.", check=_positive, live=True),
     Param("contact.friction_coefficient", "float", 1.0, "",
           "Coulomb friction coefficient mu (the tangential force is at most mu f_n).",
-          check=_nonneg),
+          check=_nonneg, live=True),
     Param("contact.reference_depth", "float", 1.0e-3, "m",
           "Penetration at which the nonlinear normal law has the secant stiffness "
           "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
@@ -120,20 +120,19 @@ PARAMETERS: tuple[Param, ...] = (
     Param("contact.max_penetration", "float", 0.05, "m",
           "A contact point deeper than this raises DivergenceError.", check=_positive),
     Param("contact_surfaces", "strs", [], "",
-          "Names of the contact surfaces; each name S has keys S.frame, S.shape, ...",
-          read_only=True),
+          "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- initial state
     Param("initial.joint_names", "strs", [], "",
-          "Joints given an initial position (others start at 0).", read_only=True),
+          "Joints given an initial position (others start at 0)."),
     Param("initial.joint_positions", "floats", [], "rad or m",
-          "Initial positions, in the order of initial.joint_names.", read_only=True),
+          "Initial positions, in the order of initial.joint_names."),
     Param("initial.base_position", "floats", [0.0, 0.0, 0.0], "m",
-          "Initial world position of the base (root link) origin.", length=3, read_only=True),
+          "Initial world position of the base (root link) origin.", length=3),
     Param("initial.base_rpy", "floats", [0.0, 0.0, 0.0], "rad",
           "Initial base orientation, roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll)).",
-          length=3, read_only=True),
+          length=3),
     # --- IMU
-    Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU).", read_only=True),
+    Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU)."),
     Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
           "Standard deviation of the white Gaussian gyroscope noise.", check=_nonneg),
     Param("imu.linear_acceleration_noise_std", "float", 0.0, "m/s^2",
@@ -170,7 +169,7 @@ PARAMETERS: tuple[Param, ...] = (
           "to at least f dt / I where needed for explicit stability.", check=_positive),
     Param("joints.armature", "floats", [0.0], "kg*m^2",
           "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
-          "joint.", check=_nonneg_all, read_only=True),
+          "joint.", check=_nonneg_all),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -190,7 +189,66 @@ SURFACE_PARAMETERS: tuple[Param, ...] = (
     Param("points", "floats", [], "m", "points: flat [x1, y1, z1, x2, ...] in the frame."),
 )
 
+def _topic(x):
+    if x and (x.endswith("/") or "//" in x or " " in x):
+        return "must be a valid ROS topic name ('' disables the stream)"
+    return None
+
+
+_RATE_DOC = "Publishing rate; 0 = every physics step. Rounded to a whole number of steps."
+
+#: Parameters of the ROS 2 node (``wb_sim_node``) only. They share the node's
+#: ``wb_sim: ros__parameters:`` block with :data:`PARAMETERS`; the core ignores them.
+NODE_PARAMETERS: tuple[Param, ...] = (
+    Param("real_time_factor", "float", 1.0, "",
+          "Pace of the physics loop against the wall clock: 1 = real time, 2 = twice as "
+          "fast, 0 = as fast as possible.", check=_nonneg, live=True),
+    Param("world_frame", "str", "world", "", "TF frame of the world (the ground's frame)."),
+    Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.contact_wrench_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, check=_nonneg),
+    Param("publish.stats_period_s", "float", 10.0, "s",
+          "Wall-clock period of the log line with the achieved real-time factor, deadline "
+          "misses and command latency; 0 = never.", check=_nonneg, live=True),
+    Param("topics.joint_states", "str", "joint_states", "",
+          "sensor_msgs/JointState out ('' = off).", check=_topic),
+    Param("topics.imu", "str", "imu/data", "", "sensor_msgs/Imu out ('' = off).", check=_topic),
+    Param("topics.contact_wrench", "str", "contact_wrench", "",
+          "Prefix of the geometry_msgs/WrenchStamped topics <prefix>/<surface> ('' = off).",
+          check=_topic),
+    Param("topics.odom", "str", "odom/ground_truth", "",
+          "nav_msgs/Odometry of the floating base ('' = off).", check=_topic),
+    Param("topics.tf", "str", "/tf", "", "tf2_msgs/TFMessage of the moving frames ('' = off).",
+          check=_topic),
+    Param("topics.tf_static", "str", "/tf_static", "",
+          "tf2_msgs/TFMessage of the fixed frames, once, transient-local ('' = off).",
+          check=_topic),
+    Param("topics.clock", "str", "/clock", "", "rosgraph_msgs/Clock, simulated time ('' = off).",
+          check=_topic),
+    Param("topics.robot_description", "str", "robot_description", "",
+          "std_msgs/String with the URDF, transient-local ('' = off).", check=_topic),
+    Param("topics.joint_commands", "str", "joint_commands", "",
+          "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
+          check=_topic),
+    Param("topics.effort_commands", "str", "effort_commands", "",
+          "std_msgs/Float64MultiArray in: efforts in command.joint_names order ('' = off).",
+          check=_topic),
+    Param("command.joint_names", "strs", [], "",
+          "Order of the effort_commands entries ([] = every actuated joint, in the order of "
+          "joint_states)."),
+    Param("command.timeout_s", "float", 0.1, "s",
+          "Watchdog: with no valid command for this long (simulated time), apply "
+          "command.on_timeout; 0 = never.", check=_nonneg, live=True),
+    Param("command.on_timeout", "str", "zero", "",
+          "'zero': zero torques | 'hold_last': keep the last valid torques.",
+          check=_one_of("zero", "hold_last"), live=True),
+)
+
 _PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
+_NODE_PARAM_BY_KEY = {p.key: p for p in NODE_PARAMETERS}
 _SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
 
 
@@ -406,6 +464,46 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     return flat
 
 
+#: parameters rclpy declares itself on every node
+ROS_OWN_PARAMETERS = ("use_sim_time", "start_type_description_service")
+
+
+def is_node_key(key: str) -> bool:
+    """Whether ``key`` belongs to the ROS node rather than the physics core
+    (:data:`NODE_PARAMETERS`, and the parameters rclpy itself owns)."""
+    return key in _NODE_PARAM_BY_KEY or key in ROS_OWN_PARAMETERS or key.startswith("qos_overrides.")
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """The validated :data:`NODE_PARAMETERS` (build with :func:`load_node_config`);
+    ``cfg["publish.tf_rate_hz"]`` gives a typed value."""
+
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def decimation(self, key: str, physics_rate_hz: float) -> int:
+        """Physics steps between two messages of the stream whose rate is ``key``."""
+        rate = self.values[key]
+        if rate == 0:
+            return 1
+        if rate > physics_rate_hz * (1 + 1e-9):
+            raise ConfigError(f"parameter '{key}' = {rate:g} Hz is above physics_rate_hz = "
+                              f"{physics_rate_hz:g} Hz (0 = every physics step)")
+        return max(1, round(physics_rate_hz / rate))
+
+
+def load_node_config(params: Mapping[str, Any]) -> NodeConfig:
+    """Validate the node's own keys of a flat parameter dict (others are ignored)."""
+    flat = flatten(params)
+    values = {p.key: _coerce(p.key, p, flat[p.key]) if p.key in flat else
+              (tuple(p.default) if isinstance(p.default, list) else p.default)
+              for p in NODE_PARAMETERS}
+    return NodeConfig(values)
+
+
 def _unknown_key_error(key: str, known: list[str]) -> ConfigError:
     close = difflib.get_close_matches(key, known, n=3)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -437,7 +535,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
 
     known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
     for key in flat:
-        if key in _PARAM_BY_KEY:
+        if key in _PARAM_BY_KEY or is_node_key(key):
             continue
         head, _, field = key.partition(".")
         if head in surface_names and field in _SURFACE_BY_FIELD:
@@ -515,13 +613,17 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
 
 def parameter_table_markdown() -> str:
     """The README's parameter table, generated from :data:`PARAMETERS`."""
-    rows = ["| parameter | type | default | unit | meaning |", "|---|---|---|---|---|"]
+    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
 
-    def fmt(x):  # YAML spelling
-        return "`" + json.dumps(x) + "`"
 
-    for p in PARAMETERS:
-        rows.append(f"| `{p.key}` | {p.kind} | {fmt(p.default)} | {p.unit} | {p.doc} |")
-    for p in SURFACE_PARAMETERS:
-        rows.append(f"| `S.{p.key}` | {p.kind} | {fmt(p.default)} | {p.unit} | {p.doc} |")
+def node_parameter_table_markdown() -> str:
+    """The README's table of the ROS node's own parameters."""
+    return _table([(p.key, p) for p in NODE_PARAMETERS])
+
+
+def _table(rows_in) -> str:
+    rows = ["| parameter | type | default | unit | live | meaning |", "|---|---|---|---|---|---|"]
+    for key, p in rows_in:  # defaults in their YAML spelling
+        rows.append(f"| `{key}` | {p.kind} | `{json.dumps(p.default)}` | {p.unit} | "
+                    f"{'yes' if p.live else ''} | {p.doc} |")
     return "\n".join(rows)

@@ -30,10 +30,14 @@ import pinocchio as pin
 from .actuation import Actuation
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
-from .errors import CommandError, DivergenceError, ModelError
+from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .robot import RobotModel
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
+
+#: live contact parameter -> attribute of the contact model holding it
+_CONTACT_ATTR = {"stiffness": "k", "damping": "c", "tangential_stiffness": "kt",
+                 "tangential_damping": "ct", "friction_coefficient": "mu"}
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
 MAX_SPEED = 1.0e4
@@ -134,9 +138,11 @@ class Simulator:
         self.contact_points = ContactPoints(robot, config, ground)
         self.contact = make_contact_model(config, self.contact_points)
         self.surface_names = self.contact_points.surface_names
+        #: Delassus matrix at the initial configuration (the stability check's)
+        self._delassus_q0 = self._delassus() if self.contact_points.n else None
+        self._weight = robot.mass * float(np.linalg.norm(config.gravity))
         if self.contact_points.n:
-            weight = robot.mass * float(np.linalg.norm(config.gravity))
-            self.contact.check_stability(self._delassus(), weight, self.dt)
+            self.contact.check_stability(self._delassus_q0, self._weight, self.dt)
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity)) \
             if config.imu.frame else None
@@ -206,6 +212,41 @@ class Simulator:
         G = Jc @ Minv @ Jc.T
         return 0.5 * (G + G.T)
 
+    def set_contact_parameters(self, **values: float) -> None:
+        """Change live contact parameters; the next step uses them.
+
+        Keys are the contact model's live parameters, with or without the
+        ``contact.`` prefix (``stiffness=5e4`` or ``**{"contact.stiffness": 5e4}``);
+        the others keep their values. The new set is validated and its
+        stability at ``dt`` checked as at construction: on a
+        :class:`ConfigError` nothing changes.
+        """
+        live = tuple(self.contact.LIVE_PARAMETERS)
+        new = {k: getattr(self.contact, _CONTACT_ATTR[k]) for k in live}
+        for key, value in values.items():
+            short = key.removeprefix("contact.")
+            if short not in new:
+                raise ConfigError(f"parameter 'contact.{short}' cannot be changed while running; "
+                                  f"live contact parameters: "
+                                  f"{', '.join('contact.' + k for k in live)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
+                                                                   np.floating)):
+                raise ConfigError(f"parameter 'contact.{short}': expected a number, got {value!r}")
+            new[short] = float(value)
+        old = {k: getattr(self.contact, _CONTACT_ATTR[k]) for k in live}
+        self.contact.set_parameters(**new)  # validates each value
+        if self.contact_points.n:
+            try:
+                self.contact.check_stability(self._delassus_q0, self._weight, self.dt)
+            except ConfigError:
+                self.contact.set_parameters(**old)
+                raise
+
+    def contact_parameters(self) -> dict[str, float]:
+        """The live contact parameters now, ``{'contact.stiffness': ..., ...}``."""
+        return {f"contact.{k}": getattr(self.contact, _CONTACT_ATTR[k])
+                for k in self.contact.LIVE_PARAMETERS}
+
     # ------------------------------------------------------------------ stepping
 
     def reset(self) -> None:
@@ -216,6 +257,7 @@ class Simulator:
         self._u = self.contact.initial_state()
         self._k = 0
         self._tau_applied = np.zeros(self.nj)
+        self._tau_applied.setflags(write=False)
         # without contact points _dynamics hands back this (empty) force array
         self._force = np.zeros((self.contact_points.n, 3))  # ground coordinates
         if self.imu_sensor is not None:
@@ -303,6 +345,7 @@ class Simulator:
         self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
         self._q, self._v, self._u = q_next, v_next, u_next
         self._force = force
+        applied.setflags(write=False)
         self._tau_applied = applied
         self._k += 1
         if self.imu_sensor is not None and self.imu_sensor.noisy:
@@ -365,6 +408,11 @@ class Simulator:
         u.setflags(write=False)
         return State(t=self.t, q=self._q, v=self._v, applied_torques=applied,
                      contact_deformation=u, robot=self.robot, base_pose=base)
+
+    @property
+    def applied_torques(self) -> np.ndarray:
+        """Torques applied at the last step (after saturation), joint order; read-only, no copy."""
+        return self._tau_applied
 
     def imu(self) -> ImuReading:
         """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""

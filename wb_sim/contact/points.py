@@ -87,6 +87,9 @@ class ContactPoints:
         self.surface_slot = np.searchsorted(self.joint_ids, np.array(joint_of_surface, dtype=int))
         self.surface_placements = tuple(placements)
         self.surface_of_point = np.array(surface_of_point, dtype=int)
+        #: (S, n) sums the points of each surface
+        self._surface_sum = (self.surface_of_point[None, :] ==
+                             np.arange(len(self.surface_slot))[:, None]).astype(float)
         self.r_local = np.vstack(r_local) if r_local else np.zeros((0, 3))
         self.radius = np.concatenate(radius) if radius else np.zeros(0)
         self.has_spheres = bool(np.any(self.radius > 0))
@@ -171,18 +174,21 @@ class ContactPoints:
         the surface frame, from point forces (n, 3) in ground coordinates at the
         positions of the last update."""
         force = force_g @ self.basis.T
+        fm = np.empty((self.n, 6))
+        fm[:, :3] = force
+        _cross(self.position, force, fm[:, 3:])
+        W = self._surface_sum @ fm  # (S, 6): force, moment about the world origin (world)
         out = []
         for k, placement in enumerate(self.surface_placements):
             j = self.surface_slot[k]
             R_j, t_j = self._H[4 * j:4 * j + 3].T, self._H[4 * j + 3]
             R_s = R_j @ placement.rotation
             o_s = R_j @ placement.translation + t_j
-            sel = self.surface_of_point == k
-            f = force[sel]
-            arm = self.position[sel] - o_s
-            F = f.sum(axis=0)
-            T = np.cross(arm, f).sum(axis=0)
-            out.append((R_s.T @ F, R_s.T @ T))
+            F, M = W[k, :3], W[k, 3:]
+            o0, o1, o2 = o_s.tolist()
+            F0, F1, F2 = F.tolist()  # M - o_s x F: the moment about the surface origin
+            T = M - (o1 * F2 - o2 * F1, o2 * F0 - o0 * F2, o0 * F1 - o1 * F0)
+            out.append((F @ R_s, T @ R_s))
         return out
 
 

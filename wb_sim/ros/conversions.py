@@ -1,0 +1,192 @@
+"""Conversions between the core's state and ROS 2 messages: pure functions.
+
+``fill_*`` write into an existing message (the node reuses one message per
+stream, so nothing is allocated per step but the float lists); ``parse_*``
+validate an incoming command and return torques, or raise
+:class:`CommandRejected` with the reason. Stamps are simulated time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import TransformStamped, WrenchStamped
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray
+
+from ..sensors import ContactWrench, ImuReading
+from .frames import Transform
+
+NS_PER_S = 1_000_000_000
+
+
+class CommandRejected(ValueError):
+    """An incoming command that is not applied; the message says why."""
+
+
+# ----------------------------------------------------------------------------- time
+
+
+def time_msg(t_ns: int) -> Time:
+    """builtin_interfaces/Time of ``t_ns`` nanoseconds."""
+    return Time(sec=t_ns // NS_PER_S, nanosec=t_ns % NS_PER_S)
+
+
+def time_ns(stamp: Time) -> int:
+    """Nanoseconds of a builtin_interfaces/Time."""
+    return stamp.sec * NS_PER_S + stamp.nanosec
+
+
+# ----------------------------------------------------------------------------- state out
+
+
+def fill_joint_state(msg: JointState, stamp: Time, q: np.ndarray, v: np.ndarray,
+                     effort: np.ndarray) -> JointState:
+    """Joint positions (rad or m), velocities and the applied efforts; the
+    names are set once by the caller (``msg.name``)."""
+    msg.header.stamp = stamp
+    msg.position = q.tolist()
+    msg.velocity = v.tolist()
+    msg.effort = effort.tolist()
+    return msg
+
+
+def imu_covariances(angular_velocity_std: float, linear_acceleration_std: float):
+    """(orientation, angular velocity, linear acceleration) covariances, row-major 3x3.
+
+    The orientation is the exact simulated one (covariance 0); the others are
+    the configured white noise variances on the diagonal.
+    """
+    def diag(s):
+        return [s * s if i % 4 == 0 else 0.0 for i in range(9)]
+
+    return [0.0] * 9, diag(angular_velocity_std), diag(linear_acceleration_std)
+
+
+def fill_imu(msg: Imu, stamp: Time, reading: ImuReading) -> Imu:
+    """sensor_msgs/Imu from a reading (REP 145); frame_id and covariances are
+    set once by the caller."""
+    msg.header.stamp = stamp
+    o, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+    o.x, o.y, o.z, o.w = reading.orientation.tolist()
+    w.x, w.y, w.z = reading.angular_velocity.tolist()
+    a.x, a.y, a.z = reading.linear_acceleration.tolist()
+    return msg
+
+
+def fill_wrench(msg: WrenchStamped, stamp: Time, wrench: ContactWrench) -> WrenchStamped:
+    """Force (N) and torque (N*m) about the surface frame's origin, in that frame."""
+    msg.header.stamp = stamp
+    msg.header.frame_id = wrench.frame
+    f, t = msg.wrench.force, msg.wrench.torque
+    f.x, f.y, f.z = wrench.force.tolist()
+    t.x, t.y, t.z = wrench.torque.tolist()
+    return msg
+
+
+def fill_odometry(msg: Odometry, stamp: Time, position: np.ndarray, quaternion: np.ndarray,
+                  B_v: np.ndarray, B_omega: np.ndarray) -> Odometry:
+    """nav_msgs/Odometry of the base: pose world <- base, twist in the base
+    frame (``child_frame_id``), as nav_msgs specifies. ``B_v`` is the base
+    origin's velocity and ``B_omega`` its angular velocity, both in base axes."""
+    msg.header.stamp = stamp
+    p, o = msg.pose.pose.position, msg.pose.pose.orientation
+    p.x, p.y, p.z = position.tolist()
+    o.x, o.y, o.z, o.w = quaternion.tolist()
+    lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+    lin.x, lin.y, lin.z = B_v.tolist()
+    ang.x, ang.y, ang.z = B_omega.tolist()
+    return msg
+
+
+def transform_msg(stamp: Time, tf: Transform) -> TransformStamped:
+    msg = TransformStamped()
+    fill_transform(msg, stamp, tf)
+    return msg
+
+
+def fill_transform(msg: TransformStamped, stamp: Time, tf: Transform) -> TransformStamped:
+    msg.header.stamp = stamp
+    msg.header.frame_id = tf.parent
+    msg.child_frame_id = tf.child
+    t, r = msg.transform.translation, msg.transform.rotation
+    t.x, t.y, t.z = tf.translation.tolist()
+    r.x, r.y, r.z, r.w = tf.rotation.tolist()
+    return msg
+
+
+def transform_msgs(parents: Sequence[str], children: Sequence[str]) -> list[TransformStamped]:
+    """TransformStamped messages with their frame ids set, for :func:`fill_transforms`."""
+    out = []
+    for p, c in zip(parents, children):
+        m = TransformStamped()
+        m.header.frame_id, m.child_frame_id = p, c
+        out.append(m)
+    return out
+
+
+def fill_transforms(msgs: Sequence[TransformStamped], stamp: Time, translation: np.ndarray,
+                    rotation: np.ndarray) -> Sequence[TransformStamped]:
+    """Stamp and fill messages from (m, 3) translations and (m, 4) quaternions (x, y, z, w)."""
+    for m, t, r in zip(msgs, translation.tolist(), rotation.tolist()):
+        m.header.stamp = stamp
+        tr, ro = m.transform.translation, m.transform.rotation
+        tr.x, tr.y, tr.z = t
+        ro.x, ro.y, ro.z, ro.w = r
+    return msgs
+
+
+# ----------------------------------------------------------------------------- commands in
+
+
+def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a sensor_msgs/JointState command (``name`` + ``effort``).
+
+    Returns the joint indices (in the simulator's order) and their efforts.
+    Any subset of joints is allowed; an empty, inconsistent, duplicated,
+    unknown-name or non-finite message raises :class:`CommandRejected`.
+    """
+    names, effort = msg.name, msg.effort
+    if len(names) == 0:
+        raise CommandRejected("no joint names")
+    if len(effort) != len(names):
+        raise CommandRejected(f"{len(names)} names but {len(effort)} efforts")
+    try:
+        idx = np.fromiter((index[n] for n in names), dtype=np.intp, count=len(names))
+    except KeyError as e:
+        raise CommandRejected(f"unknown joint {e.args[0]!r}") from None
+    if len(set(names)) != len(names):
+        raise CommandRejected("duplicated joint names")
+    values = np.asarray(effort, dtype=float)
+    _check_finite(values, names)
+    return idx, values
+
+
+def parse_effort_commands(msg: Float64MultiArray, names: Sequence[str]) -> np.ndarray:
+    """Validate a std_msgs/Float64MultiArray of efforts in ``names`` order."""
+    values = np.asarray(msg.data, dtype=float)
+    if values.shape != (len(names),):
+        raise CommandRejected(f"expected {len(names)} efforts (command.joint_names), "
+                              f"got {values.size}")
+    _check_finite(values, names)
+    return values
+
+
+def _check_finite(values: np.ndarray, names: Sequence[str]) -> None:
+    if not math.isfinite(float(values @ values)):
+        bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
+        raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
+                              else "efforts too large")
+
+
+def joint_commands_msg(names: Sequence[str], efforts: Sequence[float],
+                       stamp: Time | None = None) -> JointState:
+    """A sensor_msgs/JointState command (for controllers and tests)."""
+    msg = JointState(name=list(names), effort=[float(e) for e in efforts])
+    if stamp is not None:
+        msg.header.stamp = stamp
+    return msg

@@ -1,0 +1,549 @@
+"""``wb_sim_node``: the ROS 2 simulator node, a thin adapter over :class:`wb_sim.Simulator`.
+
+Parameters -> the core's validated config; core state -> messages (stamped
+with simulated time); messages -> torques. The physics runs on its own
+thread, paced against the wall clock with absolute deadlines; an executor
+thread serves the subscriptions, services and parameter updates. One lock
+guards the simulator.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import math
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+import rclpy
+from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy._rclpy_pybind11 import RCLError
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import SetBool, Trigger
+
+from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
+                      load_config, load_node_config)
+from ..errors import ConfigError, DivergenceError, WbSimError
+from ..robot import urdf_for_ros
+from ..simulator import Simulator
+from . import conversions as cv
+from .frames import FrameTree
+
+try:
+    from tf2_msgs.msg import TFMessage
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "wb_sim_node needs tf2_msgs: in a ROS install 'rosdep install --from-paths src' "
+        "provides it; on a pip-only machine run tools/build_tf2_msgs.sh") from e
+
+#: state streams: reliable, keep the last few
+STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                       history=HistoryPolicy.KEEP_LAST)
+#: /tf as tf2's TransformBroadcaster publishes it
+TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: robot_description and /tf_static: late joiners get the last message
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: commands: a controller wants its newest command applied, not a backlog
+COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+
+#: a step finishing more than this after its deadline counts as a deadline miss, s
+MISS_THRESHOLD_S = 1.0e-3
+#: when the loop falls this far behind (e.g. the process was stopped), it re-anchors, s
+REANCHOR_S = 0.5
+#: Python's GIL switch interval in the node, s (see main)
+GIL_SWITCH_INTERVAL_S = 2.0e-4
+#: live parameters of the node (the core's live ones are its contact parameters)
+_LIVE_CORE = tuple(p.key for p in PARAMETERS if p.live)
+
+
+def _descriptor(key: str, p) -> ParameterDescriptor:
+    unit = f" [{p.unit}]" if p.unit else ""
+    d = ParameterDescriptor(name=key, description=f"{p.doc}{unit}", read_only=not p.live,
+                            dynamic_typing=True)
+    if p.kind == "float" and p.check is not None and p.check(-1.0) is not None \
+            and p.check(0.5) is None:  # lower bound 0 (>= 0 or > 0)
+        d.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=math.inf)]
+        if p.check is _positive:
+            d.additional_constraints = "> 0"
+    return d
+
+
+class _Stats:
+    """Achieved real-time factor, deadline misses and command latency since the last report."""
+
+    def __init__(self):
+        self.reset(time.perf_counter(), 0.0)
+        self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
+
+    def reset(self, wall: float, sim: float) -> None:
+        self.wall0, self.sim0, self.steps, self.misses = wall, sim, 0, 0
+
+
+class SimNode(Node):
+    """The simulator node (name ``wb_sim``)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__("wb_sim", **kwargs)
+        flat = self._declare_parameters()
+        self.sim = Simulator(load_config({k: v for k, v in flat.items() if k in _CORE_KEYS
+                                          or k.partition(".")[0] in flat["contact_surfaces"]}))
+        self.cfg = load_node_config(flat)
+        self._flat = flat
+        self._lock = threading.RLock()
+        self._running = False
+        self._paused = threading.Event()  # set = paused
+        self._wake = threading.Event()
+        sim = self.sim
+        self.dt = sim.dt
+        self._dt_ns = round(self.dt * cv.NS_PER_S)
+        #: simulated time of the node: never goes back, also across resets
+        self._offset_ns = 0
+        self.joint_index = {n: i for i, n in enumerate(sim.joint_names)}
+        cmd_names = list(self.cfg["command.joint_names"]) or list(sim.joint_names)
+        unknown = [n for n in cmd_names if n not in self.joint_index]
+        if unknown:
+            raise ConfigError(f"parameter 'command.joint_names': unknown joint(s) "
+                              f"{', '.join(unknown)}; joints: {', '.join(sim.joint_names)}")
+        self.command_joint_names = cmd_names
+        self._command_idx = np.array([self.joint_index[n] for n in cmd_names], dtype=np.intp)
+        self._clear_commands()
+        self._stats = _Stats()
+        self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
+        self._pub_order: collections.deque[int] = collections.deque()
+        self._make_publishers()
+        self._make_subscriptions()
+        self._make_services()
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._publish_latched()
+        self._publish(every=True)
+        self.get_logger().info(
+            f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
+            f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
+            f"{self.cfg['real_time_factor']:g}; commands on "
+            f"'{self.cfg['topics.joint_commands']}' / '{self.cfg['topics.effort_commands']}'")
+
+    # ------------------------------------------------------------------ parameters
+
+    def _declare_parameters(self) -> dict[str, Any]:
+        flat: dict[str, Any] = {}
+        for p in PARAMETERS + NODE_PARAMETERS:
+            flat[p.key] = self.declare_parameter(p.key, p.default, _descriptor(p.key, p)).value
+        for s in flat["contact_surfaces"]:
+            for p in SURFACE_PARAMETERS:
+                key = f"{s}.{p.key}"
+                flat[key] = self.declare_parameter(key, p.default, _descriptor(key, p)).value
+        return flat
+
+    def _on_set_parameters(self, params) -> SetParametersResult:
+        core, node = {}, {}
+        for prm in params:
+            if prm.name in _LIVE_CORE:
+                core[prm.name] = prm.value
+            elif prm.name in _LIVE_NODE:
+                node[prm.name] = prm.value
+            elif prm.name != "use_sim_time":  # read-only ones never get here
+                return SetParametersResult(successful=False,
+                                           reason=f"parameter '{prm.name}' cannot be changed")
+        try:
+            new_node = load_node_config({**self.cfg.values, **node}) if node else None
+            if core:
+                with self._lock:
+                    self.sim.set_contact_parameters(**core)
+        except ConfigError as e:
+            self.get_logger().warning(f"parameter update refused: {e}")
+            return SetParametersResult(successful=False, reason=str(e))
+        if new_node is not None:
+            self.cfg = new_node
+            self._wake.set()  # a new real-time factor re-anchors the pacing
+        for k, v in {**core, **node}.items():
+            self.get_logger().info(f"parameter '{k}' set to {v!r}")
+        return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ publishers
+
+    def _make_publishers(self) -> None:
+        cfg, sim = self.cfg, self.sim
+        rate = 1.0 / self.dt
+        topics = {k: cfg[f"topics.{k}"] for k in ("joint_states", "imu", "contact_wrench", "odom",
+                                                  "tf", "tf_static", "clock",
+                                                  "robot_description")}
+        self._every = {}
+        for stream, key in (("joint_states", "publish.joint_states_rate_hz"),
+                            ("imu", "publish.imu_rate_hz"),
+                            ("contact_wrench", "publish.contact_wrench_rate_hz"),
+                            ("odom", "publish.odom_rate_hz"), ("clock", "publish.clock_rate_hz"),
+                            ("tf", "publish.tf_rate_hz")):
+            self._every[stream] = cfg.decimation(key, rate)
+        if sim.imu_sensor is None:
+            topics["imu"] = ""
+        if not sim.robot.floating_base:
+            topics["odom"] = ""  # the base does not move
+        self.topics = topics
+        pub = self.create_publisher
+
+        self._js_pub = pub(JointState, topics["joint_states"], STATE_QOS) \
+            if topics["joint_states"] else None
+        self._js_msg = JointState(name=list(sim.joint_names))
+
+        self._imu_pub = pub(Imu, topics["imu"], STATE_QOS) if topics["imu"] else None
+        if self._imu_pub is not None:
+            self._imu_msg = Imu()
+            self._imu_msg.header.frame_id = sim.imu_sensor.frame
+            c = sim.config.imu
+            (self._imu_msg.orientation_covariance, self._imu_msg.angular_velocity_covariance,
+             self._imu_msg.linear_acceleration_covariance) = cv.imu_covariances(
+                c.angular_velocity_noise_std, c.linear_acceleration_noise_std)
+
+        self._wrench_pubs = []
+        if topics["contact_wrench"]:
+            for name in sim.surface_names:
+                self._wrench_pubs.append((pub(WrenchStamped, f"{topics['contact_wrench']}/{name}",
+                                              STATE_QOS), WrenchStamped()))
+
+        self._odom_pub = pub(Odometry, topics["odom"], STATE_QOS) if topics["odom"] else None
+        self._odom_msg = Odometry()
+        self._odom_msg.header.frame_id = cfg["world_frame"]
+        self._odom_msg.child_frame_id = sim.robot.root_link
+
+        self._clock_pub = pub(Clock, topics["clock"], STATE_QOS) if topics["clock"] else None
+        self._clock_msg = Clock()
+
+        base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
+                       np.array(sim.config.initial.base_position))
+        self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
+        self._tf_pub = pub(TFMessage, topics["tf"], TF_QOS) if topics["tf"] else None
+        self._tf_msgs = cv.transform_msgs([p for p, _ in self.frames.moving],
+                                          [c for _, c in self.frames.moving])
+        self._tf_base = cv.transform_msgs([cfg["world_frame"]], [sim.robot.root_link]) \
+            if sim.robot.floating_base else []
+        self._tf_msg = TFMessage(transforms=self._tf_base + self._tf_msgs)
+        self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
+            if topics["tf_static"] else None
+        self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
+            if topics["robot_description"] else None
+
+    def _publish_latched(self) -> None:
+        stamp = cv.time_msg(self._now_ns())
+        if self._tf_static_pub is not None:
+            tfs = [cv.transform_msg(stamp, t) for t in self.frames.static_transforms()]
+            self._tf_static_pub.publish(TFMessage(transforms=tfs))
+        if self._desc_pub is not None:
+            robot = self.sim.robot
+            self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+
+    def _now_ns(self) -> int:
+        return self._offset_ns + self.sim.step_count * self._dt_ns
+
+    def _publish(self, every: bool = False) -> None:
+        """Publish the streams due at this step (all of them with ``every``)."""
+        sim, k = self.sim, self.sim.step_count
+        due = {s: every or k % n == 0 for s, n in self._every.items()}
+        t_ns = self._now_ns()
+        stamp = cv.time_msg(t_ns)
+        if self._clock_pub is not None and due["clock"]:
+            self._clock_msg.clock = stamp
+            self._clock_pub.publish(self._clock_msg)
+        q, v = sim.q, sim.v
+        robot = sim.robot
+        qj = robot.joint_positions(q)
+        if self._js_pub is not None and due["joint_states"]:
+            cv.fill_joint_state(self._js_msg, stamp, qj, v[robot.idx_v], sim.applied_torques)
+            self._js_pub.publish(self._js_msg)
+            self._pub_wall[t_ns] = time.perf_counter()
+            self._pub_order.append(t_ns)
+            if len(self._pub_order) > 200:
+                self._pub_wall.pop(self._pub_order.popleft(), None)
+        if self._imu_pub is not None and due["imu"]:
+            self._imu_pub.publish(cv.fill_imu(self._imu_msg, stamp, sim.imu()))
+        if self._wrench_pubs and due["contact_wrench"]:
+            for (p, msg), w in zip(self._wrench_pubs, sim.contact_wrenches().values()):
+                p.publish(cv.fill_wrench(msg, stamp, w))
+        if self._odom_pub is not None and due["odom"]:
+            self._odom_pub.publish(cv.fill_odometry(self._odom_msg, stamp, q[:3], q[3:7],
+                                                    v[:3], v[3:6]))
+        if self._tf_pub is not None and due["tf"]:
+            if self._tf_base:
+                cv.fill_transforms(self._tf_base, stamp, q[None, :3], q[None, 3:7])
+            cv.fill_transforms(self._tf_msgs, stamp, *self.frames.moving_arrays(qj))
+            self._tf_pub.publish(self._tf_msg)
+
+    # ------------------------------------------------------------------ commands
+
+    def _make_subscriptions(self) -> None:
+        """Command subscriptions. The physics loop takes their messages itself at
+        the start of each step (:meth:`_poll_commands`) instead of leaving them to
+        the executor: at 1 kHz the executor's per-message overhead would cost a
+        third of a core, and the command is applied at the very next step."""
+        cfg = self.cfg
+        self._polled = []
+        if cfg["topics.joint_commands"]:
+            self._polled.append(self.create_subscription(
+                JointState, cfg["topics.joint_commands"], self._on_joint_commands, COMMAND_QOS))
+        if cfg["topics.effort_commands"]:
+            self._polled.append(self.create_subscription(
+                Float64MultiArray, cfg["topics.effort_commands"], self._on_effort_commands,
+                COMMAND_QOS))
+
+    @property
+    def subscriptions(self):
+        """The subscriptions the executor serves: all but the polled command ones."""
+        polled = getattr(self, "_polled", ())
+        return (s for s in Node.subscriptions.fget(self) if s not in polled)
+
+    @property
+    def waitables(self):
+        """The executor's waitables, without the polled subscriptions' QoS event handlers."""
+        skip = [h for s in getattr(self, "_polled", ()) for h in getattr(s, "event_handlers", ())]
+        return (w for w in Node.waitables.fget(self) if not any(w is h for h in skip))
+
+    def _poll_commands(self) -> None:
+        """Take every waiting command message and handle it (physics thread)."""
+        for sub in self._polled:
+            while True:
+                with sub.handle:
+                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                if taken is None:
+                    break
+                sub.callback(taken[0])
+
+    def _clear_commands(self) -> None:
+        self._tau_cmd = np.zeros(self.sim.nj)  # replaced, never written in place
+        self._have_cmd = False
+        self._tripped = False
+        self._last_cmd_ns = 0
+        self._cmd_stamp_ns = None  # stamp of the newest command, for the latency figure
+        self._cmd_seq = 0
+        self._applied_seq = 0
+
+    def _on_joint_commands(self, msg: JointState) -> None:
+        try:
+            idx, values = cv.parse_joint_commands(msg, self.joint_index)
+        except cv.CommandRejected as e:
+            return self._reject("joint_commands", e)
+        tau = self._tau_cmd.copy()
+        tau[idx] = values
+        self._accept(tau, msg.header.stamp)
+
+    def _on_effort_commands(self, msg: Float64MultiArray) -> None:
+        try:
+            values = cv.parse_effort_commands(msg, self.command_joint_names)
+        except cv.CommandRejected as e:
+            return self._reject("effort_commands", e)
+        tau = self._tau_cmd.copy()
+        tau[self._command_idx] = values
+        self._accept(tau, None)
+
+    def _reject(self, topic: str, why: Exception) -> None:
+        self.get_logger().warning(f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; "
+                                  f"keeping the last valid torques", throttle_duration_sec=1.0)
+
+    def _accept(self, tau: np.ndarray, stamp) -> None:
+        with self._lock:
+            self._tau_cmd = tau
+            self._last_cmd_ns = self._now_ns()
+            self._have_cmd = True
+            self._cmd_stamp_ns = cv.time_ns(stamp) if stamp is not None else None
+            self._cmd_seq += 1
+            if self._tripped:
+                self._tripped = False
+                self.get_logger().info("commands are back; applying them")
+
+    def _torques(self) -> np.ndarray:
+        """The torques of this step: the last valid command, or the watchdog's choice."""
+        timeout = self.cfg["command.timeout_s"]
+        if self._have_cmd and timeout > 0 and not self._tripped and \
+                self._now_ns() - self._last_cmd_ns > timeout * cv.NS_PER_S:
+            self._tripped = True
+            hold = self.cfg["command.on_timeout"] == "hold_last"
+            self.get_logger().warning(
+                f"no valid command for {timeout:g} s of simulated time: "
+                f"{'holding the last torques' if hold else 'torques set to zero'}")
+        if self._tripped and self.cfg["command.on_timeout"] == "zero":
+            return np.zeros(self.sim.nj)
+        if self._cmd_seq != self._applied_seq:
+            self._applied_seq = self._cmd_seq
+            sent = self._pub_wall.get(self._cmd_stamp_ns) if self._cmd_stamp_ns else None
+            if sent is not None:
+                self._stats.latencies.append(time.perf_counter() - sent)
+        return self._tau_cmd
+
+    # ------------------------------------------------------------------ services
+
+    def _make_services(self) -> None:
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self.create_service(SetBool, "~/pause", self._on_pause)
+        self.create_service(Trigger, "~/step", self._on_step)
+
+    def _on_reset(self, request, response):
+        with self._lock:
+            self._offset_ns = self._now_ns() + self._dt_ns  # the clock goes on
+            self.sim.reset()
+            self._clear_commands()
+            self._publish(every=True)
+        self._wake.set()
+        response.success = True
+        response.message = f"reset to the initial state at t = {self._now_ns() / 1e9:.3f} s"
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_pause(self, request, response):
+        if request.data:
+            self._paused.set()
+        else:
+            self._paused.clear()
+        self._wake.set()
+        response.success = True
+        response.message = "paused" if request.data else "running"
+        self.get_logger().info(f"simulation {response.message} at t = {self._now_ns() / 1e9:.3f} s")
+        return response
+
+    def _on_step(self, request, response):
+        if not self._paused.is_set():
+            response.success = False
+            response.message = "not paused: call ~/pause with data: true first"
+            return response
+        with self._lock:
+            ok, why = self._step_once()
+            self._publish(every=True)
+        response.success = ok
+        response.message = f"t = {self._now_ns() / 1e9:.6f} s" if ok else why
+        return response
+
+    # ------------------------------------------------------------------ physics loop
+
+    def _step_once(self) -> tuple[bool, str]:
+        self._poll_commands()
+        try:
+            self.sim.step(self._torques())
+        except DivergenceError as e:
+            self._paused.set()
+            msg = f"simulation diverged and is paused (call ~/reset): {e}"
+            self.get_logger().error(msg)
+            return False, msg
+        return True, ""
+
+    def run(self) -> None:
+        """The physics loop (blocks until :meth:`stop`)."""
+        self._running = True
+        log = self.get_logger()
+        stats = self._stats
+        next_report = time.perf_counter() + (self.cfg["publish.stats_period_s"] or math.inf)
+        anchor_wall = time.perf_counter()
+        anchor_k = 0  # steps since the anchor
+        while self._running:
+            if self._paused.is_set():
+                self._wake.wait(0.1)
+                self._wake.clear()
+                anchor_wall, anchor_k = time.perf_counter(), 0
+                stats.reset(anchor_wall, self._now_ns() / 1e9)
+                continue
+            if self._wake.is_set():  # new real-time factor, reset or resume
+                self._wake.clear()
+                anchor_wall, anchor_k = time.perf_counter(), 0
+            with self._lock:
+                ok, _ = self._step_once()
+                if ok:
+                    try:
+                        self._publish()
+                    except RCLError:
+                        if rclpy.ok(context=self.context):
+                            raise
+                        break  # shut down while publishing: Ctrl-C, SIGTERM
+            anchor_k += 1
+            stats.steps += 1
+            rtf = self.cfg["real_time_factor"]
+            now = time.perf_counter()
+            if rtf > 0:
+                deadline = anchor_wall + anchor_k * self.dt / rtf
+                late = now - deadline
+                if late > MISS_THRESHOLD_S:
+                    stats.misses += 1
+                    if late > REANCHOR_S:
+                        log.warning(f"physics loop {late:.2f} s behind its deadlines; "
+                                    f"re-anchoring the pacing")
+                        anchor_wall, anchor_k = now, 0
+                elif late < 0:
+                    time.sleep(-late)
+            if now >= next_report:
+                self._report(now)
+                period = self.cfg["publish.stats_period_s"]
+                next_report = now + (period if period > 0 else math.inf)
+
+    def _report(self, now: float) -> None:
+        s = self._stats
+        wall = now - s.wall0
+        sim_t = self._now_ns() / 1e9
+        rtf = (sim_t - s.sim0) / wall if wall > 0 else float("nan")
+        lat = ""
+        if s.latencies:
+            x = sorted(s.latencies)
+            p50, p99 = x[len(x) // 2], x[min(len(x) - 1, int(0.99 * len(x)))]
+            lat = f", joint_states -> command applied p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms"
+            s.latencies.clear()
+        per_k = 1000.0 * s.misses / s.steps if s.steps else 0.0
+        self.get_logger().info(
+            f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.1f} s), "
+            f"deadline misses {per_k:.2f} per 1000 steps{lat}")
+        s.reset(now, sim_t)
+
+    def stop(self) -> None:
+        self._running = False
+        self._wake.set()
+
+
+_CORE_KEYS = {p.key for p in PARAMETERS}
+_LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
+
+
+def main(args=None) -> None:
+    """Entry point of ``wb_sim_node``; Ctrl-C and external shutdown end it cleanly."""
+    # The physics thread and the executor thread share the GIL: hand it over
+    # every 0.2 ms instead of Python's default 5 ms, so the physics loop keeps
+    # its 1 ms deadlines while callbacks run.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    rclpy.init(args=args)
+    node = None
+    try:
+        try:
+            node = SimNode()
+        except WbSimError as e:
+            rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
+            raise SystemExit(2) from None
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spinner = threading.Thread(target=_spin, args=(executor, node), daemon=True)
+        spinner.start()
+        node.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if node is not None:
+            node.stop()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.try_shutdown()
+
+
+def _spin(executor, node: SimNode) -> None:
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.stop()
+
+
+if __name__ == "__main__":
+    main()
