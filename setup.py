@@ -23,6 +23,11 @@ setup(
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
         "test": ["pytest", "icub-models", "example-robot-data", "idyntree"],
+        # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
+        # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
+        "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
+                "ros-std-srvs", "ros-nav-msgs", "ros-rosgraph-msgs", "ros-builtin-interfaces",
+                "ros-rcl-interfaces", "ros-ament-index-python"],
     },
     zip_safe=True,
     maintainer="wb_sim developers",
@@ -33,6 +38,9 @@ setup(
         "console_scripts": [
             "wb_sim_demo = wb_sim.demo:main",
             "wb_sim_bench = wb_sim.bench:main",
+            "wb_sim_node = wb_sim.ros.node:main",
+            "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
+            "wb_sim_run = wb_sim.ros.run:main",
         ],
     },
 )

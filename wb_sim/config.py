@@ -239,6 +239,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("command.joint_names", "strs", [], "",
           "Order of the effort_commands entries ([] = every actuated joint, in the order of "
           "joint_states)."),
+    Param("command.wait_for_first", "bool", False, "",
+          "Hold the physics at t = 0 until the first valid command arrives (for a controller "
+          "that starts after the simulator; the launch file sets it with controller:=pd)."),
     Param("command.timeout_s", "float", 0.1, "s",
           "Watchdog: with no valid command for this long (simulated time), apply "
           "command.on_timeout; 0 = never.", check=_nonneg, live=True),

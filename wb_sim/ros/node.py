@@ -122,6 +122,11 @@ class SimNode(Node):
         self._stats = _Stats()
         self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self._pub_order: collections.deque[int] = collections.deque()
+        if self.cfg["command.wait_for_first"]:
+            self._paused.set()
+            self._waiting_for_first = True
+        else:
+            self._waiting_for_first = False
         self._make_publishers()
         self._make_subscriptions()
         self._make_services()
@@ -132,7 +137,8 @@ class SimNode(Node):
             f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
             f"{self.cfg['real_time_factor']:g}; commands on "
-            f"'{self.cfg['topics.joint_commands']}' / '{self.cfg['topics.effort_commands']}'")
+            f"'{self.cfg['topics.joint_commands']}' / '{self.cfg['topics.effort_commands']}'"
+            + ("; waiting for the first command" if self._waiting_for_first else ""))
 
     # ------------------------------------------------------------------ parameters
 
@@ -356,6 +362,11 @@ class SimNode(Node):
             self._have_cmd = True
             self._cmd_stamp_ns = cv.time_ns(stamp) if stamp is not None else None
             self._cmd_seq += 1
+            if self._waiting_for_first:
+                self._waiting_for_first = False
+                self._paused.clear()
+                self._wake.set()
+                self.get_logger().info("first command received: the simulation starts")
             if self._tripped:
                 self._tripped = False
                 self.get_logger().info("commands are back; applying them")
@@ -444,7 +455,17 @@ class SimNode(Node):
         anchor_k = 0  # steps since the anchor
         while self._running:
             if self._paused.is_set():
-                self._wake.wait(0.1)
+                if self._waiting_for_first:
+                    try:
+                        with self._lock:
+                            self._poll_commands()  # the first command un-pauses
+                    except (RCLError, RuntimeError):
+                        if self.context.ok():
+                            raise
+                        break
+                    self._wake.wait(0.001)
+                else:
+                    self._wake.wait(0.1)
                 self._wake.clear()
                 anchor_wall, anchor_k = time.perf_counter(), 0
                 stats.reset(anchor_wall, self._now_ns() / 1e9)
@@ -452,15 +473,15 @@ class SimNode(Node):
             if self._wake.is_set():  # new real-time factor, reset or resume
                 self._wake.clear()
                 anchor_wall, anchor_k = time.perf_counter(), 0
-            with self._lock:
-                ok, _ = self._step_once()
-                if ok:
-                    try:
+            try:
+                with self._lock:
+                    ok, _ = self._step_once()
+                    if ok:
                         self._publish()
-                    except RCLError:
-                        if rclpy.ok(context=self.context):
-                            raise
-                        break  # shut down while publishing: Ctrl-C, SIGTERM
+            except (RCLError, RuntimeError):
+                if self.context.ok():
+                    raise
+                break  # shut down under us (Ctrl-C, SIGTERM): rcl calls fail
             anchor_k += 1
             stats.steps += 1
             rtf = self.cfg["real_time_factor"]
@@ -493,9 +514,13 @@ class SimNode(Node):
             lat = f", joint_states -> command applied p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms"
             s.latencies.clear()
         per_k = 1000.0 * s.misses / s.steps if s.steps else 0.0
+        base = ""
+        if self.sim.robot.floating_base:
+            x, y, z = self.sim.q[:3].tolist()
+            base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
         self.get_logger().info(
-            f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.1f} s), "
-            f"deadline misses {per_k:.2f} per 1000 steps{lat}")
+            f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), "
+            f"deadline misses {per_k:.2f} per 1000 steps{lat}{base}")
         s.reset(now, sim_t)
 
     def stop(self) -> None:

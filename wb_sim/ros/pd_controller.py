@@ -47,7 +47,8 @@ STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 #: the simulator parameters the controller reads
-SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions")
+SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions",
+            "initial.base_position", "initial.base_rpy")
 
 
 class SetupError(RuntimeError):
@@ -123,6 +124,16 @@ class PDController(Node):
             raise SetupError(f"cannot build the controller: {e}") from None
         self.q = pin.neutral(self.robot.model)
         self._names: list[str] | None = None
+        # the first command, at the simulator's initial state (a simulator started with
+        # command.wait_for_first waits for it before it steps)
+        if self.robot.floating_base:
+            R = pin.rpy.rpyToMatrix(*p["initial.base_rpy"])
+            self.q[:3] = p["initial.base_position"]
+            self.q[3:7] = pin.Quaternion(R).coeffs()
+        self.robot.set_joint_positions(self.q, q_ref)
+        self._cmd.name = list(self.robot.joint_names)
+        self._cmd.effort = self.ctrl(self.q, q_ref, np.zeros(self.robot.nj)).tolist()
+        self._pub.publish(self._cmd)
         if self.robot.floating_base:
             self.create_subscription(Odometry, self.topics["odom"], self._on_odom, STATE_QOS)
         self.create_subscription(JointState, self.topics["joint_states"], self._on_joint_states,

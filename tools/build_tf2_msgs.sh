@@ -7,7 +7,7 @@
 # (<venv>/lib, <venv>/lib/pythonX.Y/site-packages, <venv>/share), exactly where the ros-*
 # wheels put their own files.
 #
-# Usage: .ci/build_tf2_msgs.sh [PYTHON] [--force]
+# Usage: tools/build_tf2_msgs.sh [PYTHON] [--force]
 #   PYTHON   the target venv's interpreter (default: `python` on PATH)
 #   --force  rebuild even if `from tf2_msgs.msg import TFMessage` already works
 #

@@ -1,0 +1,113 @@
+"""``python -m wb_sim.ros.bench``: the ROS node's performance benchmark (issue 3, section 7).
+
+Starts ``wb_sim_node`` (every output at its default rate) and, unless
+``--controller none``, the example controller as separate processes, waits
+for the first command, then measures over ``--duration`` wall seconds:
+
+* the achieved real-time factor and the deadline misses per 1000 steps (a
+  step finishing more than 1 ms after its deadline), from the node's report;
+* the CPU share of one core of the node process (and of the controller), from
+  ``/proc/<pid>/stat``;
+* the p50/p99 latency from a ``joint_states`` message to the command it
+  triggered being applied (the controller echoes the stamp).
+
+With ``--real-time-factor 0`` it reports how many times faster than real
+time the node runs with all outputs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from .. import config_path
+
+REPORT = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s \(t = (?P<t>[\d.]+) s\), "
+                    r"deadline misses (?P<miss>[\d.]+) per 1000 steps"
+                    r"(?:, joint_states -> command applied p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms)?")
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(robot: str, duration: float, rtf: float, controller: bool) -> dict:
+    files = ["--params-file", str(config_path(robot))]
+    env = dict(os.environ)
+    env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+    node = subprocess.Popen(
+        [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+         "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
+         "-p", f"command.wait_for_first:={'true' if controller else 'false'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
+    ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env) \
+        if controller else None
+    out: dict = {"robot": robot, "real_time_factor_requested": rtf}
+    try:
+        started = None
+        for line in node.stdout:
+            if started is None and ("first command received" in line or
+                                    (not controller and "simulating" in line)):
+                started = time.monotonic()
+                cpu0 = _cpu_seconds(node.pid)
+                cpu0_ctrl = _cpu_seconds(ctrl.pid) if ctrl else 0.0
+            m = REPORT.search(line)
+            if m and started is not None:
+                wall = time.monotonic() - started
+                out["node_cpu_percent"] = 100 * (_cpu_seconds(node.pid) - cpu0) / wall
+                if ctrl:
+                    out["controller_cpu_percent"] = 100 * (_cpu_seconds(ctrl.pid) - cpu0_ctrl) / wall
+                out.update(real_time_factor=float(m["rtf"]), wall_s=float(m["wall"]),
+                           sim_t=float(m["t"]), misses_per_1000=float(m["miss"]))
+                if m["p50"]:
+                    out.update(latency_p50_ms=float(m["p50"]), latency_p99_ms=float(m["p99"]))
+                break
+    finally:
+        for p in (node, ctrl):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in (node, ctrl):
+            if p is not None:
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.bench",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--robot", default="humanoid")
+    ap.add_argument("--duration", type=float, default=60.0, help="measured wall seconds (60)")
+    ap.add_argument("--real-time-factor", type=float, default=1.0)
+    ap.add_argument("--controller", choices=("pd", "none"), default="pd")
+    args = ap.parse_args(argv)
+    r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd")
+    if "real_time_factor" not in r:
+        print("bench: the node produced no report", file=sys.stderr)
+        return 2
+    print(f"robot {r['robot']}, requested real-time factor {args.real_time_factor:g}, "
+          f"controller {args.controller}")
+    print(f"  achieved real-time factor {r['real_time_factor']:.3f} over {r['wall_s']:.1f} s "
+          f"(t = {r['sim_t']:.1f} s)")
+    print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps")
+    print(f"  node CPU                  {r['node_cpu_percent']:.0f} % of one core")
+    if "controller_cpu_percent" in r:
+        print(f"  controller CPU            {r['controller_cpu_percent']:.0f} % of one core")
+    if "latency_p50_ms" in r:
+        print(f"  joint_states -> applied   p50 {r['latency_p50_ms']:.2f} ms, "
+              f"p99 {r['latency_p99_ms']:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
