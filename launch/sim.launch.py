@@ -37,8 +37,10 @@ def _nodes(context, *args, **kwargs):
         raise RuntimeError(f"unknown controller '{controller}'; choose pd or none")
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
 
+    # with the example controller, the physics starts at its first command (it starts later)
+    sim_params = params + [{"command.wait_for_first": controller == "pd"}]
     actions = [Node(package="wb_sim", executable="wb_sim_node", name="wb_sim", output="screen",
-                    parameters=params, emulate_tty=True)]
+                    parameters=sim_params, emulate_tty=True)]
     if controller == "pd":
         actions.append(Node(package="wb_sim", executable="wb_sim_pd_controller",
                             name="wb_sim_pd_controller", output="screen", emulate_tty=True,

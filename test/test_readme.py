@@ -5,7 +5,8 @@ import re
 from pathlib import Path
 
 import wb_sim
-from wb_sim.config import PARAMETERS, parameter_table_markdown
+from wb_sim.config import (NODE_PARAMETERS, PARAMETERS, node_parameter_table_markdown,
+                           parameter_table_markdown)
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -13,7 +14,8 @@ README = (ROOT / "README.md").read_text()
 
 def test_parameter_table_is_generated_from_the_code():
     assert parameter_table_markdown() in README
-    for p in PARAMETERS:
+    assert node_parameter_table_markdown() in README
+    for p in PARAMETERS + NODE_PARAMETERS:
         assert f"| `{p.key}` |" in README, p.key
 
 
@@ -28,6 +30,7 @@ def test_every_robot_named_in_readme_has_a_config():
 
 def test_readme_commands_are_the_ci_commands():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pytest test -q" in ci
     assert "-m pytest test -q" in README
-    assert "-m wb_sim" in README
+    assert "bash tools/setup_venv.sh && .venv/bin/python -m pytest test -q" in README
+    assert "bash tools/setup_venv.sh && .venv/bin/wb_sim_run" in README
+    assert "tools/setup_venv.sh" in ci and "-m pytest test -q" in ci
