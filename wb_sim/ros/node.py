@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import collections
 import math
+import signal
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParam
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
@@ -532,33 +534,38 @@ _CORE_KEYS = {p.key for p in PARAMETERS}
 _LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
 
 
-def main(args=None) -> None:
-    """Entry point of ``wb_sim_node``; Ctrl-C and external shutdown end it cleanly."""
+def main(args=None) -> int:
+    """Entry point of ``wb_sim_node``; SIGINT (Ctrl-C), SIGTERM and an external
+    shutdown end it cleanly with exit code 0."""
     # The physics thread and the executor thread share the GIL: hand it over
     # every 0.2 ms instead of Python's default 5 ms, so the physics loop keeps
     # its 1 ms deadlines while callbacks run.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-    rclpy.init(args=args)
+    # our own signal handlers stop the loop; rclpy's would raise KeyboardInterrupt
+    # anywhere, e.g. in the middle of destroying the node
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
     try:
         try:
             node = SimNode()
         except WbSimError as e:
             rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
-            raise SystemExit(2) from None
+            return 2
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: node.stop())
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         spinner = threading.Thread(target=_spin, args=(executor, node), daemon=True)
         spinner.start()
         node.run()
-    except KeyboardInterrupt:
-        pass
+        node.get_logger().info(f"stopped at t = {node._now_ns() / 1e9:.3f} s")
+        executor.shutdown(timeout_sec=1.0)
     finally:
         if node is not None:
             node.stop()
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.try_shutdown()
+        rclpy.try_shutdown()
+    return 0
 
 
 def _spin(executor, node: SimNode) -> None:
@@ -571,4 +578,4 @@ def _spin(executor, node: SimNode) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -21,16 +21,18 @@ Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``sim_node``, and the topic na
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import numpy as np
 import pinocchio as pin
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rcl_interfaces.srv import GetParameters
-from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from rclpy.parameter import parameter_value_to_python
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from nav_msgs.msg import Odometry
@@ -173,23 +175,25 @@ class PDController(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
+    """Entry point of ``wb_sim_pd_controller``; SIGINT, SIGTERM and an external
+    shutdown end it cleanly with exit code 0."""
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     node = None
     try:
         node = PDController()
         executor = make_executor()
         executor.add_node(node)
         node.wait_for_simulator(executor)
-        while rclpy.ok():  # (the EventsExecutor's spin() misses a shutdown by signal)
+        while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
     except SetupError as e:
         rclpy.logging.get_logger("wb_sim_pd_controller").fatal(str(e))
         return 2
-    except (KeyboardInterrupt, ExternalShutdownException):
+    except ExternalShutdownException:
         pass
-    except RCLError:  # the context went away under the executor (SIGTERM)
-        if rclpy.ok():
-            raise
     finally:
         if node is not None:
             node.destroy_node()
