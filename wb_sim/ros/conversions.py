@@ -140,6 +140,118 @@ def fill_transforms(msgs: Sequence[TransformStamped], stamp: Time, translation: 
     return msgs
 
 
+# ----------------------------------------------------------------------------- serialized templates
+
+_SENTINEL_SEC, _SENTINEL_NSEC = 0x5A3C1D2E, 0x1B2C3D4E
+
+
+class CdrTemplate:
+    """A message serialized once; each :meth:`serialize` patches its numbers in place.
+
+    Only the stamp(s) and float64 fields change from one message of a stream to
+    the next (joint names and frame ids are fixed), so instead of converting
+    the whole Python message to C at every publish, the node copies a byte
+    buffer whose numbers it has overwritten, and publishes it serialized
+    (``Publisher.publish`` accepts ``bytes``). For a 23-joint JointState that
+    is 4 us instead of 11 us.
+
+    ``fill(msg, stamp, *arrays)`` writes a stamp and float arrays of the given
+    ``sizes`` into ``msg``; it is called once with sentinel values, whose byte
+    patterns locate the fields in the serialized buffer. Raises ``ValueError``
+    if a pattern is not found exactly once (then publish messages instead).
+    """
+
+    def __init__(self, msg, fill, sizes: Sequence[int]):
+        from rclpy.serialization import serialize_message
+
+        rng = np.random.default_rng(0x5EED)
+        sentinels = [rng.uniform(1.0e5, 2.0e5, n) for n in sizes]  # high-entropy doubles
+        fill(msg, Time(sec=_SENTINEL_SEC, nanosec=_SENTINEL_NSEC), *sentinels)
+        data = serialize_message(msg)
+        self._buf = bytearray(data)
+        stamp = np.array([_SENTINEL_SEC, _SENTINEL_NSEC], dtype=np.uint32).tobytes()
+        self._stamps = [np.ndarray(2, dtype=np.uint32, buffer=self._buf, offset=o)
+                        for o in _find_all(data, stamp)]
+        if not self._stamps:
+            raise ValueError("stamp not found in the serialized message")
+        self._arrays = []
+        for x in sentinels:
+            offsets = _find_all(data, x.tobytes()) if x.size else [0]
+            if len(offsets) != 1:
+                raise ValueError(f"a float field was found {len(offsets)} times")
+            self._arrays.append(np.ndarray(x.size, dtype=np.float64, buffer=self._buf,
+                                           offset=offsets[0]))
+
+    def serialize(self, t_ns: int, *arrays: np.ndarray) -> bytes:
+        """The serialized message stamped ``t_ns`` with ``arrays`` in its float fields."""
+        sec, nsec = divmod(t_ns, NS_PER_S)
+        for st in self._stamps:
+            st[0] = sec
+            st[1] = nsec
+        for dst, src in zip(self._arrays, arrays):
+            dst[:] = src
+        return bytes(self._buf)
+
+
+def _find_all(data: bytes, pattern: bytes) -> list[int]:
+    out, i = [], data.find(pattern)
+    while i >= 0:
+        out.append(i)
+        i = data.find(pattern, i + 1)
+    return out
+
+
+def joint_state_template(names: Sequence[str]) -> CdrTemplate:
+    """JointState: (positions, velocities, efforts)."""
+    n = len(names)
+    return CdrTemplate(JointState(name=list(names)), fill_joint_state, (n, n, n))
+
+
+def imu_template(frame: str, covariances) -> CdrTemplate:
+    """Imu: (orientation x y z w, angular velocity, proper linear acceleration)."""
+    msg = Imu()
+    msg.header.frame_id = frame
+    (msg.orientation_covariance, msg.angular_velocity_covariance,
+     msg.linear_acceleration_covariance) = covariances
+
+    def fill(m, stamp, o, w, a):
+        fill_imu(m, stamp, ImuReading(frame, o, w, a))
+    return CdrTemplate(msg, fill, (4, 3, 3))
+
+
+def wrench_template(frame: str) -> CdrTemplate:
+    """WrenchStamped: (force, torque)."""
+    def fill(m, stamp, f, t):
+        fill_wrench(m, stamp, ContactWrench(frame, f, t))
+    return CdrTemplate(WrenchStamped(), fill, (3, 3))
+
+
+def odometry_template(world_frame: str, base_frame: str) -> CdrTemplate:
+    """Odometry: (position, quaternion x y z w, base-frame linear velocity, angular velocity)."""
+    msg = Odometry()
+    msg.header.frame_id, msg.child_frame_id = world_frame, base_frame
+    return CdrTemplate(msg, fill_odometry, (3, 4, 3, 3))
+
+
+def clock_template() -> CdrTemplate:
+    from rosgraph_msgs.msg import Clock
+
+    def fill(m, stamp):
+        m.clock = stamp
+    return CdrTemplate(Clock(), fill, ())
+
+
+def tf_template(parents: Sequence[str], children: Sequence[str]) -> CdrTemplate:
+    """TFMessage of len(parents) transforms, one stamp: (translation + quaternion) per transform."""
+    from tf2_msgs.msg import TFMessage
+
+    def fill(m, stamp, *rows):
+        m.transforms = transform_msgs(parents, children)
+        fill_transforms(m.transforms, stamp, np.array([r[:3] for r in rows]).reshape(-1, 3),
+                        np.array([r[3:] for r in rows]).reshape(-1, 4))
+    return CdrTemplate(TFMessage(), fill, (7,) * len(parents))
+
+
 # ----------------------------------------------------------------------------- commands in
 
 

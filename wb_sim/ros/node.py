@@ -201,42 +201,39 @@ class SimNode(Node):
         self.topics = topics
         pub = self.create_publisher
 
+        # one serialized template per stream (names and frames fixed, numbers patched)
         self._js_pub = pub(JointState, topics["joint_states"], STATE_QOS) \
             if topics["joint_states"] else None
-        self._js_msg = JointState(name=list(sim.joint_names))
+        self._js_cdr = cv.joint_state_template(sim.joint_names)
 
         self._imu_pub = pub(Imu, topics["imu"], STATE_QOS) if topics["imu"] else None
         if self._imu_pub is not None:
-            self._imu_msg = Imu()
-            self._imu_msg.header.frame_id = sim.imu_sensor.frame
             c = sim.config.imu
-            (self._imu_msg.orientation_covariance, self._imu_msg.angular_velocity_covariance,
-             self._imu_msg.linear_acceleration_covariance) = cv.imu_covariances(
-                c.angular_velocity_noise_std, c.linear_acceleration_noise_std)
+            self._imu_cdr = cv.imu_template(sim.imu_sensor.frame, cv.imu_covariances(
+                c.angular_velocity_noise_std, c.linear_acceleration_noise_std))
 
         self._wrench_pubs = []
         if topics["contact_wrench"]:
-            for name in sim.surface_names:
+            for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames):
                 self._wrench_pubs.append((pub(WrenchStamped, f"{topics['contact_wrench']}/{name}",
-                                              STATE_QOS), WrenchStamped()))
+                                              STATE_QOS), cv.wrench_template(frame)))
 
         self._odom_pub = pub(Odometry, topics["odom"], STATE_QOS) if topics["odom"] else None
-        self._odom_msg = Odometry()
-        self._odom_msg.header.frame_id = cfg["world_frame"]
-        self._odom_msg.child_frame_id = sim.robot.root_link
+        if self._odom_pub is not None:
+            self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
 
         self._clock_pub = pub(Clock, topics["clock"], STATE_QOS) if topics["clock"] else None
-        self._clock_msg = Clock()
+        self._clock_cdr = cv.clock_template()
 
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
         self._tf_pub = pub(TFMessage, topics["tf"], TF_QOS) if topics["tf"] else None
-        self._tf_msgs = cv.transform_msgs([p for p, _ in self.frames.moving],
-                                          [c for _, c in self.frames.moving])
-        self._tf_base = cv.transform_msgs([cfg["world_frame"]], [sim.robot.root_link]) \
-            if sim.robot.floating_base else []
-        self._tf_msg = TFMessage(transforms=self._tf_base + self._tf_msgs)
+        floating = sim.robot.floating_base
+        parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
+        children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
+        self._tf_cdr = cv.tf_template(parents, children)
+        self._tf_rows = np.empty((len(parents), 7))
         self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
@@ -259,33 +256,35 @@ class SimNode(Node):
         sim, k = self.sim, self.sim.step_count
         due = {s: every or k % n == 0 for s, n in self._every.items()}
         t_ns = self._now_ns()
-        stamp = cv.time_msg(t_ns)
         if self._clock_pub is not None and due["clock"]:
-            self._clock_msg.clock = stamp
-            self._clock_pub.publish(self._clock_msg)
+            self._clock_pub.publish(self._clock_cdr.serialize(t_ns))
         q, v = sim.q, sim.v
         robot = sim.robot
         qj = robot.joint_positions(q)
         if self._js_pub is not None and due["joint_states"]:
-            cv.fill_joint_state(self._js_msg, stamp, qj, v[robot.idx_v], sim.applied_torques)
-            self._js_pub.publish(self._js_msg)
+            self._js_pub.publish(self._js_cdr.serialize(t_ns, qj, v[robot.idx_v],
+                                                        sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
             self._pub_order.append(t_ns)
             if len(self._pub_order) > 200:
                 self._pub_wall.pop(self._pub_order.popleft(), None)
         if self._imu_pub is not None and due["imu"]:
-            self._imu_pub.publish(cv.fill_imu(self._imu_msg, stamp, sim.imu()))
+            r = sim.imu()
+            self._imu_pub.publish(self._imu_cdr.serialize(
+                t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
         if self._wrench_pubs and due["contact_wrench"]:
-            for (p, msg), w in zip(self._wrench_pubs, sim.contact_wrenches().values()):
-                p.publish(cv.fill_wrench(msg, stamp, w))
+            for (p, cdr), (f, tq) in zip(self._wrench_pubs,
+                                         sim.contact_points.surface_wrenches(sim._force)):
+                p.publish(cdr.serialize(t_ns, f, tq))
         if self._odom_pub is not None and due["odom"]:
-            self._odom_pub.publish(cv.fill_odometry(self._odom_msg, stamp, q[:3], q[3:7],
-                                                    v[:3], v[3:6]))
+            self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
         if self._tf_pub is not None and due["tf"]:
-            if self._tf_base:
-                cv.fill_transforms(self._tf_base, stamp, q[None, :3], q[None, 3:7])
-            cv.fill_transforms(self._tf_msgs, stamp, *self.frames.moving_arrays(qj))
-            self._tf_pub.publish(self._tf_msg)
+            rows = self._tf_rows
+            k0 = 1 if robot.floating_base else 0
+            if k0:
+                rows[0] = q[:7]
+            rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(qj)
+            self._tf_pub.publish(self._tf_cdr.serialize(t_ns, *rows))
 
     # ------------------------------------------------------------------ commands
 

@@ -1,0 +1,343 @@
+"""Helpers of the ROS tests: the availability check, node processes, and an
+rclpy client living in its own context and DDS domain.
+
+Only the standard library and pytest are imported at the top, so that
+:func:`require_ros` can skip (or fail) a module before rclpy is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HUMANOID_YAML = ROOT / "config" / "humanoid.yaml"
+#: modules the node needs; a machine without them skips the ROS tests (CI must not)
+ROS_MODULES = ("rclpy", "tf2_msgs.msg")
+
+
+def require_ros(*extra: str) -> None:
+    """Skip the calling test module if rclpy, tf2_msgs or ``extra`` modules
+    cannot be imported; fail instead when ``WB_SIM_REQUIRE_ROS=1`` (CI)."""
+    missing = []
+    for name in ROS_MODULES + extra:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            missing.append(f"{name} ({e})")
+    if not missing:
+        return
+    why = f"ROS 2 Python packages not importable: {', '.join(missing)}"
+    if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
+        pytest.fail(f"{why}; WB_SIM_REQUIRE_ROS=1 requires them", pytrace=False)
+    pytest.skip(why, allow_module_level=True)
+
+
+# ----------------------------------------------------------------------------- domains
+
+_used_domains: set[int] = set()
+
+
+def fresh_domain_id() -> int:
+    """A random ROS_DOMAIN_ID in 1..200 not used before by this test session."""
+    rng = random.SystemRandom()
+    while True:
+        d = rng.randint(1, 200)
+        if d not in _used_domains:
+            _used_domains.add(d)
+            return d
+
+
+def ros_env(domain_id: int) -> dict[str, str]:
+    """Environment of a node process: its own domain, DDS discovery on this host only."""
+    env = dict(os.environ)
+    env["ROS_DOMAIN_ID"] = str(domain_id)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "")
+                                                       .split(os.pathsep) if p])
+    env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
+    env["RCUTILS_COLORIZED_OUTPUT"] = "0"
+    return env
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+class Proc:
+    """A child process (a node or a controller) logging stdout + stderr to a file."""
+
+    def __init__(self, name: str, argv: list[str], domain_id: int, log_dir: Path):
+        self.name = name
+        self.log_path = Path(log_dir) / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        self.started = time.time()
+        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env=ros_env(domain_id),
+                                      cwd=ROOT, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_log(self, text: str, timeout: float, count: int = 1,
+                     spin: Callable[[float], Any] | None = None) -> bool:
+        """Wait until ``text`` appears ``count`` times in the log (spinning ``spin``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.log().count(text) >= count:
+                return True
+            if not self.alive():
+                return self.log().count(text) >= count
+            spin(0.05) if spin else time.sleep(0.05)
+        return self.log().count(text) >= count
+
+    def interrupt(self, timeout: float = 10.0) -> int | None:
+        """SIGINT (Ctrl-C); the exit code, or None if it did not end within ``timeout``."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGINT)
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """SIGKILL (an abrupt death, e.g. a crashed controller)."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
+    def close(self) -> None:
+        """Stop the process (SIGINT, then SIGKILL) and close its log."""
+        if self.alive():
+            if self.interrupt(5.0) is None:
+                self.kill()
+        self._log.close()
+
+    def describe(self) -> str:
+        tail = "\n".join(self.log().splitlines()[-30:])
+        return f"--- {self.name} (pid {self.pid}, exit {self.popen.poll()}) log tail:\n{tail}"
+
+
+def sim_node_argv(*overrides: str, params_file: Path = HUMANOID_YAML) -> list[str]:
+    """``python -m wb_sim.ros.node --ros-args --params-file ... -p k:=v ...``."""
+    argv = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", "--params-file", str(params_file)]
+    for o in overrides:
+        argv += ["-p", o]
+    return argv
+
+
+def pd_controller_argv(params_file: Path = HUMANOID_YAML) -> list[str]:
+    return [sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args",
+            "--params-file", str(params_file)]
+
+
+def effort_controller_argv(params_file: Path = HUMANOID_YAML) -> list[str]:
+    return [sys.executable, str(ROOT / "test" / "ros_effort_controller.py"), "--ros-args",
+            "--params-file", str(params_file)]
+
+
+# ----------------------------------------------------------------------------- rclpy side
+
+
+class Recorder:
+    """Messages of one subscription with their wall-clock arrival times."""
+
+    def __init__(self, client: "RosClient", msg_type, topic: str, qos):
+        self.msgs: list = []
+        self.wall: list[float] = []
+        self.topic = topic
+        self._client = client
+        self.sub = client.node.create_subscription(msg_type, topic, self._on_msg, qos)
+
+    def _on_msg(self, msg) -> None:
+        self.msgs.append(msg)
+        self.wall.append(time.monotonic())
+
+    def clear(self) -> None:
+        self.msgs.clear()
+        self.wall.clear()
+
+    @property
+    def last(self):
+        return self.msgs[-1] if self.msgs else None
+
+    def close(self) -> None:
+        self._client.node.destroy_subscription(self.sub)
+
+
+class RosClient:
+    """An rclpy node of the test process in its own context on ``domain_id``,
+    spun explicitly with an EventsExecutor (no background thread)."""
+
+    def __init__(self, domain_id: int, name: str = "wb_sim_test"):
+        import rclpy
+        from rclpy.signals import SignalHandlerOptions
+        try:
+            from rclpy.experimental import EventsExecutor
+            make_executor = EventsExecutor
+        except ImportError:  # Humble
+            from rclpy.executors import SingleThreadedExecutor as make_executor
+
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+        os.environ.pop("ROS_LOCALHOST_ONLY", None)
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id,
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = make_executor(context=self.context)
+        self.executor.add_node(self.node)
+        self.domain_id = domain_id
+        self._recorders: list[Recorder] = []
+
+    # --- spinning
+
+    def spin_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.executor.spin_once(timeout_sec=min(left, 0.05))
+
+    def spin_until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() >= deadline:
+                return bool(predicate())
+            self.executor.spin_once(timeout_sec=0.02)
+        return True
+
+    # --- topics
+
+    def record(self, msg_type, topic: str, qos=None) -> Recorder:
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        qos = qos or QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        r = Recorder(self, msg_type, topic, qos)
+        self._recorders.append(r)
+        return r
+
+    def stop_recording(self, *recs: Recorder) -> None:
+        for r in recs:
+            if r in self._recorders:
+                self._recorders.remove(r)
+                r.close()
+
+    def publisher(self, msg_type, topic: str, wait_for_subscribers: int = 1, timeout=10.0):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        pub = self.node.create_publisher(msg_type, topic, QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE))
+        ok = self.spin_until(lambda: pub.get_subscription_count() >= wait_for_subscribers,
+                             timeout)
+        assert ok, f"no subscriber on '{topic}' within {timeout} s"
+        return pub
+
+    # --- services
+
+    def call(self, srv_type, name: str, request, timeout: float = 10.0):
+        client = self.node.create_client(srv_type, name)
+        try:
+            assert self.spin_until(client.service_is_ready, timeout), \
+                f"service '{name}' not available within {timeout} s"
+            future = client.call_async(request)
+            assert self.spin_until(future.done, timeout), f"no answer from '{name}'"
+            return future.result()
+        finally:
+            self.node.destroy_client(client)
+
+    def set_parameters(self, node_name: str = "wb_sim", **values):
+        """``/<node>/set_parameters`` with the given values (dots spelled ``__``);
+        returns the list of SetParametersResult."""
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+        req = SetParameters.Request(parameters=[
+            Parameter(k.replace("__", "."), value=v).to_parameter_msg()
+            for k, v in values.items()])
+        return self.call(SetParameters, f"/{node_name}/set_parameters", req).results
+
+    def set_parameter(self, name: str, value, node_name: str = "wb_sim"):
+        from rcl_interfaces.srv import SetParameters
+        from rclpy.parameter import Parameter
+        req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
+        return self.call(SetParameters, f"/{node_name}/set_parameters", req).results[0]
+
+    def get_parameters(self, *names: str, node_name: str = "wb_sim") -> dict[str, Any]:
+        from rcl_interfaces.srv import GetParameters
+        from rclpy.parameter import parameter_value_to_python
+        res = self.call(GetParameters, f"/{node_name}/get_parameters",
+                        GetParameters.Request(names=list(names)))
+        return {n: parameter_value_to_python(v) for n, v in zip(names, res.values)}
+
+    def close(self) -> None:
+        for r in list(self._recorders):
+            self.stop_recording(r)
+        try:
+            self.executor.shutdown()
+        except Exception:  # noqa: BLE001 - best effort at teardown
+            pass
+        self.node.destroy_node()
+        self.context.try_shutdown()
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def stamp_ns(msg) -> int:
+    s = msg.header.stamp if hasattr(msg, "header") else msg.clock
+    return s.sec * 1_000_000_000 + s.nanosec
+
+
+def quat_matrix(x: float, y: float, z: float, w: float):
+    import numpy as np
+    n = x * x + y * y + z * z + w * w
+    s = 2.0 / n
+    return np.array([
+        [1 - s * (y * y + z * z), s * (x * y - z * w), s * (x * z + y * w)],
+        [s * (x * y + z * w), 1 - s * (x * x + z * z), s * (y * z - x * w)],
+        [s * (x * z - y * w), s * (y * z + x * w), 1 - s * (x * x + y * y)],
+    ])
+
+
+def transform_matrix(tf) -> "Any":
+    """4x4 homogeneous matrix of a geometry_msgs/Transform."""
+    import numpy as np
+    t, r = tf.translation, tf.rotation
+    T = np.eye(4)
+    T[:3, :3] = quat_matrix(r.x, r.y, r.z, r.w)
+    T[:3, 3] = (t.x, t.y, t.z)
+    return T
+
+
+def world_transforms(edges: dict[str, tuple[str, "Any"]], world: str = "world") -> dict:
+    """world <- link for every link of a TF tree given as ``{child: (parent, T)}``."""
+    import numpy as np
+    out: dict[str, Any] = {world: np.eye(4)}
+
+    def resolve(link: str, depth: int = 0):
+        if link in out:
+            return out[link]
+        if depth > 200 or link not in edges:
+            raise KeyError(f"frame '{link}' is not connected to '{world}'")
+        parent, T = edges[link]
+        out[link] = resolve(parent, depth + 1) @ T
+        return out[link]
+
+    for child in edges:
+        resolve(child)
+    return out
