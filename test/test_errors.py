@@ -218,9 +218,9 @@ def test_initial_positions_length_mismatch():
 
 
 def test_unknown_contact_model():
-    with raises(wb_sim.ConfigError, "parameter 'contact.model'", "'rigid'",
-                "valid choices: compliant"):
-        wb_sim.Simulator.from_params(box_on_ground(**{"contact.model": "rigid"}))
+    with raises(wb_sim.ConfigError, "parameter 'contact.model'", "'soft'",
+                "valid choices: compliant, rigid"):
+        wb_sim.Simulator.from_params(box_on_ground(**{"contact.model": "soft"}))
 
 
 def test_unknown_urdf_scheme():

@@ -86,6 +86,7 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
         soles.append(np.concatenate([s.frame_pose(l_sole).translation[:2],
                                      s.frame_pose(r_sole).translation[:2]]))
 
+    solver_stats = sim.contact.statistics() if hasattr(sim.contact, "statistics") else None
     sim.reset()
     sole0 = np.concatenate([sim.frame_pose(l_sole).translation[:2],
                             sim.frame_pose(r_sole).translation[:2]])
@@ -105,6 +106,7 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
         "fell": bool(z.min() < 0.620438 - 0.1),
         "bit_identical_runs": identical,
         "runs_us_per_step": [t / STEPS * 1e6 for t in times],
+        "solver": solver_stats,
     }
 
 
@@ -127,6 +129,11 @@ def main(argv=None) -> int:
     print(f"max horizontal sole slip:        {rep['max_sole_slip_m'] * 1e3:.4f} mm")
     print(f"fell:                            {'yes' if rep['fell'] else 'no'}")
     print(f"timed runs bit-identical:        {'yes' if rep['bit_identical_runs'] else 'NO'}")
+    if rep["solver"]:
+        st = rep["solver"]
+        print(f"solver iterations per step:      mean {st['iterations_mean']:.2f}, "
+              f"p99 {st['iterations_p99']:.0f}")
+        print(f"solves not converged:            {st['nonconverged']} of {st['solves']}")
     return 0 if rep["bit_identical_runs"] and not rep["fell"] else 1
 
 

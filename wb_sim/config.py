@@ -99,7 +99,8 @@ PARAMETERS: tuple[Param, ...] = (
           "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
     # --- contact
     Param("contact.model", "str", "compliant", "",
-          "Contact model; one of the keys of wb_sim.contact.CONTACT_MODELS."),
+          "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
+          "'rigid' (impulses with a friction cone, the keys marked rigid)."),
     Param("contact.stiffness", "float", 4.0e4, "N/m",
           "Normal stiffness per point at the reference depth: "
           "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg, live=True),
@@ -119,6 +120,26 @@ PARAMETERS: tuple[Param, ...] = (
           check=_positive),
     Param("contact.max_penetration", "float", 0.05, "m",
           "A contact point deeper than this raises DivergenceError.", check=_positive),
+    Param("contact.solver", "str", "admm", "",
+          "rigid: constraint solver of pinocchio >= 4, 'admm' or 'pgs' (projected Gauss-Seidel).",
+          check=_one_of("pgs", "admm")),
+    Param("contact.max_iterations", "int", 500, "",
+          "rigid: solver iteration limit per step; a step that reaches it completes with the "
+          "last iterate and is counted as not converged.", check=_positive),
+    Param("contact.tolerance", "float", 1.0e-6, "N*s",
+          "rigid: absolute feasibility and complementarity tolerance of the solver (impulses).",
+          check=_positive),
+    Param("contact.baumgarte_gain", "float", 0.2, "",
+          "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
+          check=lambda x: None if 0.0 <= x <= 1.0 else "must be in [0, 1]"),
+    Param("contact.compliance", "float", 1.0e-8, "m/N",
+          "rigid: compliance of each contact point; it adds compliance/dt^2 to the Delassus "
+          "matrix's diagonal. The default (a 40 N load sinks 0.4 um) makes the problem of "
+          "coplanar foot corners definite, so the solver converges; larger values soften the "
+          "contact.", check=_nonneg),
+    Param("contact.activation_margin", "float", 0.005, "m",
+          "rigid: points closer to the ground than this enter the contact problem (their gap "
+          "term keeps them from touching early).", check=_nonneg),
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- initial state
@@ -276,6 +297,12 @@ class ContactConfig:
     friction_coefficient: float
     reference_depth: float  #: m
     max_penetration: float  #: m
+    solver: str  #: rigid: 'pgs' | 'admm'
+    max_iterations: int  #: rigid
+    tolerance: float  #: rigid, N*s
+    baumgarte_gain: float  #: rigid
+    compliance: float  #: rigid, m/N
+    activation_margin: float  #: rigid, m
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,8 @@ class Simulator:
         self.ground = ground
         self.contact_points = ContactPoints(robot, config, ground)
         self.contact = make_contact_model(config, self.contact_points)
+        self._impulse_based = bool(getattr(self.contact, "impulse_based", False))
+        self._upper = np.triu(np.ones((self.model.nv, self.model.nv), dtype=bool))
         self.surface_names = self.contact_points.surface_names
         #: Delassus matrix at the initial configuration (the stability check's)
         self._delassus_q0 = self._delassus() if self.contact_points.n else None
@@ -292,8 +294,27 @@ class Simulator:
         return self.robot.joint_positions(q), v[self.robot.idx_v]
 
     def _dynamics(self, q, v, tau_joints):
-        """Generalized acceleration, next contact state and contact forces at (q, v)."""
+        """Generalized acceleration, next contact state and contact forces at (q, v).
+
+        With an impulse-based contact model the acceleration is the step's mean
+        one, ``(v' - v) / dt``, impulses included."""
         model, data, pts = self._model_step, self._data_step, self.contact_points
+        if self._impulse_based:
+            tau = self._tau_gen
+            tau[:] = 0.0
+            qj, vj = self._joint_qv(q, v)
+            passive = self.actuation.passive_torques(qj, vj)
+            tau[self._jv] += tau_joints if passive is None else tau_joints + passive
+            if not pts.n:
+                return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), self._u, self._force
+            # M^-1 serves both the free acceleration and the Delassus matrix
+            pin.computeJointJacobians(model, data, q)  # also the kinematics (oMi) at q
+            Minv = pin.computeMinverse(model, data, q)  # upper triangle only
+            Minv = np.where(self._upper, Minv, Minv.T)
+            a = Minv @ (tau - pin.nonLinearEffects(model, data, q, v))
+            pts.update(model, data, None)
+            dv, force = self.contact.solve(Minv, v + self.dt * a, self.dt)
+            return a + dv * (1.0 / self.dt), self._u, force
         if pts.n:
             pin.computeJointJacobians(model, data, q)
             pts.update(model, data, v)

@@ -12,10 +12,12 @@ from ..config import SimConfig
 from ..errors import ConfigError
 from .compliant import STATUS_NAMES, CompliantContact
 from .points import ContactPoints, Ground
+from .rigid import RigidContact
 
 #: contact.model value -> class
 CONTACT_MODELS = {
     "compliant": CompliantContact,
+    "rigid": RigidContact,
 }
 
 
@@ -31,4 +33,4 @@ def make_contact_model(config: SimConfig, points: ContactPoints):
 
 
 __all__ = ["CONTACT_MODELS", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
-           "make_contact_model"]
+           "RigidContact", "make_contact_model"]

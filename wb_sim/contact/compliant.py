@@ -48,6 +48,8 @@ class CompliantContact:
     """Nonlinear compliant ground contact; see the module docstring."""
 
     name = "compliant"
+    #: forces are explicit functions of the state (not impulses)
+    impulse_based = False
     #: parameters that may change while running (the ROS node's `ros2 param set`)
     LIVE_PARAMETERS = ("stiffness", "damping", "tangential_stiffness", "tangential_damping",
                        "friction_coefficient")

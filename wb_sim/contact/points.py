@@ -94,6 +94,8 @@ class ContactPoints:
         self.radius = np.concatenate(radius) if radius else np.zeros(0)
         self.has_spheres = bool(np.any(self.radius > 0))
         n, nv = self.n, model.nv
+        self.nv = nv
+        self.model = model
         # Ground coordinates: columns t1, t2, n, so that x_g = (x - o) @ basis has its
         # third component equal to the signed distance to the plane.
         self.basis = np.column_stack([*ground.tangent_basis(), ground.normal])
@@ -114,6 +116,7 @@ class ContactPoints:
                 if a > 0:
                     self._support[k, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
         self._support_T = np.ascontiguousarray(self._support.T)
+        self._point_support = self._support[self.slot][:, None, :]  # (n, 1, nv)
         # buffers written every step
         self._H = np.zeros((4 * J, 3))  # stacked [R^T; t^T] of each parent joint
         self.position = np.zeros((n, 3))  # world
@@ -128,8 +131,9 @@ class ContactPoints:
         self._joint_list = [int(j) for j in self.joint_ids]
         self._jacobian = None
 
-    def update(self, model: pin.Model, data: pin.Data, v: np.ndarray) -> None:
-        """World and ground-coordinate positions and velocities of all points.
+    def update(self, model: pin.Model, data: pin.Data, v: np.ndarray | None) -> None:
+        """World and ground-coordinate positions and velocities of all points
+        (``v=None``: positions only).
 
         Precondition: ``pin.computeJointJacobians(model, data, q)`` was called
         for the current ``q`` (it does the forward kinematics too).
@@ -141,6 +145,12 @@ class ContactPoints:
         for k, jid in enumerate(self._joint_list):
             H[4 * k:4 * k + 4] = oMi[jid].homogeneous[:3].T
         self._jacobian = jac = data.J  # world frame, at the world origin (a view)
+        if v is None:
+            P = np.matmul(self._r_aug, H, out=self.position)
+            if self.has_spheres:
+                P -= self._sphere_offset
+            self.position_g = (P - self.ground.origin) @ self.basis if self._rotated else P
+            return
         twist = (self._support * v) @ jac.T  # (J, 6): velocity at world origin, angular
         per_point = self._gather @ twist  # (n, 6)
         P = np.matmul(self._r_aug, H, out=self.position)
@@ -156,6 +166,20 @@ class ContactPoints:
         else:
             self.position_g = P
             self.velocity_g = V
+
+    def jacobian_g(self, idx: np.ndarray) -> np.ndarray:
+        """(3k, nv) Jacobian of the points ``idx`` in ground coordinates (rows t1, t2, n
+        per point), at the positions of the last :meth:`update`."""
+        jac = np.ascontiguousarray(self._jacobian)  # world, at the origin: v_p = lin - p x ang
+        every = len(idx) == self.n
+        p = self.position if every else self.position[idx]
+        J = np.matmul((p @ _LEVI_CIVITA_FLAT).reshape(-1, 3, 3), jac[3:])  # (k, 3, nv)
+        np.subtract(jac[:3], J, out=J)
+        # only the joints that move the point
+        J *= self._point_support if every else self._point_support[idx]
+        if self._rotated:
+            J = np.matmul(self.basis.T, J)
+        return J.reshape(3 * len(idx), -1)
 
     def generalized_force(self, force_g: np.ndarray) -> np.ndarray:
         """Joint-space force (nv,) of point forces (n, 3) in ground coordinates."""
@@ -190,6 +214,13 @@ class ContactPoints:
             T = M - (o1 * F2 - o2 * F1, o2 * F0 - o0 * F2, o0 * F1 - o1 * F0)
             out.append((F @ R_s, T @ R_s))
         return out
+
+
+#: skew(p) = sum_k p_k _LEVI_CIVITA[k]
+_LEVI_CIVITA = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
+                         [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
+                         [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float)
+_LEVI_CIVITA_FLAT = _LEVI_CIVITA.reshape(3, 9)
 
 
 def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:

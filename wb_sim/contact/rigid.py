@@ -1,0 +1,215 @@
+"""Rigid (hard) ground contact with a Coulomb friction cone and inelastic impacts.
+
+A velocity-level (impulse-based) step, as in the IIT whole-body simulator's
+QP contact and in MuJoCo / Simple:
+
+* free velocity ``v_free = v + h a_free`` from the dynamics without contact;
+* for the points whose gap ``phi`` (signed distance to the ground, m) is
+  below ``contact.activation_margin``: the contact problem in impulses
+  ``lambda`` (N*s, ground coordinates t1, t2, n per point)::
+
+      lambda_i in K_mu,   c = G lambda + g in K_mu^* (De Saxce),   <lambda, c> = 0
+      G = J_c M^-1 J_c^T + (compliance / h^2) I     (Delassus matrix, 1/kg)
+      g = J_c v_free + e_n (phi / h            if phi >= 0:  may close the gap, no more
+                            beta phi / h        if phi < 0:   Baumgarte correction)
+
+  solved by pinocchio's ``PGSConstraintSolver`` or ``ADMMConstraintSolver``
+  (pinocchio >= 4), warm-started from the previous step's impulses;
+* ``v' = v_free + M^-1 J_c^T lambda``.
+
+The normal velocity of a touching point becomes zero at touchdown
+(restitution 0) and its tangential velocity is what friction allows. The
+force reported per point is ``lambda / h``. If the solver stops before its
+tolerance, the step completes with its last iterate and
+:attr:`RigidContact.nonconverged` counts it (it is reported, never hidden).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+
+from ..config import ContactConfig
+from ..errors import ConfigError, UnsupportedError
+from .points import ContactPoints
+
+#: tangential speed (m/s) below which a loaded point counts as sticking
+STICK_SPEED = 1.0e-6
+
+SOLVERS = ("pgs", "admm")
+SOLVE_NCP = True
+
+
+def _require_solvers() -> None:
+    if not all(hasattr(pin, a) for a in ("PGSConstraintSolver", "ADMMConstraintSolver",
+                                         "PointContactConstraintModel",
+                                         "DelassusOperatorDense")):
+        raise UnsupportedError(
+            f"parameter 'contact.model': 'rigid' needs pinocchio >= 4.0 (its constraint solvers "
+            f"PGSConstraintSolver / ADMMConstraintSolver); this is pinocchio {pin.__version__}. "
+            f"Use contact.model: compliant, or pip install 'pin>=4'.")
+
+
+class RigidContact:
+    """Rigid frictional contact; see the module docstring."""
+
+    name = "rigid"
+    #: forces come from impulses solved at the velocity level
+    impulse_based = True
+    LIVE_PARAMETERS = ("friction_coefficient",)
+
+    def __init__(self, params: ContactConfig, points: ContactPoints):
+        _require_solvers()
+        if params.solver not in SOLVERS:
+            raise ConfigError(f"parameter 'contact.solver': unknown solver {params.solver!r}; "
+                              f"valid choices: {', '.join(SOLVERS)}")
+        self.points = points
+        self.solver_name = params.solver
+        self.max_iterations = params.max_iterations
+        self.tolerance = params.tolerance
+        self.baumgarte_gain = params.baumgarte_gain
+        self.compliance = params.compliance
+        self.margin = params.activation_margin
+        self.max_penetration = params.max_penetration
+        self.mu = params.friction_coefficient
+        n = points.n
+        self.depth = np.zeros(n)
+        self._impulse = np.zeros((n, 3))  # of the last step, ground coordinates, N*s
+        self._warm = np.zeros((n, 3))  # warm start of the next solve
+        self._all = np.arange(n)
+        self._zero_dv = np.zeros(points.nv)
+        self._last = None
+        #: steps whose solve stopped before the tolerance / solves in all
+        self.nonconverged = 0
+        self.solves = 0
+        #: iterations of each solve (the last 100 000)
+        self.iterations: list[int] = []
+        self._problems: dict[int, tuple] = {}  # active count -> containers, solver, result
+        self._model = points.model  # the constraint containers need one (they carry the cones)
+        self._normal_rows = np.arange(n) * 3 + 2
+
+    # ------------------------------------------------------------------ interface
+
+    def initial_state(self) -> np.ndarray:
+        """No deformation state: zeros (n, 2) for the common interface. Clears the warm start."""
+        self._impulse[:] = 0.0
+        self._warm[:] = 0.0
+        self._last = None
+        return np.zeros((self.points.n, 2))
+
+    def set_parameters(self, *, friction_coefficient: float) -> None:
+        if not np.isfinite(friction_coefficient) or friction_coefficient < 0:
+            raise ConfigError(f"parameter 'contact.friction_coefficient' must be finite and >= 0, "
+                              f"got {friction_coefficient!r}")
+        self.mu = float(friction_coefficient)
+        self._problems.clear()  # the cones carry mu
+
+    def check_stability(self, delassus, weight, dt) -> None:
+        """Nothing to check: the impulse step has no explicit stability limit."""
+
+    def statistics(self) -> dict:
+        it = np.array(self.iterations[-100_000:] or [0])
+        return {"solves": self.solves, "nonconverged": self.nonconverged,
+                "iterations_mean": float(it.mean()), "iterations_p99": float(np.percentile(it, 99))}
+
+    # ------------------------------------------------------------------ the step
+
+    def _problem(self, k: int):
+        """Constraint containers (they carry the friction cones), solver and result for
+        ``k`` active points, built once per size."""
+        prob = self._problems.get(k)
+        if prob is None:
+            cms, cds = pin.StdVec_ConstraintModel(), pin.StdVec_ConstraintData()
+            jid = int(self.points.joint_ids[0])
+            for _ in range(k):
+                cm = pin.PointContactConstraintModel(self._model, 0, pin.SE3.Identity(), jid,
+                                                     pin.SE3.Identity())
+                cm.setFriction(self.mu)
+                cms.append(cm)
+                cds.append(cm.createData())
+            if self.solver_name == "pgs":
+                solver, settings, result = (pin.PGSConstraintSolver(3 * k), pin.PGSSolverSettings(),
+                                            pin.PGSSolverResult())
+            else:
+                solver, settings, result = (pin.ADMMConstraintSolver(3 * k),
+                                            pin.ADMMSolverSettings(), pin.ADMMSolverResult())
+            settings.max_iterations = self.max_iterations
+            settings.absolute_feasibility_tol = self.tolerance
+            settings.absolute_complementarity_tol = self.tolerance
+            # only the absolute tolerances decide (the relative "no progress" test stops PGS early)
+            settings.relative_feasibility_tol = 1e-14
+            settings.relative_complementarity_tol = 1e-14
+            settings.solve_ncp = SOLVE_NCP
+            prob = self._problems[k] = (cms, cds, solver, settings, result)
+        return prob
+
+    def solve(self, Minv: np.ndarray, v_free: np.ndarray,
+              dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """Velocity change (nv,) from the contact impulses, and the per-point forces
+        ``lambda / dt`` (n, 3) in ground coordinates, after ``points.update(model,
+        data)`` at the step's configuration; ``Minv`` is the (symmetric) inverse mass
+        matrix there. Also sets the depths; the states are computed on demand."""
+        pts = self.points
+        phi = pts.position_g[:, 2] - pts.plane_z
+        self.depth = -phi
+        near = phi < self.margin
+        self._impulse[:] = 0.0
+        self._last = None
+        if not near.any():
+            return self._zero_dv, self._impulse
+        idx = self._all if near.all() else np.flatnonzero(near)
+        k = idx.size
+        Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
+        MinvJt = Minv @ Jc.T
+        G0 = Jc @ MinvJt
+        if self.compliance > 0:  # normal rows only: tangentially a compliance would creep
+            G = G0.copy()
+            G[self._normal_rows[:k], self._normal_rows[:k]] += self.compliance / (dt * dt)
+        else:
+            G = G0
+        vel = Jc @ v_free
+        ph = phi[idx]
+        g = vel.copy()
+        g[2::3] += np.where(ph >= 0.0, ph, self.baumgarte_gain * ph) * (1.0 / dt)
+        cms, cds, solver, settings, result = self._problem(k)
+        guess = self._warm[idx].ravel()
+        iterations = 0
+        while True:
+            result.setConstraintImpulseGuess(guess)
+            converged = solver.solve(pin.DelassusOperatorDense(G), g, cms, cds, settings, result)
+            lam = result.retrieveConstraintImpulses()
+            iterations += result.iterations + 1
+            if self.solver_name != "pgs":
+                break
+            # Our own check of the normal complementarity (De Saxce-corrected velocity, in
+            # impulses): pinocchio 4.1's PGS stops after one sweep when no point has a
+            # tangential velocity (a flat impact), so it is called again until it holds.
+            c = (G @ lam + g).reshape(k, 3)
+            s_n = c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])
+            residual = np.abs(np.minimum(lam[2::3], s_n / G.diagonal()[2::3])).max()
+            if residual <= self.tolerance or iterations >= self.max_iterations:
+                converged = converged and residual <= self.tolerance
+                break
+            guess = lam
+        self.solves += 1
+        self.nonconverged += not converged
+        self.iterations.append(iterations)
+        if len(self.iterations) > 200_000:
+            del self.iterations[:100_000]
+        lam3 = lam.reshape(k, 3)
+        self._impulse[idx] = lam3
+        self._warm[:] = self._impulse
+        self._last = (idx, lam3, vel, G0, lam)
+        return MinvJt @ lam, self._impulse * (1.0 / dt)
+
+    @property
+    def status(self) -> np.ndarray:
+        """(n,) 0 no contact or separating, 1 sticking, 2 slipping (``STATUS_NAMES``),
+        from the impulses and the post-step velocities of the last step."""
+        st = np.zeros(self.points.n, dtype=np.int8)
+        if self._last is not None:
+            idx, lam3, vel, G0, lam = self._last
+            v_after = (vel + G0 @ lam).reshape(-1, 3)
+            slipping = np.hypot(v_after[:, 0], v_after[:, 1]) > STICK_SPEED
+            st[idx] = np.where(lam3[:, 2] > 0.0, np.where(slipping, 2, 1), 0)
+        return st
