@@ -68,6 +68,8 @@ def ros_env(domain_id: int) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
+    # the tests read the wall-clock time of the node's log lines
+    env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
     return env
 
 
@@ -79,6 +81,7 @@ class Proc:
 
     def __init__(self, name: str, argv: list[str], domain_id: int, log_dir: Path):
         self.name = name
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
         self.log_path = Path(log_dir) / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.started = time.time()
@@ -261,17 +264,9 @@ class RosClient:
         finally:
             self.node.destroy_client(client)
 
-    def set_parameters(self, node_name: str = "wb_sim", **values):
-        """``/<node>/set_parameters`` with the given values (dots spelled ``__``);
-        returns the list of SetParametersResult."""
-        from rcl_interfaces.srv import SetParameters
-        from rclpy.parameter import Parameter
-        req = SetParameters.Request(parameters=[
-            Parameter(k.replace("__", "."), value=v).to_parameter_msg()
-            for k, v in values.items()])
-        return self.call(SetParameters, f"/{node_name}/set_parameters", req).results
-
     def set_parameter(self, name: str, value, node_name: str = "wb_sim"):
+        """``/<node>/set_parameters`` (rcl_interfaces/srv/SetParameters) with one
+        parameter; returns its SetParametersResult."""
         from rcl_interfaces.srv import SetParameters
         from rclpy.parameter import Parameter
         req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
@@ -299,7 +294,13 @@ class RosClient:
 
 
 def stamp_ns(msg) -> int:
-    s = msg.header.stamp if hasattr(msg, "header") else msg.clock
+    """Stamp of a stamped message, a Clock or a TFMessage (its first transform), ns."""
+    if hasattr(msg, "header"):
+        s = msg.header.stamp
+    elif hasattr(msg, "transforms"):
+        s = msg.transforms[0].header.stamp
+    else:
+        s = msg.clock
     return s.sec * 1_000_000_000 + s.nanosec
 
 

@@ -353,8 +353,13 @@ class SimNode(Node):
         self._accept(tau, None)
 
     def _reject(self, topic: str, why: Exception) -> None:
-        self.get_logger().warning(f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; "
-                                  f"keeping the last valid torques", throttle_duration_sec=1.0)
+        # one logging call site per topic: rclpy throttles per call site
+        msg = (f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; "
+               f"keeping the last valid torques")
+        if topic == "joint_commands":
+            self.get_logger().warning(msg, throttle_duration_sec=1.0)
+        else:
+            self.get_logger().warning(msg, throttle_duration_sec=1.0)
 
     def _accept(self, tau: np.ndarray, stamp) -> None:
         with self._lock:
@@ -383,7 +388,9 @@ class SimNode(Node):
                 f"no valid command for {timeout:g} s of simulated time: "
                 f"{'holding the last torques' if hold else 'torques set to zero'}")
         if self._tripped and self.cfg["command.on_timeout"] == "zero":
-            return np.zeros(self.sim.nj)
+            # forget them too: a later command for some joints must not bring back the others
+            self._tau_cmd = np.zeros(self.sim.nj)
+            return self._tau_cmd
         if self._cmd_seq != self._applied_seq:
             self._applied_seq = self._cmd_seq
             sent = self._pub_wall.get(self._cmd_stamp_ns) if self._cmd_stamp_ns else None
@@ -404,9 +411,10 @@ class SimNode(Node):
             self.sim.reset()
             self._clear_commands()
             self._publish(every=True)
+            t_reset = self._now_ns() / 1e9
         self._wake.set()
         response.success = True
-        response.message = f"reset to the initial state at t = {self._now_ns() / 1e9:.3f} s"
+        response.message = f"reset to the initial state at t = {t_reset:.3f} s"
         self.get_logger().info(response.message)
         return response
 
@@ -451,7 +459,6 @@ class SimNode(Node):
         self._running = True
         log = self.get_logger()
         stats = self._stats
-        next_report = time.perf_counter() + (self.cfg["publish.stats_period_s"] or math.inf)
         anchor_wall = time.perf_counter()
         anchor_k = 0  # steps since the anchor
         while self._running:
@@ -498,10 +505,9 @@ class SimNode(Node):
                         anchor_wall, anchor_k = now, 0
                 elif late < 0:
                     time.sleep(-late)
-            if now >= next_report:
+            period = self.cfg["publish.stats_period_s"]  # live: read every step
+            if period > 0 and now - stats.wall0 >= period:
                 self._report(now)
-                period = self.cfg["publish.stats_period_s"]
-                next_report = now + (period if period > 0 else math.inf)
 
     def _report(self, now: float) -> None:
         s = self._stats
@@ -519,9 +525,14 @@ class SimNode(Node):
         if self.sim.robot.floating_base:
             x, y, z = self.sim.q[:3].tolist()
             base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
+        solver = ""
+        if hasattr(self.sim.contact, "statistics"):
+            st = self.sim.contact.statistics()
+            solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
+                      f"converged")
         self.get_logger().info(
             f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), "
-            f"deadline misses {per_k:.2f} per 1000 steps{lat}{base}")
+            f"deadline misses {per_k:.2f} per 1000 steps{lat}{base}{solver}")
         s.reset(now, sim_t)
 
     def stop(self) -> None:
@@ -554,10 +565,15 @@ def main(args=None) -> int:
             signal.signal(sig, lambda *_: node.stop())
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        spinner = threading.Thread(target=_spin, args=(executor, node), daemon=True)
+        stop_spinning = threading.Event()
+        spinner = threading.Thread(target=_spin, args=(executor, node, stop_spinning),
+                                   daemon=True)
         spinner.start()
         node.run()
         node.get_logger().info(f"stopped at t = {node._now_ns() / 1e9:.3f} s")
+        # the executor thread must be out of rclpy before the node and context go
+        stop_spinning.set()
+        spinner.join()
         executor.shutdown(timeout_sec=1.0)
     finally:
         if node is not None:
@@ -567,9 +583,11 @@ def main(args=None) -> int:
     return 0
 
 
-def _spin(executor, node: SimNode) -> None:
+def _spin(executor, node: SimNode, stop: threading.Event) -> None:
+    """The executor thread: services, parameters (commands are polled by the physics loop)."""
     try:
-        executor.spin()
+        while not stop.is_set() and node.context.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:

@@ -22,8 +22,8 @@ import time
 
 from .. import config_path
 
-STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\).*?(?:base at \((?P<x>[-\d.]+), (?P<y>[-\d.]+), "
-                   r"(?P<z>[-\d.]+)\) m)?$")
+STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
+BASE = re.compile(r"base at \((?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+)\) m")
 
 
 def main(argv=None) -> int:
@@ -52,11 +52,12 @@ def main(argv=None) -> int:
     def relay(name: str, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
             print(f"[{name}] {line}", end="", flush=True)
-            m = STATS.search(line.strip()) if "real-time factor" in line else None
+            m = STATS.search(line) if "real-time factor" in line else None
             if m and name == "wb_sim":
                 state["t"], state["last"] = float(m["t"]), line.strip()
-                if m["z"] is not None:
-                    z = float(m["z"])
+                b = BASE.search(line)
+                if b is not None:
+                    z = float(b["z"])
                     state["z0"] = z if state["z0"] is None else state["z0"]
                     state["zmin"] = z if state["zmin"] is None else min(state["zmin"], z)
                 if state["t"] >= args.duration:
