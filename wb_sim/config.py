@@ -126,8 +126,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("contact.max_iterations", "int", 500, "",
           "rigid: solver iteration limit per step; a step that reaches it completes with the "
           "last iterate and is counted as not converged.", check=_positive),
-    Param("contact.tolerance", "float", 1.0e-6, "N*s",
-          "rigid: absolute feasibility and complementarity tolerance of the solver (impulses).",
+    Param("contact.tolerance", "float", 1.0e-7, "N*s",
+          "rigid: absolute feasibility and complementarity tolerance of the solver, in impulse "
+          "units; keep it well below a point's impulse under load (about m g dt / n).",
           check=_positive),
     Param("contact.baumgarte_gain", "float", 0.2, "",
           "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
