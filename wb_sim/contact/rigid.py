@@ -37,6 +37,7 @@ from .points import ContactPoints
 STICK_SPEED = 1.0e-6
 
 SOLVERS = ("pgs", "admm")
+#: solve the nonlinear complementarity problem (De Saxce), not its convex relaxation
 SOLVE_NCP = True
 
 
@@ -160,7 +161,7 @@ class RigidContact:
         self._impulse[:] = 0.0
         self._last = None
         if not near.any():
-            return self._zero_dv, self._impulse
+            return self._zero_dv, np.zeros_like(self._impulse)
         idx = self._all if near.all() else np.flatnonzero(near)
         k = idx.size
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
