@@ -9,7 +9,6 @@ guards the simulator.
 
 from __future__ import annotations
 
-import bisect
 import collections
 import math
 import signal
@@ -102,7 +101,6 @@ class SimNode(Node):
         self.sim = Simulator(load_config({k: v for k, v in flat.items() if k in _CORE_KEYS
                                           or k.partition(".")[0] in flat["contact_surfaces"]}))
         self.cfg = load_node_config(flat)
-        self._flat = flat
         self._lock = threading.RLock()
         self._running = False
         self._paused = threading.Event()  # set = paused

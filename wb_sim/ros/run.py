@@ -12,7 +12,6 @@ more than 0.1 m), 1 if it fell, 2 if a process failed. In a ROS install use
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import subprocess
