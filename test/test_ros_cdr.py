@@ -1,19 +1,14 @@
 """The serialized-message templates the node publishes: deserialized, they are the
 messages the plain conversion functions build, for every stream."""
 
-import os
-
 import numpy as np
 import pytest
+from ros_helpers import require_ros
 
-try:
-    from rclpy.serialization import deserialize_message
-    from tf2_msgs.msg import TFMessage
-except ImportError:  # pragma: no cover - depends on the environment
-    if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
-        raise
-    pytest.skip("rclpy / tf2_msgs not installed", allow_module_level=True)
+require_ros("rosgraph_msgs", "nav_msgs", "sensor_msgs", "geometry_msgs")
 
+from rclpy.serialization import deserialize_message  # noqa: E402
+from tf2_msgs.msg import TFMessage  # noqa: E402
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402

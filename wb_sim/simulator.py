@@ -244,11 +244,6 @@ class Simulator:
                 self.contact.set_parameters(**old)
                 raise
 
-    def contact_parameters(self) -> dict[str, float]:
-        """The live contact parameters now, ``{'contact.stiffness': ..., ...}``."""
-        return {f"contact.{k}": getattr(self.contact, _CONTACT_ATTR[k])
-                for k in self.contact.LIVE_PARAMETERS}
-
     # ------------------------------------------------------------------ stepping
 
     def reset(self) -> None:
@@ -299,23 +294,12 @@ class Simulator:
         With an impulse-based contact model the acceleration is the step's mean
         one, ``(v' - v) / dt``, impulses included."""
         model, data, pts = self._model_step, self._data_step, self.contact_points
-        if self._impulse_based:
-            tau = self._tau_gen
-            tau[:] = 0.0
-            qj, vj = self._joint_qv(q, v)
-            passive = self.actuation.passive_torques(qj, vj)
-            tau[self._jv] += tau_joints if passive is None else tau_joints + passive
-            if not pts.n:
-                return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), self._u, self._force
-            # M^-1 serves both the free acceleration and the Delassus matrix
-            pin.computeJointJacobians(model, data, q)  # also the kinematics (oMi) at q
-            Minv = pin.computeMinverse(model, data, q)  # upper triangle only
-            Minv = np.where(self._upper, Minv, Minv.T)
-            a = Minv @ (tau - pin.nonLinearEffects(model, data, q, v))
-            pts.update(model, data, None)
-            dv, force = self.contact.solve(Minv, v + self.dt * a, self.dt)
-            return a + dv * (1.0 / self.dt), self._u, force
-        if pts.n:
+        qj, vj = self._joint_qv(q, v)
+        passive = self.actuation.passive_torques(qj, vj)
+        if passive is not None:
+            tau_joints = tau_joints + passive
+        rigid = pts.n and self._impulse_based
+        if pts.n and not rigid:  # compliant: contact forces are explicit
             pin.computeJointJacobians(model, data, q)
             pts.update(model, data, v)
             force, u_next = self.contact.forces(self._u, self.dt)
@@ -324,11 +308,17 @@ class Simulator:
             force, u_next = self._force, self._u
             tau = self._tau_gen
             tau[:] = 0.0
-        qj, vj = self._joint_qv(q, v)
-        passive = self.actuation.passive_torques(qj, vj)
-        tau[self._jv] += tau_joints if passive is None else tau_joints + passive
-        a = pin.aba(model, data, q, v, tau, pin.Convention.WORLD)
-        return a, u_next, force
+        tau[self._jv] += tau_joints
+        if not rigid:
+            return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), u_next, force
+        # rigid: M^-1 serves both the free acceleration and the Delassus matrix
+        pin.computeJointJacobians(model, data, q)  # also the kinematics (oMi) at q
+        Minv = pin.computeMinverse(model, data, q)  # upper triangle only
+        Minv = np.where(self._upper, Minv, Minv.T)
+        a = Minv @ (tau - pin.nonLinearEffects(model, data, q, v))
+        pts.update(model, data, None)
+        dv, force = self.contact.solve(Minv, v + self.dt * a, self.dt)
+        return a + dv * (1.0 / self.dt), u_next, force
 
     def step(self, tau) -> None:
         """Advance one step of ``dt`` with joint torques ``tau`` (N*m or N, in

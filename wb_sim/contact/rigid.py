@@ -37,8 +37,6 @@ from .points import ContactPoints
 STICK_SPEED = 1.0e-6
 
 SOLVERS = ("pgs", "admm")
-#: solve the nonlinear complementarity problem (De Saxce), not its convex relaxation
-SOLVE_NCP = True
 
 
 def _require_solvers() -> None:
@@ -141,7 +139,7 @@ class RigidContact:
             # only the absolute tolerances decide (the relative "no progress" test stops PGS early)
             settings.relative_feasibility_tol = 1e-14
             settings.relative_complementarity_tol = 1e-14
-            settings.solve_ncp = SOLVE_NCP
+            settings.solve_ncp = True  # the NCP (De Saxce), not its convex relaxation
             if self.solver_name == "admm":
                 # start from the last step's penalty: 11 -> 7 iterations per step on icub_stand
                 settings.warmstart_rho_with_previous_result = True

@@ -98,8 +98,7 @@ class SimNode(Node):
     def __init__(self, **kwargs: Any):
         super().__init__("wb_sim", **kwargs)
         flat = self._declare_parameters()
-        self.sim = Simulator(load_config({k: v for k, v in flat.items() if k in _CORE_KEYS
-                                          or k.partition(".")[0] in flat["contact_surfaces"]}))
+        self.sim = Simulator(load_config(flat))  # it leaves the node's own keys to us
         self.cfg = load_node_config(flat)
         self._lock = threading.RLock()
         self._running = False
@@ -121,7 +120,6 @@ class SimNode(Node):
         self._clear_commands()
         self._stats = _Stats()
         self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
-        self._pub_order: collections.deque[int] = collections.deque()
         if self.cfg["command.wait_for_first"]:
             self._paused.set()
             self._waiting_for_first = True
@@ -263,17 +261,15 @@ class SimNode(Node):
             self._js_pub.publish(self._js_cdr.serialize(t_ns, qj, v[robot.idx_v],
                                                         sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
-            self._pub_order.append(t_ns)
-            if len(self._pub_order) > 200:
-                self._pub_wall.pop(self._pub_order.popleft(), None)
+            if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
+                del self._pub_wall[next(iter(self._pub_wall))]
         if self._imu_pub is not None and due["imu"]:
             r = sim.imu()
             self._imu_pub.publish(self._imu_cdr.serialize(
                 t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
         if self._wrench_pubs and due["contact_wrench"]:
-            for (p, cdr), (f, tq) in zip(self._wrench_pubs,
-                                         sim.contact_points.surface_wrenches(sim._force)):
-                p.publish(cdr.serialize(t_ns, f, tq))
+            for (p, cdr), w in zip(self._wrench_pubs, sim.contact_wrenches().values()):
+                p.publish(cdr.serialize(t_ns, w.force, w.torque))
         if self._odom_pub is not None and due["odom"]:
             self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
         if self._tf_pub is not None and due["tf"]:
@@ -292,6 +288,8 @@ class SimNode(Node):
         the executor: at 1 kHz the executor's per-message overhead would cost a
         third of a core, and the command is applied at the very next step."""
         cfg = self.cfg
+        self._reject_loggers = {t: self.get_logger().get_child(t)
+                                for t in ("joint_commands", "effort_commands")}
         self._polled = []
         if cfg["topics.joint_commands"]:
             self._polled.append(self.create_subscription(
@@ -351,13 +349,11 @@ class SimNode(Node):
         self._accept(tau, None)
 
     def _reject(self, topic: str, why: Exception) -> None:
-        # one logging call site per topic: rclpy throttles per call site
-        msg = (f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; "
-               f"keeping the last valid torques")
-        if topic == "joint_commands":
-            self.get_logger().warning(msg, throttle_duration_sec=1.0)
-        else:
-            self.get_logger().warning(msg, throttle_duration_sec=1.0)
+        # a logger per topic: rclpy keeps the throttle state per logger, so a flood of bad
+        # messages on one topic does not hide the reasons on the other
+        self._reject_loggers[topic].warning(
+            f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; keeping the last "
+            f"valid torques", throttle_duration_sec=1.0)
 
     def _accept(self, tau: np.ndarray, stamp) -> None:
         with self._lock:
@@ -538,7 +534,6 @@ class SimNode(Node):
         self._wake.set()
 
 
-_CORE_KEYS = {p.key for p in PARAMETERS}
 _LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
 
 
