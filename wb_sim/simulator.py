@@ -5,7 +5,8 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
 
     kinematics of all contact points   (one computeJointJacobians call)
     contact forces F, next deformation (the contact model, vectorized)
-    tau = sat(tau_cmd) + passive(q, v) + J^T F
+    tau = sat(tau_cmd) + passive(q, v) + J^T F + J_link^T w   (w: pushes, see
+                                                   apply_external_wrench)
     a   = ABA(q, v, tau)              (armature + h*D: implicit joint damping)
     v'  = v + h a
     q'  = integrate(q, h v')           (pinocchio: quaternion stays unit)
@@ -157,6 +158,9 @@ class Simulator:
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
         self._contiguous = bool(contiguous)
         self._tau_gen = np.zeros(self.model.nv)
+        #: external wrenches: list of [frame id, (6,) wrench in the frame, steps left]
+        self._pushes: list[list] = []
+        self._pushes_applied: tuple = ()  # (frame id, wrench) of the last step
         self.reset()
 
     # ------------------------------------------------------------------ building
@@ -244,6 +248,38 @@ class Simulator:
                 self.contact.set_parameters(**old)
                 raise
 
+    def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),
+                              duration_s: float | None = None) -> None:
+        """Push a link: apply ``force`` (N) and ``torque`` (N*m), both expressed in
+        the link's frame, the torque about the link frame's origin, for
+        ``duration_s`` (default one step) from the next step on.
+
+        Pushes add up: each lasts ``round(duration_s / dt)`` steps (at least one)
+        whatever else is applied. :meth:`reset` removes them. Raises
+        :class:`ModelError` for an unknown link or frame, :class:`CommandError`
+        for a non-finite value or a non-positive duration.
+        """
+        fid = self.robot.frame_id(link)
+        try:
+            wrench = np.concatenate([np.asarray(force, dtype=float).reshape(3),
+                                     np.asarray(torque, dtype=float).reshape(3)])
+        except (TypeError, ValueError) as e:
+            raise CommandError(f"external wrench on '{link}': force and torque must be "
+                               f"3-vectors: {e}") from None
+        if not np.isfinite(wrench).all():
+            raise CommandError(f"external wrench on '{link}': non-finite value {wrench.tolist()}")
+        duration = self.dt if duration_s is None else float(duration_s)
+        if not (math.isfinite(duration) and duration > 0):
+            raise CommandError(f"external wrench on '{link}': duration must be > 0 s, "
+                               f"got {duration_s!r}")
+        self._pushes.append([fid, wrench, max(1, round(duration / self.dt))])
+
+    @property
+    def external_wrenches(self) -> list[tuple[str, np.ndarray, float]]:
+        """Pushes still to come: (frame, wrench [fx, fy, fz, tx, ty, tz] in the
+        frame, N and N*m, remaining duration in s)."""
+        return [(self.model.frames[f].name, w.copy(), n * self.dt) for f, w, n in self._pushes]
+
     # ------------------------------------------------------------------ stepping
 
     def reset(self) -> None:
@@ -253,6 +289,8 @@ class Simulator:
         self._v.setflags(write=False)
         self._u = self.contact.initial_state()
         self._k = 0
+        self._pushes.clear()
+        self._pushes_applied = ()
         self._tau_applied = np.zeros(self.nj)
         self._tau_applied.setflags(write=False)
         # without contact points _dynamics hands back this (empty) force array
@@ -288,8 +326,9 @@ class Simulator:
             return q[self._jq], v[self._jv]
         return self.robot.joint_positions(q), v[self.robot.idx_v]
 
-    def _dynamics(self, q, v, tau_joints):
-        """Generalized acceleration, next contact state and contact forces at (q, v).
+    def _dynamics(self, q, v, tau_joints, pushes=()):
+        """Generalized acceleration, next contact state and contact forces at (q, v),
+        with the external wrenches ``pushes`` ((frame id, wrench) pairs).
 
         With an impulse-based contact model the acceleration is the step's mean
         one, ``(v' - v) / dt``, impulses included."""
@@ -309,6 +348,11 @@ class Simulator:
             tau = self._tau_gen
             tau[:] = 0.0
         tau[self._jv] += tau_joints
+        if pushes:
+            if not pts.n or rigid:  # the compliant branch computed the Jacobians at q
+                pin.computeJointJacobians(model, data, q)
+            for fid, wrench in pushes:  # J^T w, the frame Jacobian in the frame's axes
+                tau += pin.getFrameJacobian(model, data, fid, pin.LOCAL).T @ wrench
         if not rigid:
             return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), u_next, force
         # rigid: M^-1 serves both the free acceleration and the Delassus matrix
@@ -341,8 +385,9 @@ class Simulator:
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
         q, v, dt = self._q, self._v, self.dt
+        pushes = tuple((f, w) for f, w, _ in self._pushes)
         try:
-            a, u_next, force = self._dynamics(q, v, applied)
+            a, u_next, force = self._dynamics(q, v, applied, pushes)
             v_next = v + dt * a
             q_next = pin.integrate(self._model_step, q, v_next * dt)
             if self.robot.floating_base:
@@ -359,6 +404,13 @@ class Simulator:
         applied.setflags(write=False)
         self._tau_applied = applied
         self._k += 1
+        if pushes:
+            self._pushes_applied = pushes
+            for p in self._pushes:
+                p[2] -= 1
+            self._pushes = [p for p in self._pushes if p[2] > 0]
+        elif self._pushes_applied:
+            self._pushes_applied = ()
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
 
@@ -507,7 +559,7 @@ class Simulator:
         q, v = self._qv(q, self._v if v is None else v)
         tau = self.actuation.saturate(np.asarray(tau, dtype=float))
         try:
-            a, _, _ = self._dynamics(q, v, tau)
+            a, _, _ = self._dynamics(q, v, tau, tuple((f, w) for f, w, _ in self._pushes))
             return a.copy()
         finally:
             self._recompute_readings()
@@ -519,7 +571,8 @@ class Simulator:
         u = self._u
         self._u = self._u_prev
         try:
-            _, _, self._force = self._dynamics(self._q_prev, self._v_prev, self._tau_applied)
+            _, _, self._force = self._dynamics(self._q_prev, self._v_prev, self._tau_applied,
+                                               self._pushes_applied)
         finally:
             self._u = u
 
