@@ -4,6 +4,8 @@
     ros2 launch wb_sim sim.launch.py robot:=icub rviz:=true
     ros2 launch wb_sim sim.launch.py controller:=none      # bring your own controller
     ros2 launch wb_sim sim.launch.py config:=/path/my.yaml # override the robot's parameters
+    ros2 launch wb_sim sim.launch.py sync:=lockstep        # one step per command (deterministic)
+    ros2 launch wb_sim sim.launch.py viewer:=meshcat       # browser view where RViz is absent
 
 The robot's parameters come from share/wb_sim/config/<robot>.yaml; a ``config``
 file is loaded after it, so it overrides any key it sets.
@@ -36,9 +38,16 @@ def _nodes(context, *args, **kwargs):
     if controller not in ("pd", "none"):
         raise RuntimeError(f"unknown controller '{controller}'; choose pd or none")
     use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
+    sync = LaunchConfiguration("sync").perform(context)
+    if sync not in ("realtime", "lockstep"):
+        raise RuntimeError(f"unknown sync mode '{sync}'; choose realtime or lockstep")
+    viewer = LaunchConfiguration("viewer").perform(context)
+    if viewer not in ("none", "meshcat"):
+        raise RuntimeError(f"unknown viewer '{viewer}'; choose none or meshcat")
 
     # with the example controller, the physics starts at its first command (it starts later)
-    sim_params = params + [{"command.wait_for_first": controller == "pd"}]
+    sim_params = params + [{"command.wait_for_first": controller == "pd", "sync.mode": sync,
+                            "viewer": viewer}]
     actions = [Node(package="wb_sim", executable="wb_sim_node", name="wb_sim", output="screen",
                     parameters=sim_params, emulate_tty=True)]
     if controller == "pd":
@@ -65,5 +74,11 @@ def generate_launch_description():
         DeclareLaunchArgument("rviz", default_value="false", description="Start RViz (true/false)"),
         DeclareLaunchArgument("use_sim_time", default_value="true",
                               description="Run the controller and RViz on the simulated /clock"),
+        DeclareLaunchArgument("sync", default_value="realtime",
+                              description="'realtime': paced by real_time_factor; 'lockstep': "
+                                          "each step waits for the controller's command"),
+        DeclareLaunchArgument("viewer", default_value="none",
+                              description="'meshcat': serve a browser view of the robot and "
+                                          "contact forces (URL in the log); 'none'"),
         OpaqueFunction(function=_nodes),
     ])

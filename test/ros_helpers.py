@@ -158,6 +158,74 @@ def effort_controller_argv(params_file: Path = HUMANOID_YAML) -> list[str]:
 
 # ----------------------------------------------------------------------------- rclpy side
 
+#: s: URDF loading and DDS discovery on a loaded 2-core machine
+STARTUP_TIMEOUT = 30.0
+
+
+class SimSetup:
+    """A ``wb_sim`` node process in a fresh DDS domain, the processes started
+    next to it, and this test's rclpy client on the same domain."""
+
+    def __init__(self, log_dir, *overrides: str):
+        self.domain = fresh_domain_id()
+        self.dir = log_dir
+        self.procs: dict[str, Proc] = {}
+        self.ros = RosClient(self.domain)
+        try:
+            self.node = self.start("wb_sim", sim_node_argv(*overrides))
+            from rclpy.qos import QoSProfile, ReliabilityPolicy
+            from sensor_msgs.msg import JointState
+            js = self.ros.record(JointState, "joint_states",
+                                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+            ok = self.ros.spin_until(lambda: bool(js.msgs) or not self.node.alive(),
+                                     STARTUP_TIMEOUT)
+            self.first_js, self.first_js_wall = (js.msgs[0], time.time()) if js.msgs else (None, 0)
+            self.ros.stop_recording(js)
+            assert ok and self.node.alive(), \
+                f"no joint_states within {STARTUP_TIMEOUT} s\n{self.describe()}"
+        except BaseException:
+            self.close()
+            raise
+
+    def start(self, name: str, argv: list[str]) -> Proc:
+        p = Proc(name, argv, self.domain, self.dir)
+        self.procs[name] = p
+        return p
+
+    def describe(self) -> str:
+        return "\n".join(p.describe() for p in self.procs.values())
+
+    def close(self) -> None:
+        for p in self.procs.values():
+            p.close()
+        self.ros.close()
+
+    # --- services of the node
+
+    def reset(self):
+        from std_srvs.srv import Trigger
+        res = self.ros.call(Trigger, "/wb_sim/reset", Trigger.Request())
+        assert res.success, res.message
+        return res
+
+    def pause(self, on: bool):
+        from std_srvs.srv import SetBool
+        res = self.ros.call(SetBool, "/wb_sim/pause", SetBool.Request(data=on))
+        assert res.success, res.message
+        return res
+
+    def step(self):
+        from std_srvs.srv import Trigger
+        return self.ros.call(Trigger, "/wb_sim/step", Trigger.Request())
+
+    def start_pd_controller(self, name: str = "pd_controller") -> Proc:
+        p = self.start(name, pd_controller_argv())
+        assert p.wait_for_log("holding the initial posture", STARTUP_TIMEOUT,
+                              spin=self.ros.spin_for), self.describe()
+        return p
+
+
+
 
 class Recorder:
     """Messages of one subscription with their wall-clock arrival times."""

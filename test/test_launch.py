@@ -28,7 +28,10 @@ def _declared_arguments():
 
 def test_launch_arguments_are_declared_with_defaults_and_descriptions():
     args, _ = _declared_arguments()
-    assert set(args) == {"robot", "config", "controller", "rviz", "use_sim_time"}
+    assert set(args) == {"robot", "config", "controller", "rviz", "use_sim_time", "sync",
+                         "viewer"}
+    assert args["sync"][0] == "realtime"
+    assert args["viewer"][0] == "none"
     assert args["robot"][0] == "humanoid"
     assert args["controller"][0] == "pd"
     assert args["rviz"][0] == "false"

@@ -262,6 +262,29 @@ def test_parse_effort_commands_rejects(data, why):
     assert why in str(e.value)
 
 
+def _push(frame, force=(1.0, 2.0, 3.0), torque=(0.5, 0.0, -0.5)):
+    w = WrenchStamped()
+    w.header.frame_id = frame
+    (w.wrench.force.x, w.wrench.force.y, w.wrench.force.z) = force
+    (w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z) = torque
+    return w
+
+
+def test_parse_external_wrench():
+    link, f, t = cv.parse_external_wrench(_push("l_foot"))
+    assert (link, f.tolist(), t.tolist()) == ("l_foot", [1.0, 2.0, 3.0], [0.5, 0.0, -0.5])
+
+
+@pytest.mark.parametrize("msg, why", [
+    (_push(""), "frame_id is empty"),
+    (_push("a", force=(math.nan, 0.0, 0.0)), "non-finite wrench on 'a'"),
+    (_push("a", torque=(0.0, math.inf, 0.0)), "non-finite wrench on 'a'"),
+])
+def test_parse_external_wrench_rejects(msg, why):
+    with pytest.raises(cv.CommandRejected, match=why):
+        cv.parse_external_wrench(msg)
+
+
 def test_joint_commands_msg_round_trips_through_the_parser():
     msg = cv.joint_commands_msg(["e", "b"], [3, -4.5], stamp=cv.time_msg(2 * NS + 7))
     assert isinstance(msg, JointState)

@@ -51,12 +51,11 @@ from rcl_interfaces.srv import GetParameters  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Imu, JointState  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
-from std_srvs.srv import SetBool, Trigger  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
 import wb_sim  # noqa: E402
-from ros_helpers import (HUMANOID_YAML, Proc, RosClient, effort_controller_argv,  # noqa: E402
-                         fresh_domain_id, pd_controller_argv, quat_matrix, sim_node_argv,
+from ros_helpers import (HUMANOID_YAML, STARTUP_TIMEOUT, SimSetup,  # noqa: E402
+                         effort_controller_argv, quat_matrix,
                          stamp_ns, transform_matrix, world_transforms)
 
 NS = 1_000_000_000
@@ -67,7 +66,6 @@ Z0 = 0.696882  # initial base height of the humanoid, m
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
-STARTUP_TIMEOUT = 30.0  # s: URDF loading and DDS discovery on a loaded 2-core machine
 #: node overrides for the runs with a controller: the streams nobody needs at 1 kHz at
 #: 100 Hz (joint_states, which drive the controller, stay at every step)
 SPARE_CPU = ("publish.odom_rate_hz:=100.0", "publish.contact_wrench_rate_hz:=100.0",
@@ -82,63 +80,6 @@ def core():
     """The core simulator with the node's configuration: the reference for names,
     mass, initial state and kinematics (never stepped)."""
     return wb_sim.Simulator.from_yaml(HUMANOID_YAML)
-
-
-class SimSetup:
-    """A ``wb_sim`` node process in a fresh DDS domain, the processes started
-    next to it, and this test's rclpy client on the same domain."""
-
-    def __init__(self, log_dir, *overrides: str):
-        self.domain = fresh_domain_id()
-        self.dir = log_dir
-        self.procs: dict[str, Proc] = {}
-        self.ros = RosClient(self.domain)
-        try:
-            self.node = self.start("wb_sim", sim_node_argv(*overrides))
-            js = self.ros.record(JointState, "joint_states", STATE_QOS)
-            ok = self.ros.spin_until(lambda: bool(js.msgs) or not self.node.alive(),
-                                     STARTUP_TIMEOUT)
-            self.first_js, self.first_js_wall = (js.msgs[0], time.time()) if js.msgs else (None, 0)
-            self.ros.stop_recording(js)
-            assert ok and self.node.alive(), \
-                f"no joint_states within {STARTUP_TIMEOUT} s\n{self.describe()}"
-        except BaseException:
-            self.close()
-            raise
-
-    def start(self, name: str, argv: list[str]) -> Proc:
-        p = Proc(name, argv, self.domain, self.dir)
-        self.procs[name] = p
-        return p
-
-    def describe(self) -> str:
-        return "\n".join(p.describe() for p in self.procs.values())
-
-    def close(self) -> None:
-        for p in self.procs.values():
-            p.close()
-        self.ros.close()
-
-    # --- services of the node
-
-    def reset(self):
-        res = self.ros.call(Trigger, "/wb_sim/reset", Trigger.Request())
-        assert res.success, res.message
-        return res
-
-    def pause(self, on: bool):
-        res = self.ros.call(SetBool, "/wb_sim/pause", SetBool.Request(data=on))
-        assert res.success, res.message
-        return res
-
-    def step(self):
-        return self.ros.call(Trigger, "/wb_sim/step", Trigger.Request())
-
-    def start_pd_controller(self, name: str = "pd_controller") -> Proc:
-        p = self.start(name, pd_controller_argv())
-        assert p.wait_for_log("holding the initial posture", STARTUP_TIMEOUT,
-                              spin=self.ros.spin_for), self.describe()
-        return p
 
 
 def _setup(tmp_path_factory, name: str, *overrides: str):
@@ -285,8 +226,8 @@ def streams(tmp_path_factory):
 
 def _rate_checks(rec, hz: float, label: str) -> None:
     """Stamps strictly increasing, 1/hz apart (a slow reader may lose the odd message:
-    at most 1 %); rate from the stamps and from the wall-clock arrival times within
-    10 % of ``hz``."""
+    at most 1 %); rate from the stamps within 10 % of ``hz``, from the wall-clock
+    arrival times within 25 %."""
     st = np.array([stamp_ns(m) for m in rec.msgs], dtype=np.int64)
     assert len(st) > 2 * hz, f"{label}: only {len(st)} messages"
     d = np.diff(st)
@@ -299,7 +240,9 @@ def _rate_checks(rec, hz: float, label: str) -> None:
     wall = np.array(rec.wall)
     wall_rate = (len(wall) - 1) / (wall[-1] - wall[0])
     assert abs(stamp_rate / hz - 1) < 0.1, f"{label}: {stamp_rate:.1f} Hz from stamps"
-    assert abs(wall_rate / hz - 1) < 0.1, f"{label}: {wall_rate:.1f} Hz by wall-clock arrival"
+    # pacing, not speed: 25 % leaves room for a loaded machine and still catches a
+    # loop that runs free (several times faster) or at half speed
+    assert abs(wall_rate / hz - 1) < 0.25, f"{label}: {wall_rate:.1f} Hz by wall-clock arrival"
 
 
 class TestStreams:

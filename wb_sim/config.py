@@ -270,6 +270,28 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("command.on_timeout", "str", "zero", "",
           "'zero': zero torques | 'hold_last': keep the last valid torques.",
           check=_one_of("zero", "hold_last"), live=True),
+    Param("sync.mode", "str", "realtime", "",
+          "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
+          "the physics waits for one valid command before the next step (deterministic "
+          "closed loop).", check=_one_of("realtime", "lockstep")),
+    Param("sync.match_stamp", "bool", True, "",
+          "Lockstep: a joint_commands message counts only if its header.stamp equals the "
+          "stamp of the last joint state; other (stale) ones are ignored. effort_commands "
+          "carry no stamp and are then refused; false: the first command after each state "
+          "counts."),
+    Param("sync.timeout_s", "float", 0.0, "s",
+          "Lockstep, wall time: with no valid command this long, step with the last valid "
+          "one and count a miss; 0 = wait forever.", check=_nonneg, live=True),
+    Param("topics.external_wrench", "str", "external_wrench", "",
+          "geometry_msgs/WrenchStamped in: a push on the link header.frame_id (force, torque "
+          "in that link's frame, about its origin) ('' = off).", check=_topic),
+    Param("external_wrench.duration_s", "float", 0.1, "s",
+          "How long a wrench on topics.external_wrench acts, from the step it arrives.",
+          check=_positive, live=True),
+    Param("viewer", "str", "none", "",
+          "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
+          "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
+          check=_one_of("none", "meshcat")),
 )
 
 _PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
@@ -656,5 +678,5 @@ def _table(rows_in) -> str:
     rows = ["| parameter | type | default | unit | live | meaning |", "|---|---|---|---|---|---|"]
     for key, p in rows_in:  # defaults in their YAML spelling
         rows.append(f"| `{key}` | {p.kind} | `{json.dumps(p.default)}` | {p.unit} | "
-                    f"{'yes' if p.live else ''} | {p.doc} |")
+                    f"{'yes' if p.live else ''} | {p.doc.replace('|', chr(92) + '|')} |")
     return "\n".join(rows)

@@ -295,6 +295,21 @@ def _check_finite(values: np.ndarray, names: Sequence[str]) -> None:
                               else "efforts too large")
 
 
+def parse_external_wrench(msg: WrenchStamped) -> tuple[str, np.ndarray, np.ndarray]:
+    """Validate a geometry_msgs/WrenchStamped push: (link = ``header.frame_id``,
+    force N, torque N*m), both in the link's frame. The link's existence is the
+    simulator's to check."""
+    link = msg.header.frame_id
+    if not link:
+        raise CommandRejected("header.frame_id is empty: it must name the pushed link")
+    f, t = msg.wrench.force, msg.wrench.torque
+    force = np.array([f.x, f.y, f.z])
+    torque = np.array([t.x, t.y, t.z])
+    if not (np.isfinite(force).all() and np.isfinite(torque).all()):
+        raise CommandRejected(f"non-finite wrench on '{link}'")
+    return link, force, torque
+
+
 def joint_commands_msg(names: Sequence[str], efforts: Sequence[float],
                        stamp: Time | None = None) -> JointState:
     """A sensor_msgs/JointState command (for controllers and tests)."""

@@ -2,14 +2,23 @@
 
 Parameters -> the core's validated config; core state -> messages (stamped
 with simulated time); messages -> torques. The physics runs on its own
-thread, paced against the wall clock with absolute deadlines; an executor
-thread serves the subscriptions, services and parameter updates. One lock
-guards the simulator.
+thread; an executor thread serves the services and parameter updates. One
+lock guards the simulator.
+
+Two ways to advance time (``sync.mode``):
+
+* ``realtime``: paced against the wall clock with absolute deadlines
+  (``real_time_factor``); a step applies the newest valid command.
+* ``lockstep``: after publishing a joint state the physics waits for one
+  valid command (with ``sync.match_stamp``, one whose stamp is that state's)
+  before the next step, so the closed loop is the same whatever the CPU load
+  and DDS latency. ``real_time_factor`` > 0 still caps the pace.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import signal
 import sys
@@ -23,6 +32,7 @@ import rclpy
 from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy._rclpy_pybind11 import RCLError
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -35,7 +45,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
                       load_config, load_node_config)
-from ..errors import ConfigError, DivergenceError, WbSimError
+from ..errors import ConfigError, DivergenceError, ModelError, WbSimError
 from ..robot import urdf_for_ros
 from ..simulator import Simulator
 from . import conversions as cv
@@ -65,6 +75,14 @@ MISS_THRESHOLD_S = 1.0e-3
 REANCHOR_S = 0.5
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
+#: lockstep: while no command comes, the state is published again this often (wall), s
+RESEND_S = 0.5
+#: lockstep: poll for the command this long before blocking in a wait set, s
+BUSY_POLL_S = 2.0e-3
+#: lockstep: longest single wait, so that stop, pause and reset are noticed, s
+WAIT_SLICE_S = 0.05
+#: frame rate of the browser viewer, 1/s
+VIEWER_RATE_HZ = 30.0
 #: live parameters of the node (the core's live ones are its contact parameters)
 _LIVE_CORE = tuple(p.key for p in PARAMETERS if p.live)
 
@@ -89,7 +107,7 @@ class _Stats:
         self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
 
     def reset(self, wall: float, sim: float) -> None:
-        self.wall0, self.sim0, self.steps, self.misses = wall, sim, 0, 0
+        self.wall0, self.sim0, self.steps, self.misses, self.stale = wall, sim, 0, 0, 0
 
 
 class SimNode(Node):
@@ -120,7 +138,15 @@ class SimNode(Node):
         self._clear_commands()
         self._stats = _Stats()
         self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
-        if self.cfg["command.wait_for_first"]:
+        self._lockstep = self.cfg["sync.mode"] == "lockstep"
+        self._match_stamp = self._lockstep and self.cfg["sync.match_stamp"]
+        if self._lockstep and not self.cfg["topics.joint_states"]:
+            raise ConfigError("parameter 'sync.mode' = 'lockstep' needs joint states to answer: "
+                              "'topics.joint_states' must not be empty")
+        self._state_stamp_ns = 0  # stamp of the last published joint state
+        self._need_command = False  # lockstep: the last joint state has no answer yet
+        self._wait_set = None
+        if self.cfg["command.wait_for_first"] and not self._lockstep:  # lockstep always waits
             self._paused.set()
             self._waiting_for_first = True
         else:
@@ -131,11 +157,15 @@ class SimNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._publish_latched()
         self._publish(every=True)
+        self.viewer = self._make_viewer()
         self.get_logger().info(
             f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
-            f"{self.cfg['real_time_factor']:g}; commands on "
-            f"'{self.cfg['topics.joint_commands']}' / '{self.cfg['topics.effort_commands']}'"
+            f"{self.cfg['real_time_factor']:g}"
+            + (", lockstep (one command per joint state"
+               + (", stamps matched)" if self._match_stamp else ")") if self._lockstep else "")
+            + f"; commands on '{self.cfg['topics.joint_commands']}' / "
+            f"'{self.cfg['topics.effort_commands']}'"
             + ("; waiting for the first command" if self._waiting_for_first else ""))
 
     # ------------------------------------------------------------------ parameters
@@ -174,6 +204,32 @@ class SimNode(Node):
         for k, v in {**core, **node}.items():
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
         return SetParametersResult(successful=True)
+
+    # ------------------------------------------------------------------ viewer
+
+    def _make_viewer(self):
+        """The browser viewer of parameter ``viewer`` (None for 'none'), fed at
+        VIEWER_RATE_HZ from its own thread with snapshots taken under the lock."""
+        name = self.cfg["viewer"]
+        if name == "none":
+            return None
+        from ..viewer import make_viewer  # meshcat only when asked for
+        viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ)
+
+        def snapshot():
+            with self._lock:
+                pts = self.sim.contact_points_state()
+                return self.sim.q.copy(), pts.position, pts.force
+
+        viewer.start(snapshot)
+        self.get_logger().info(f"viewer: open {viewer.url} in a browser")
+        return viewer
+
+    def destroy_node(self):
+        if getattr(self, "viewer", None) is not None:
+            self.viewer.close()
+            self.viewer = None
+        return super().destroy_node()
 
     # ------------------------------------------------------------------ publishers
 
@@ -263,6 +319,8 @@ class SimNode(Node):
             self._pub_wall[t_ns] = time.perf_counter()
             if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
                 del self._pub_wall[next(iter(self._pub_wall))]
+            self._state_stamp_ns = t_ns
+            self._need_command = self._lockstep
         if self._imu_pub is not None and due["imu"]:
             r = sim.imu()
             self._imu_pub.publish(self._imu_cdr.serialize(
@@ -289,7 +347,7 @@ class SimNode(Node):
         third of a core, and the command is applied at the very next step."""
         cfg = self.cfg
         self._reject_loggers = {t: self.get_logger().get_child(t)
-                                for t in ("joint_commands", "effort_commands")}
+                                for t in ("joint_commands", "effort_commands", "external_wrench")}
         self._polled = []
         if cfg["topics.joint_commands"]:
             self._polled.append(self.create_subscription(
@@ -298,6 +356,10 @@ class SimNode(Node):
             self._polled.append(self.create_subscription(
                 Float64MultiArray, cfg["topics.effort_commands"], self._on_effort_commands,
                 COMMAND_QOS))
+        if cfg["topics.external_wrench"]:  # polled too: a push acts from the very next step
+            self._polled.append(self.create_subscription(
+                WrenchStamped, cfg["topics.external_wrench"], self._on_external_wrench,
+                QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)))
 
     @property
     def subscriptions(self):
@@ -311,15 +373,79 @@ class SimNode(Node):
         skip = [h for s in getattr(self, "_polled", ()) for h in getattr(s, "event_handlers", ())]
         return (w for w in Node.waitables.fget(self) if not any(w is h for h in skip))
 
-    def _poll_commands(self) -> None:
-        """Take every waiting command message and handle it (physics thread)."""
-        for sub in self._polled:
+    def _poll_commands(self, subs=None) -> None:
+        """Take every waiting message of ``subs`` (default: all polled
+        subscriptions) and handle it (physics thread)."""
+        for sub in self._polled if subs is None else subs:
             while True:
                 with sub.handle:
                     taken = sub.handle.take_message(sub.msg_type, sub.raw)
                 if taken is None:
                     break
                 sub.callback(taken[0])
+
+    def _wait_for_messages(self, timeout_s: float) -> list:
+        """Block until a polled subscription has a message, or ``timeout_s``;
+        the subscriptions with messages (physics thread)."""
+        with contextlib.ExitStack() as stack:
+            for s in self._polled:
+                stack.enter_context(s.handle)
+            stack.enter_context(self.context.handle)
+            if self._wait_set is None:
+                self._wait_set = _rclpy.WaitSet(len(self._polled), 0, 0, 0, 0, 0,
+                                                self.context.handle)
+            ws = self._wait_set
+            ws.clear_entities()
+            for s in self._polled:
+                ws.add_subscription(s.handle)
+            ws.wait(max(0, int(timeout_s * 1e9)))
+            ready = ws.get_ready_entities("subscription")
+            return [s for s in self._polled if s.handle.pointer in ready]
+
+    def _wait_for_command(self) -> None:
+        """Lockstep: wait until the last joint state has its command (or the
+        timeout: a miss, the last valid command is kept), then return; also
+        returns on stop, pause or reset (``_need_command`` tells)."""
+        timeout = self.cfg["sync.timeout_s"]
+        start = last_sent = time.perf_counter()
+        told = False
+        while self._need_command and self._running and not self._paused.is_set():
+            now = time.perf_counter()
+            if timeout > 0 and now - start >= timeout:
+                with self._lock:
+                    self._need_command = False
+                    self._stats.misses += 1
+                return
+            if now - last_sent >= RESEND_S:
+                # a controller that started late (or restarted) missed the state: send it
+                # again; without stamp matching only until the first command, as a second
+                # answer to the same state would count for the next one
+                if self._match_stamp or not self._have_cmd:
+                    with self._lock:
+                        self._publish(every=True)
+                last_sent = now
+                if not told:
+                    told = True
+                    self.get_logger().info(
+                        f"lockstep: waiting for a command for the state at t = "
+                        f"{self._state_stamp_ns / 1e9:.3f} s on "
+                        f"'{self.cfg['topics.joint_commands']}'"
+                        + (" with that header.stamp" if self._match_stamp else ""),
+                        throttle_duration_sec=10.0)
+            if now - start < BUSY_POLL_S:
+                # an answer is due within a millisecond: poll (1.5 us a subscription)
+                # rather than block in rcl_wait, whose set-up alone costs ~85 us
+                with self._lock:
+                    self._poll_commands()
+                time.sleep(0)
+                continue
+            left = [WAIT_SLICE_S, RESEND_S - (now - last_sent)]
+            if timeout > 0:
+                left.append(timeout - (now - start))
+            ready = self._wait_for_messages(min(left))
+            if ready:
+                with self._lock:
+                    self._poll_commands(ready)
 
     def _clear_commands(self) -> None:
         self._tau_cmd = np.zeros(self.sim.nj)  # replaced, never written in place
@@ -335,11 +461,22 @@ class SimNode(Node):
             idx, values = cv.parse_joint_commands(msg, self.joint_index)
         except cv.CommandRejected as e:
             return self._reject("joint_commands", e)
+        if self._match_stamp and cv.time_ns(msg.header.stamp) != self._state_stamp_ns:
+            self._stats.stale += 1  # an answer to an older state (or no stamp at all)
+            self._reject_loggers["joint_commands"].debug(
+                f"ignored a command stamped {cv.time_ns(msg.header.stamp) / 1e9:.6f} s: the "
+                f"state waiting for its command is stamped {self._state_stamp_ns / 1e9:.6f} s")
+            return None
         tau = self._tau_cmd.copy()
         tau[idx] = values
         self._accept(tau, msg.header.stamp)
 
     def _on_effort_commands(self, msg: Float64MultiArray) -> None:
+        if self._match_stamp:
+            return self._reject("effort_commands", cv.CommandRejected(
+                "effort_commands carry no stamp, and sync.match_stamp is true: send "
+                "joint_commands stamped with the joint state's stamp, or set sync.match_stamp "
+                "false"))
         try:
             values = cv.parse_effort_commands(msg, self.command_joint_names)
         except cv.CommandRejected as e:
@@ -347,6 +484,22 @@ class SimNode(Node):
         tau = self._tau_cmd.copy()
         tau[self._command_idx] = values
         self._accept(tau, None)
+
+    def _on_external_wrench(self, msg: WrenchStamped) -> None:
+        duration = self.cfg["external_wrench.duration_s"]
+        try:
+            link, force, torque = cv.parse_external_wrench(msg)
+            with self._lock:
+                self.sim.apply_external_wrench(link, force, torque, duration)
+                t = (self._now_ns() + self._dt_ns) / 1e9
+        except (cv.CommandRejected, ModelError, WbSimError) as e:
+            self._reject_loggers["external_wrench"].warning(
+                f"rejected a wrench on '{self.cfg['topics.external_wrench']}': {e}",
+                throttle_duration_sec=1.0)
+            return
+        self.get_logger().info(
+            f"push on '{link}': force {np.round(force, 3).tolist()} N, torque "
+            f"{np.round(torque, 3).tolist()} N*m (link frame) for {duration:g} s from t = {t:.3f} s")
 
     def _reject(self, topic: str, why: Exception) -> None:
         # a logger per topic: rclpy keeps the throttle state per logger, so a flood of bad
@@ -362,6 +515,7 @@ class SimNode(Node):
             self._have_cmd = True
             self._cmd_stamp_ns = cv.time_ns(stamp) if stamp is not None else None
             self._cmd_seq += 1
+            self._need_command = False
             if self._waiting_for_first:
                 self._waiting_for_first = False
                 self._paused.clear()
@@ -437,8 +591,9 @@ class SimNode(Node):
 
     # ------------------------------------------------------------------ physics loop
 
-    def _step_once(self) -> tuple[bool, str]:
-        self._poll_commands()
+    def _step_once(self, poll: bool = True) -> tuple[bool, str]:
+        if poll:
+            self._poll_commands()
         try:
             self.sim.step(self._torques())
         except DivergenceError as e:
@@ -475,9 +630,21 @@ class SimNode(Node):
             if self._wake.is_set():  # new real-time factor, reset or resume
                 self._wake.clear()
                 anchor_wall, anchor_k = time.perf_counter(), 0
+            if self._need_command:  # lockstep: the last joint state waits for its command
+                try:
+                    self._wait_for_command()
+                except (RCLError, RuntimeError):
+                    if self.context.ok():
+                        raise
+                    break
+                if self._need_command:  # stopped, paused or reset meanwhile
+                    continue
+                polled = True  # the wait took the commands: none to take before the step
+            else:
+                polled = False
             try:
                 with self._lock:
-                    ok, _ = self._step_once()
+                    ok, _ = self._step_once(poll=not polled)
                     if ok:
                         self._publish()
             except (RCLError, RuntimeError):
@@ -491,7 +658,12 @@ class SimNode(Node):
             if rtf > 0:
                 deadline = anchor_wall + anchor_k * self.dt / rtf
                 late = now - deadline
-                if late > MISS_THRESHOLD_S:
+                if self._lockstep:  # the pace is a cap: waiting for commands is no miss
+                    if late > 0:
+                        anchor_wall, anchor_k = now, 0
+                    else:
+                        time.sleep(-late)
+                elif late > MISS_THRESHOLD_S:
                     stats.misses += 1
                     if late > REANCHOR_S:
                         log.warning(f"physics loop {late:.2f} s behind its deadlines; "
@@ -515,6 +687,13 @@ class SimNode(Node):
             lat = f", joint_states -> command applied p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms"
             s.latencies.clear()
         per_k = 1000.0 * s.misses / s.steps if s.steps else 0.0
+        if self._lockstep:
+            pace = (f"lockstep: {s.steps / wall if wall > 0 else float('nan'):.0f} steps/s, "
+                    f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), command "
+                    f"timeouts {s.misses}, stale commands ignored {s.stale}")
+        else:
+            pace = (f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), "
+                    f"deadline misses {per_k:.2f} per 1000 steps")
         base = ""
         if self.sim.robot.floating_base:
             x, y, z = self.sim.q[:3].tolist()
@@ -524,9 +703,7 @@ class SimNode(Node):
             st = self.sim.contact.statistics()
             solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
                       f"converged")
-        self.get_logger().info(
-            f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), "
-            f"deadline misses {per_k:.2f} per 1000 steps{lat}{base}{solver}")
+        self.get_logger().info(f"{pace}{lat}{base}{solver}")
         s.reset(now, sim_t)
 
     def stop(self) -> None:

@@ -11,11 +11,16 @@ It runs in its own process and knows the robot only through ROS:
   node's parameters (``/<sim_node>/get_parameters``);
 * joint positions and velocities from ``joint_states``; for a floating base
   the base pose from ``odom/ground_truth`` (gravity compensation needs the
-  base orientation).
+  base orientation). When both streams have the same rate, the controller
+  pairs them by stamp (the joint state and the pose of the same step), so
+  the loop is deterministic in the simulator's lockstep mode; otherwise it
+  uses the newest pose.
 
-Each ``joint_states`` message triggers one ``joint_commands`` message
-(sensor_msgs/JointState, ``name`` + ``effort``) whose ``header.stamp`` is the
-joint state's stamp, so the simulator can measure the loop latency.
+Each joint state triggers one ``joint_commands`` message (sensor_msgs/JointState,
+``name`` + ``effort``, and the reference in ``position``, which the simulator
+ignores and plots show) whose ``header.stamp`` is the joint state's stamp, so
+the simulator can match it in lockstep and measure the loop latency. It works
+unchanged in both of the simulator's ``sync.mode`` s.
 Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``sim_node``, and the topic names.
 """
 
@@ -50,7 +55,8 @@ COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 #: the simulator parameters the controller reads
 SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions",
-            "initial.base_position", "initial.base_rpy")
+            "initial.base_position", "initial.base_rpy", "publish.joint_states_rate_hz",
+            "publish.odom_rate_hz")
 
 
 class SetupError(RuntimeError):
@@ -85,6 +91,8 @@ class PDController(Node):
             ("joint_states", "joint_states"), ("odom", "odom/ground_truth"),
             ("joint_commands", "joint_commands"), ("robot_description", "robot_description"))}
         self.base_pose: np.ndarray | None = None  # [x, y, z, qx, qy, qz, qw]
+        self._pose_stamp = None  # (sec, nanosec) of base_pose
+        self._pending: JointState | None = None  # a joint state waiting for its pose
         self._pub = self.create_publisher(JointState, self.topics["joint_commands"], COMMAND_QOS)
         self._cmd = JointState()
 
@@ -125,7 +133,11 @@ class PDController(Node):
         except (WbSimError, ValueError) as e:
             raise SetupError(f"cannot build the controller: {e}") from None
         self.q = pin.neutral(self.robot.model)
+        self._q_ref = q_ref
         self._names: list[str] | None = None
+        # same rates: pair joint state and base pose of the same step (deterministic)
+        self._pair_by_stamp = self.robot.floating_base and \
+            p["publish.joint_states_rate_hz"] == p["publish.odom_rate_hz"]
         # the first command, at the simulator's initial state (a simulator started with
         # command.wait_for_first waits for it before it steps)
         if self.robot.floating_base:
@@ -134,6 +146,7 @@ class PDController(Node):
             self.q[3:7] = pin.Quaternion(R).coeffs()
         self.robot.set_joint_positions(self.q, q_ref)
         self._cmd.name = list(self.robot.joint_names)
+        self._cmd.position = q_ref.tolist()
         self._cmd.effort = self.ctrl(self.q, q_ref, np.zeros(self.robot.nj)).tolist()
         self._pub.publish(self._cmd)
         if self.robot.floating_base:
@@ -148,9 +161,19 @@ class PDController(Node):
     def _on_odom(self, msg: Odometry) -> None:
         p, o = msg.pose.pose.position, msg.pose.pose.orientation
         self.base_pose = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
+        self._pose_stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
+        pending = self._pending
+        if pending is not None and self._pose_stamp == (pending.header.stamp.sec,
+                                                        pending.header.stamp.nanosec):
+            self._pending = None
+            self._on_joint_states(pending)
 
     def _on_joint_states(self, msg: JointState) -> None:
         robot = self.robot
+        if self._pair_by_stamp and self._pose_stamp != (msg.header.stamp.sec,
+                                                        msg.header.stamp.nanosec):
+            self._pending = msg  # its pose is still on the way
+            return
         if self._names != list(msg.name):  # map the message's order once
             try:
                 self._order = np.array([robot.joint_index(n) for n in msg.name])
@@ -159,6 +182,7 @@ class PDController(Node):
                 return
             self._names = list(msg.name)
             self._cmd.name = list(msg.name)
+            self._cmd.position = self._q_ref[self._order].tolist()
         if robot.floating_base:
             if self.base_pose is None:
                 return

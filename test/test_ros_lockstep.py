@@ -1,0 +1,227 @@
+"""Lockstep mode (``sync.mode: lockstep``) and pushes (``external_wrench``) of
+the ROS 2 node, as a separate process driven through real rclpy.
+
+Numbers checked:
+
+* protocol: with this test as the controller, each command stamped with the
+  last joint state's stamp advances the simulation by exactly one step (1 ms),
+  and its efforts are the ones applied; a stale stamp advances nothing; an
+  effort_commands message is refused (it has no stamp);
+* timeout: with no controller and ``sync.timeout_s`` 0.05 s the node steps on
+  about 20 times per wall second and reports the timeouts;
+* determinism: the humanoid under the example PD controller (a separate
+  process) over 1 s of simulated time gives bit-identical joint states in two
+  runs, the second with two CPU-burning processes beside it, and both equal
+  the headless core run with the same controller;
+* push: a 60 N, 0.1 s push on the standing humanoid's base changes the base
+  velocity by about impulse / mass (the feet hold part of it: 50-110 %), and
+  bad pushes are refused with a warning while the robot keeps standing.
+
+Skipped without rclpy / tf2_msgs unless ``WB_SIM_REQUIRE_ROS=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from ros_helpers import require_ros
+
+require_ros("sensor_msgs.msg", "geometry_msgs.msg", "nav_msgs.msg", "std_msgs.msg")
+
+from geometry_msgs.msg import WrenchStamped  # noqa: E402
+from nav_msgs.msg import Odometry  # noqa: E402
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from std_msgs.msg import Float64MultiArray  # noqa: E402
+
+import wb_sim  # noqa: E402
+from wb_sim.config import read_yaml_params  # noqa: E402
+from wb_sim.controllers import PDGravityController  # noqa: E402
+from ros_helpers import (HUMANOID_YAML, SimSetup,  # noqa: E402
+                         stamp_ns)
+
+NS = 1_000_000_000
+DT_NS = 1_000_000
+STATE_QOS = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
+LOCKSTEP = ("sync.mode:=lockstep", "real_time_factor:=0.0")
+
+
+@pytest.fixture
+def setup(tmp_path):
+    made = []
+
+    def make(*overrides):
+        s = SimSetup(tmp_path / f"run{len(made)}", *overrides)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def _time_msg(t_ns):
+    from builtin_interfaces.msg import Time
+    return Time(sec=t_ns // NS, nanosec=t_ns % NS)
+
+
+def test_lockstep_protocol_one_step_per_matching_command(setup):
+    s = setup(*LOCKSTEP, "publish.stats_period_s:=0.5")
+    ros = s.ros
+    js = ros.record(JointState, "joint_states", STATE_QOS)
+    cmd = ros.publisher(JointState, "joint_commands")
+    eff = ros.publisher(Float64MultiArray, "effort_commands")
+    names = list(s.first_js.name)
+    assert ros.spin_until(lambda: js.msgs, 5.0), s.describe()  # resent while it waits
+    t = stamp_ns(js.last)
+    assert t == 0  # nothing moves before a command
+
+    # a stale stamp and a stampless effort command: no step, even after two resends
+    stale = JointState(name=names, effort=[0.0] * len(names))
+    stale.header.stamp = _time_msg(t + 5 * DT_NS)
+    cmd.publish(stale)
+    eff.publish(Float64MultiArray(data=[0.0] * len(names)))
+    assert s.node.wait_for_log("effort_commands carry no stamp", 5.0, spin=ros.spin_for), \
+        s.describe()
+    ros.spin_for(1.2)
+    assert {stamp_ns(m) for m in js.msgs} == {0}
+
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        t = max(stamp_ns(m) for m in js.msgs)
+        efforts = rng.uniform(-1.0, 1.0, len(names))
+        c = JointState(name=names, effort=efforts.tolist())
+        c.header.stamp = _time_msg(t)
+        cmd.publish(c)
+        assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+        new = [m for m in js.msgs if stamp_ns(m) > t]
+        assert {stamp_ns(m) for m in new} == {t + DT_NS}  # exactly one step
+        assert np.allclose(new[0].effort, efforts, rtol=0, atol=1e-12)  # applied as sent
+    ros.spin_for(0.3)
+    assert max(stamp_ns(m) for m in js.msgs) == t + DT_NS  # and no step without a command
+
+
+def test_lockstep_timeout_steps_on_with_the_last_command(setup):
+    s = setup(*LOCKSTEP, "sync.timeout_s:=0.05", "publish.stats_period_s:=0.5")
+    ros = s.ros
+    js = ros.record(JointState, "joint_states", STATE_QOS)
+    ros.spin_for(0.5)
+    t0 = max(stamp_ns(m) for m in js.msgs)
+    w0 = time.monotonic()
+    ros.spin_for(2.0)
+    steps = (max(stamp_ns(m) for m in js.msgs) - t0) / DT_NS
+    rate = steps / (time.monotonic() - w0)
+    assert 8 <= rate <= 21, f"{rate:.1f} steps/s with a 0.05 s timeout\n{s.describe()}"
+    assert s.node.wait_for_log("command timeouts", 5.0, spin=ros.spin_for), s.describe()
+    timeouts = [int(x) for x in re.findall(r"command timeouts (\d+)", s.node.log())]
+    assert max(timeouts) >= 5
+
+
+def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
+    """Joint states (position, velocity, effort) by stamp of a lockstep run with
+    the example controller; with ``burn``, two CPU-burning processes run beside it."""
+    s = setup(*LOCKSTEP, "publish.stats_period_s:=1.0")
+    burners = []
+    try:
+        if burn:
+            burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                       for _ in range(2)]
+        js = s.ros.record(JointState, "joint_states", STATE_QOS)
+        s.start_pd_controller()
+        end = round(seconds * NS)
+        ok = s.ros.spin_until(lambda: js.msgs and stamp_ns(js.last) >= end, 120.0)
+        assert ok, f"lockstep run did not reach {seconds} s\n{s.describe()}"
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    return {stamp_ns(m): (tuple(m.position), tuple(m.velocity), tuple(m.effort))
+            for m in js.msgs if stamp_ns(m) <= end}
+
+
+def _headless(seconds: float) -> dict[int, tuple]:
+    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+    gains = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
+    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
+                               gravity=sim.config.gravity)
+    out = {}
+    for k in range(round(seconds / sim.dt) + 1):
+        st = sim.state
+        out[k * DT_NS] = (tuple(st.joint_positions), tuple(st.joint_velocities),
+                          tuple(st.applied_torques))
+        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+    return out
+
+
+def test_lockstep_is_deterministic_under_load_and_equals_the_headless_run(setup):
+    quiet = _pd_run(setup, burn=False)
+    loaded = _pd_run(setup, burn=True)
+    ref = _headless(1.0)
+    for run in (quiet, loaded):
+        assert len(run) > 900, f"only {len(run)} of 1001 joint states received"
+    common = sorted(set(quiet) & set(loaded))
+    assert len(common) > 800
+    diff = [t for t in common if quiet[t] != loaded[t]]
+    assert not diff, f"{len(diff)} states differ between the runs, first at t = {diff[0] / NS} s"
+    # the applied torques of state k are those of step k; the headless run records the
+    # torque of the step that led to state k, so compare positions and velocities exactly
+    for run in (quiet, loaded):
+        bad = [t for t in run if run[t][:2] != ref[t][:2]]
+        assert not bad, (f"{len(bad)} states differ from the headless run, first at "
+                         f"t = {bad[0] / NS} s: max |dq| "
+                         f"{np.max(np.abs(np.subtract(run[bad[0]][0], ref[bad[0]][0])))}")
+
+
+def test_push_changes_the_base_velocity_by_about_impulse_over_mass(setup):
+    s = setup(*LOCKSTEP, "publish.stats_period_s:=0.0")
+    ros = s.ros
+    odom = ros.record(Odometry, "odom/ground_truth", STATE_QOS)
+    s.start_pd_controller()
+    assert ros.spin_until(lambda: odom.msgs and stamp_ns(odom.last) >= 500 * DT_NS, 60.0), \
+        s.describe()
+    core = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+    base = core.robot.root_link
+    push = ros.publisher(WrenchStamped, "external_wrench")
+
+    def world_velocity(m):
+        o, v = m.pose.pose.orientation, m.twist.twist.linear
+        R = pin.Quaternion(o.w, o.x, o.y, o.z).matrix()
+        return R @ np.array([v.x, v.y, v.z])
+
+    # bad pushes first: refused with the reason, nothing happens (one warning a
+    # second per topic, hence the pause)
+    for frame, fx, why in (("no_such_link", 60.0, "'no_such_link' is not in the model"),
+                           (base, float("nan"), "non-finite wrench")):
+        w = WrenchStamped()
+        w.header.frame_id = frame
+        w.wrench.force.x = fx
+        push.publish(w)
+        assert s.node.wait_for_log(why, 10.0, spin=ros.spin_for), s.describe()
+        ros.spin_for(1.1)
+    ros.spin_for(0.3)
+    before = odom.last
+    v0 = world_velocity(before)
+    assert np.linalg.norm(v0) < 0.01
+    w = WrenchStamped()
+    w.header.frame_id = base
+    w.wrench.force.x = 60.0  # N, base frame: forward
+    push.publish(w)
+    assert s.node.wait_for_log(f"push on '{base}'", 10.0, spin=ros.spin_for), s.describe()
+    t_push = stamp_ns(odom.last)
+    # the push lasts external_wrench.duration_s = 0.1 s from the step it arrives
+    assert ros.spin_until(lambda: stamp_ns(odom.last) >= t_push + 150 * DT_NS, 30.0)
+    peak = max((world_velocity(m)[0] for m in odom.msgs
+                if t_push - 10 * DT_NS <= stamp_ns(m) <= t_push + 150 * DT_NS))
+    expected = 60.0 * 0.1 / core.mass  # 0.168 m/s
+    assert 0.5 * expected < peak - v0[0] < 1.1 * expected, \
+        f"base velocity change {peak - v0[0]:.3f} m/s, impulse / mass {expected:.3f} m/s"
+    # and it recovers: still standing 1 s later
+    assert ros.spin_until(lambda: stamp_ns(odom.last) >= t_push + 1000 * DT_NS, 60.0)
+    assert odom.last.pose.pose.position.z > 0.6
