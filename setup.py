@@ -28,6 +28,10 @@ setup(
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
                 "ros-std-srvs", "ros-nav-msgs", "ros-rosgraph-msgs", "ros-builtin-interfaces",
                 "ros-rcl-interfaces", "ros-ament-index-python"],
+        # recordings (rosbag2 MCAP without ROS) and their plots
+        "plot": ["matplotlib", "rosbags>=0.10"],
+        # the browser viewer (viewer: meshcat)
+        "viewer": ["meshcat"],
     },
     zip_safe=True,
     maintainer="wb_sim developers",
@@ -41,6 +45,8 @@ setup(
             "wb_sim_node = wb_sim.ros.node:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
+            "wb_sim_record = wb_sim.ros.record:main",
+            "wb_sim_plot = wb_sim.plot:main",
         ],
     },
 )

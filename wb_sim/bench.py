@@ -23,6 +23,7 @@ import numpy as np
 
 from .contact import CONTACT_MODELS
 from .controllers import PDGravityController
+from .progress import Progress
 from .simulator import Simulator
 
 ICUB_STAND = {
@@ -46,20 +47,29 @@ ICUB_STAND = {
 }
 STEPS = 10_000
 KP, KD = 200.0, 5.0
+#: steps between two progress updates (outside the inner loop: no cost per step)
+CHUNK = 250
 
 
-def _run(sim: Simulator, ctrl: PDGravityController, steps: int, log=None) -> float:
+def _run(sim: Simulator, ctrl: PDGravityController, steps: int, log=None,
+         progress: Progress | None = None) -> float:
     """Reset and run ``steps`` steps; returns the wall time of the loop, s."""
     sim.reset()
     js = slice(7, None)
     step = sim.step
     t0 = time.perf_counter()
-    for _ in range(steps):
-        q, v = sim.q, sim.v
-        step(ctrl(q, q[js], v[6:]))
-        if log is not None:
-            log(sim)
-    return time.perf_counter() - t0
+    for start in range(0, steps, CHUNK):
+        for _ in range(min(CHUNK, steps - start)):
+            q, v = sim.q, sim.v
+            step(ctrl(q, q[js], v[6:]))
+            if log is not None:
+                log(sim)
+        if progress is not None:
+            progress.update(sim.t)
+    wall = time.perf_counter() - t0
+    if progress is not None:
+        progress.close(sim.t, f"{wall / steps * 1e6:.1f} us/step")
+    return wall
 
 
 def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
@@ -69,10 +79,9 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
     ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
     times, ends = [], []
     for r in range(runs):
-        times.append(_run(sim, ctrl, STEPS))
+        bar = Progress(STEPS * sim.dt, label=f"  run {r + 1}/{runs}", enabled=progress)
+        times.append(_run(sim, ctrl, STEPS, progress=bar))
         ends.append((sim.q.copy(), sim.v.copy()))
-        if progress:
-            print(f"  run {r + 1}/{runs}: {times[-1] / STEPS * 1e6:.1f} us/step", file=sys.stderr)
     identical = all(np.array_equal(e[0], ends[0][0]) and np.array_equal(e[1], ends[0][1])
                     for e in ends)
 
@@ -90,7 +99,8 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
     sim.reset()
     sole0 = np.concatenate([sim.frame_pose(l_sole).translation[:2],
                             sim.frame_pose(r_sole).translation[:2]])
-    _run(sim, ctrl, STEPS, log)
+    _run(sim, ctrl, STEPS, log, Progress(STEPS * sim.dt, label="  logged run (untimed)",
+                                         enabled=progress))
     z, fz, soles = np.array(z), np.array(fz), np.array(soles)
     slip = np.max(np.hypot(*(soles - sole0).reshape(-1, 2, 2).transpose(2, 0, 1)))
     weight = sim.mass * 9.81

@@ -3,6 +3,9 @@ PD + gravity-compensation controller, headless, with progress and final figures.
 
 ``--robot`` picks another ready configuration (config/<robot>.yaml), ``--config``
 any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
+``--record FILE.npz`` saves the run's history (:mod:`wb_sim.recording`, with the
+PD reference as reference positions), ``--plot DIR`` writes its plots
+(:mod:`wb_sim.plot`, needs matplotlib) after the run.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from . import config_path
 from .config import read_yaml_params
 from .controllers import PDGravityController
 from .errors import WbSimError
+from .progress import Progress
+from .recording import Recorder
 from .simulator import Simulator
 
 
@@ -26,6 +31,9 @@ def main(argv=None) -> int:
                         help="ready configuration config/<robot>.yaml (default: humanoid)")
     parser.add_argument("--config", help="a YAML parameter file (overrides --robot)")
     parser.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    parser.add_argument("--record", metavar="FILE.npz",
+                        help="save the recorded signals (wb_sim_plot FILE.npz plots them)")
+    parser.add_argument("--plot", metavar="DIR", help="write PNG plots of the run into DIR")
     args = parser.parse_args(argv)
     try:
         path = args.config or config_path(args.robot)
@@ -43,19 +51,28 @@ def main(argv=None) -> int:
           f"contact '{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
     z0 = sim.state.base_position[2]
     heights = []
+    rec = Recorder(sim) if args.record or args.plot else None
+    if rec is not None:
+        rec.record(sim, q0)
+    floating = sim.robot.floating_base
+    bar = Progress(steps * sim.dt, label=sim.robot.model.name)
+    base_z = (lambda: f"base z = {sim.q[2]:.4f} m") if floating else ""
     t0 = time.perf_counter()
     try:
-        for k in range(1, steps + 1):
+        for _ in range(steps):
             st = sim.state
             sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
-            heights.append(sim.q[2] if sim.robot.floating_base else 0.0)
-            if k % per_second == 0 or k == steps:
-                wall = time.perf_counter() - t0
-                print(f"  t = {sim.t:6.2f} s   base z = {heights[-1]:.4f} m   "
-                      f"real-time factor {sim.t / wall:6.1f}", flush=True)
+            heights.append(sim.q[2] if floating else 0.0)
+            if rec is not None:
+                rec.record(sim, q0)
+            bar.update(sim.t, base_z)
     except WbSimError as e:
+        bar.close()
         print(f"wb_sim: simulation stopped: {e}", file=sys.stderr)
+        if rec is not None:  # what led there is worth a look
+            _save_outputs(rec.history(), args.record, args.plot)
         return 1
+    bar.close()
     wall = time.perf_counter() - t0
     st = sim.state
     print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
@@ -76,7 +93,24 @@ def main(argv=None) -> int:
               f"{', '.join(f'{s} x{pts.status.count(s)}' for s in sorted(set(pts.status)))}")
     fell = sim.robot.floating_base and st.base_position[2] < z0 - 0.1
     print("result: FELL" if fell else "result: stands")
+    if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
+        return 2
     return 1 if fell else 0
+
+
+def _save_outputs(history, record: str | None, plot_dir: str | None) -> bool:
+    """Save the history and/or plot it; False (with a message) on an error."""
+    try:
+        if record:
+            print(f"history saved to {history.save(record)}")
+        if plot_dir:
+            from .plot import plot_history  # matplotlib: only when asked for
+            paths = plot_history(history, plot_dir)
+            print(f"plots: {', '.join(str(p) for p in paths)}")
+    except (WbSimError, ImportError) as e:
+        print(f"wb_sim: {e}", file=sys.stderr)
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -1,0 +1,328 @@
+"""A :class:`~wb_sim.recording.History` from a rosbag2 of the node's topics, read
+with `rosbags <https://gitlab.com/ternaris/rosbags>`_ (no ROS installation needed).
+
+The bag may come from ``wb_sim_record`` or from ``ros2 bag record`` (MCAP or
+sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
+
+* ``joint_states`` (sensor_msgs/JointState): the time base (one sample per
+  stamp), joint positions and the applied efforts;
+* ``odom/ground_truth`` (nav_msgs/Odometry): the world pose of the floating base;
+* ``contact_wrench/<surface>`` (geometry_msgs/WrenchStamped): force and torque
+  in the surface frame ``header.frame_id``, rotated here into the world frame;
+* ``robot_description`` (std_msgs/String): the URDF, from which pinocchio
+  gives the centre of mass and the surface frames' orientation;
+* ``joint_commands`` (sensor_msgs/JointState): the reference positions, when
+  the controller fills ``position`` (the example controller does);
+* ``wb_sim_record/parameters`` (std_msgs/String, JSON written by
+  ``wb_sim_record``): the simulator's parameters (friction coefficient, ground
+  normal, gravity, floating base, effort limits, topic names). Without it (a
+  bag of ``ros2 bag record``) the friction coefficient is unknown (NaN) and
+  the other values are the parameters' defaults, the floating base inferred
+  from the presence of odometry.
+
+Times: ``t`` is the messages' header stamps (simulated time), ``wall`` the
+bag's log time (the recorder's receive time) of the joint states. Streams at a
+lower rate than ``joint_states`` (``publish.*_rate_hz``) are held: each sample
+uses the newest message stamped at or before it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pinocchio as pin
+
+from .errors import WbSimError
+from .recording import History, RecordingError, joint_units
+
+#: topic of the simulator's parameters (JSON) written by wb_sim_record
+PARAMETERS_TOPIC = "/wb_sim_record/parameters"
+#: the node's default topic names (its ``topics.*`` parameters)
+DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
+                  "contact_wrench": "contact_wrench", "robot_description": "robot_description",
+                  "joint_commands": "joint_commands"}
+NS = 1_000_000_000
+
+
+def typestore():
+    """The rosbags typestore of the newest ROS 2 distribution it knows (Kilted or later)."""
+    from rosbags.typesys import Stores, get_typestore
+
+    for name in ("ROS2_LYRICAL", "ROS2_KILTED", "LATEST"):
+        store = getattr(Stores, name, None)
+        if store is not None:
+            try:
+                return get_typestore(store)
+            except (ImportError, ModuleNotFoundError):  # pragma: no cover - old rosbags
+                continue
+    raise RecordingError("rosbags has no ROS 2 typestore")  # pragma: no cover
+
+
+def absolute(topic: str) -> str:
+    """A topic name as rosbag2 stores it (relative names resolved in the root namespace)."""
+    return "/" + topic.lstrip("/")
+
+
+@contextmanager
+def open_bag(path: str | Path):
+    """A rosbags reader of a bag directory (MCAP or sqlite3) or of a single
+    ``.mcap`` file, open; :class:`RecordingError` if it cannot be read. The
+    reader has ``connections`` and ``messages(connections)``."""
+    try:
+        from rosbags.rosbag2 import Reader
+        from rosbags.rosbag2.errors import ReaderError
+        from rosbags.rosbag2.storage_mcap import McapReader
+    except ImportError as e:
+        raise ImportError("reading bags needs rosbags: pip install 'wb_sim[plot]' "
+                          "(or pip install rosbags)") from e
+    path = Path(path)
+    if not path.exists():
+        raise RecordingError(f"no such bag: '{path}'")
+    if path.is_file() and (path.parent / "metadata.yaml").is_file():
+        path = path.parent  # the directory knows about split files
+    if path.is_dir():
+        if not (path / "metadata.yaml").is_file():
+            raise RecordingError(f"'{path}' is not a rosbag2 directory (no metadata.yaml)")
+        reader = Reader(path)
+    else:
+        reader = McapReader(path)
+    try:
+        reader.open()
+    except (ReaderError, OSError, ValueError, KeyError, EOFError) as e:
+        raise RecordingError(f"cannot read the bag '{path}': {e}") from None
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
+def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
+    """``{topic: (message type, message count)}`` of a bag."""
+    out: dict[str, tuple[str, int]] = {}
+    with open_bag(path) as reader:  # counts: the metadata's, or the MCAP statistics'
+        for c in reader.connections:
+            n = out.get(c.topic, (c.msgtype, 0))[1]
+            out[c.topic] = (c.msgtype, n + c.msgcount)
+    return out
+
+
+def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
+    """Deserialized messages of the topics we use: ``({topic: [(log_ns, msg)]},
+    {topic: type}, parameters)``."""
+    ts = typestore()
+    with open_bag(path) as reader:
+        types = {c.topic: c.msgtype for c in reader.connections}
+        params: dict[str, Any] = {}
+        pconns = [c for c in reader.connections if c.topic == PARAMETERS_TOPIC]
+        # (rosbags reads every topic when given no connections)
+        for c, _, raw in reader.messages(pconns) if pconns else ():
+            try:
+                doc = json.loads(ts.deserialize_cdr(raw, c.msgtype).data)
+                params = dict(doc.get("parameters", doc))
+            except (ValueError, AttributeError, TypeError) as e:
+                raise RecordingError(f"'{path}': unreadable '{PARAMETERS_TOPIC}': {e}") from None
+        topics = {k: absolute(str(params.get(f"topics.{k}", d)))
+                  for k, d in DEFAULT_TOPICS.items()}
+        wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
+                                      "joint_commands")}
+        prefix = topics["contact_wrench"].rstrip("/") + "/"
+        wanted |= {t for t in types if t.startswith(prefix)}
+        conns = [c for c in reader.connections if c.topic in wanted]
+        msgs: dict[str, list] = {t: [] for t in wanted}
+        for c, log_ns, raw in reader.messages(conns) if conns else ():
+            try:
+                msgs[c.topic].append((log_ns, ts.deserialize_cdr(raw, c.msgtype)))
+            except Exception as e:  # noqa: BLE001 - rosbags raises several types
+                raise RecordingError(f"'{path}': cannot decode a '{c.msgtype}' message on "
+                                     f"'{c.topic}': {e}") from None
+    return {"topics": topics, "prefix": prefix, **msgs}, types, params
+
+
+def _stamp(msg) -> int:
+    s = msg.header.stamp
+    return int(s.sec) * NS + int(s.nanosec)
+
+
+def _hold(src_t: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the newest ``src_t`` at or before each ``t`` (-1 when none)."""
+    return np.searchsorted(src_t, t, side="right") - 1
+
+
+def _effort_limits(robot, params: dict[str, Any]) -> np.ndarray:
+    from .actuation import per_joint
+
+    if params.get("joints.effort_limits", True) is False:
+        return np.full(robot.nj, np.inf)
+    values = tuple(float(x) for x in (params.get("joints.effort_limit") or ()))
+    try:
+        return per_joint("joints.effort_limit", values, robot, default=robot.effort_limit)
+    except WbSimError as e:
+        raise RecordingError(f"recorded parameters: {e}") from None
+
+
+def history_from_bag(path: str | Path) -> History:
+    """The :class:`~wb_sim.recording.History` of a bag of the node's topics (see the
+    module docstring); :class:`RecordingError` naming what is missing."""
+    from .robot import RobotModel
+
+    path = Path(path)
+    data, types, params = _read(path)
+    topics = data["topics"]
+
+    def need(key: str) -> list:
+        msgs = data[topics[key]]
+        if not msgs:
+            have = ", ".join(sorted(types)) or "none"
+            raise RecordingError(f"'{path}' has no '{topics[key]}' messages (topics in the "
+                                 f"bag: {have})")
+        return msgs
+
+    urdf = need("robot_description")[-1][1].data
+    js_msgs = need("joint_states")
+    odom_msgs = data[topics["odom"]]
+    floating = bool(params.get("floating_base", bool(odom_msgs)))
+    base_placement = None
+    if not floating:
+        base_placement = pin.SE3(pin.rpy.rpyToMatrix(*params.get("initial.base_rpy", [0, 0, 0])),
+                                 np.array(params.get("initial.base_position", [0.0] * 3),
+                                          dtype=float))
+    try:
+        robot = RobotModel.from_urdf(robot_description=urdf, floating_base=floating,
+                                     base_placement=base_placement)
+    except WbSimError as e:
+        raise RecordingError(f"'{path}': the recorded robot_description: {e}") from None
+    model = robot.model
+    nj = robot.nj
+    index = {n: i for i, n in enumerate(robot.joint_names)}
+
+    # joint states: the time base; a state sent again (lockstep resends it while it
+    # waits for a command) is kept once, at its first arrival
+    js_msgs.sort(key=lambda lm: (_stamp(lm[1]), lm[0]))
+    js_msgs = [lm for i, lm in enumerate(js_msgs)
+               if i == 0 or _stamp(lm[1]) != _stamp(js_msgs[i - 1][1])]
+    t_ns = np.array([_stamp(m) for _, m in js_msgs], dtype=np.int64)
+    wall_ns = np.array([log for log, _ in js_msgs], dtype=np.int64)
+    qj = np.full((len(js_msgs), nj), np.nan)
+    tau = np.full((len(js_msgs), nj), np.nan)
+    order_cache: dict[tuple, np.ndarray] = {}
+    for i, (_, m) in enumerate(js_msgs):
+        key = tuple(m.name)
+        cols = order_cache.get(key)
+        if cols is None:
+            unknown = [n for n in key if n not in index]
+            if unknown:
+                raise RecordingError(f"'{path}': joint_states names joints the URDF does not "
+                                     f"have: {', '.join(unknown)}")
+            cols = order_cache[key] = np.array([index[n] for n in key], dtype=np.intp)
+        if len(m.position) == len(cols):
+            qj[i, cols] = m.position
+        if len(m.effort) == len(cols):
+            tau[i, cols] = m.effort
+
+    # streams held at the joint-state times
+    start = t_ns[0]
+    if floating:
+        if not odom_msgs:
+            raise RecordingError(f"'{path}' has no '{topics['odom']}' messages, needed for the "
+                                 f"pose of the floating base")
+        odom_msgs.sort(key=lambda lm: _stamp(lm[1]))
+        odom_t = np.array([_stamp(m) for _, m in odom_msgs], dtype=np.int64)
+        start = max(start, odom_t[0])
+    surfaces = sorted((t[len(data["prefix"]):], t) for t in types
+                      if t.startswith(data["prefix"]) and data[t])
+    configured = list(params.get("contact_surfaces") or [])
+    if configured:  # the simulator's order, and only its surfaces
+        surfaces = sorted((s for s in surfaces if s[0] in configured),
+                          key=lambda s: configured.index(s[0]))
+    wrenches = []
+    for name, topic in surfaces:
+        msgs = sorted(data[topic], key=lambda lm: _stamp(lm[1]))
+        wt = np.array([_stamp(m) for _, m in msgs], dtype=np.int64)
+        f = np.array([[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for _, m in msgs])
+        frame = msgs[-1][1].header.frame_id
+        try:
+            fid = robot.frame_id(frame)
+        except WbSimError:
+            raise RecordingError(f"'{path}': '{topic}' is in frame '{frame}', which the URDF "
+                                 f"does not have") from None
+        wrenches.append((name, wt, f, fid))
+        start = max(start, wt[0])
+    keep = t_ns >= start
+    if not keep.any():
+        raise RecordingError(f"'{path}': the joint states, odometry and contact wrenches do "
+                             f"not overlap in time")
+    t_ns, wall_ns, qj, tau = t_ns[keep], wall_ns[keep], qj[keep], tau[keep]
+    n = t_ns.size
+
+    # configurations -> centre of mass and surface orientations
+    Q = np.tile(pin.neutral(model), (n, 1))
+    one = robot.nq_joint == 1
+    Q[:, robot.idx_q[one]] = qj[:, one]
+    if (~one).any():
+        iq = robot.idx_q[~one]
+        Q[:, iq], Q[:, iq + 1] = np.cos(qj[:, ~one]), np.sin(qj[:, ~one])
+    if floating:
+        k = _hold(odom_t, t_ns)
+        pose = np.array([[p.position.x, p.position.y, p.position.z, p.orientation.x,
+                          p.orientation.y, p.orientation.z, p.orientation.w]
+                         for p in (m.pose.pose for _, m in odom_msgs)])
+        Q[:, :7] = pose[k]
+        base = pose[k, :3]
+    else:
+        base = np.tile(base_placement.translation, (n, 1))
+    data_pin = model.createData()
+    com = np.empty((n, 3))
+    rot = np.empty((len(wrenches), n, 3, 3))
+    bad = ~np.isfinite(Q).all(axis=1)
+    for i in range(n):
+        if bad[i]:
+            com[i] = np.nan
+            rot[:, i] = np.nan
+            continue
+        com[i] = pin.centerOfMass(model, data_pin, Q[i])  # also the joint placements
+        for s, (_, _, _, fid) in enumerate(wrenches):
+            rot[s, i] = pin.updateFramePlacement(model, data_pin, fid).rotation
+    # a step's contact forces act at the configuration the step started from, the
+    # previous joint state's when the stream has every step
+    rate = params.get("physics_rate_hz")
+    dt_ns = round(NS / float(rate)) if rate else \
+        (int(np.median(np.diff(t_ns))) if n > 1 else 0)
+    prev = np.arange(n) - 1
+    consecutive = (prev >= 0) & (np.diff(t_ns, prepend=t_ns[0]) <= 1.5 * dt_ns)
+    at = np.where(consecutive, prev, np.arange(n))
+    force = np.empty((len(wrenches), n, 3))
+    for s, (_, wt, f, _) in enumerate(wrenches):
+        force[s] = np.einsum("nij,nj->ni", rot[s][at], f[_hold(wt, t_ns)])
+
+    # reference positions from joint_commands (stamped with the joint state they answer)
+    ref = np.full((n, nj), np.nan)
+    cmds = sorted(data[topics["joint_commands"]], key=lambda lm: _stamp(lm[1]))
+    rows, stamps, held = [], [], np.full(nj, np.nan)
+    for _, m in cmds:
+        if len(m.position) and len(m.position) == len(m.name):
+            cols = [index.get(nm, -1) for nm in m.name]
+            for c, x in zip(cols, m.position):
+                if c >= 0:
+                    held[c] = x
+            rows.append(held.copy())
+            stamps.append(_stamp(m))
+    if rows:
+        k = _hold(np.array(stamps, dtype=np.int64), t_ns)
+        ref = np.where((k >= 0)[:, None], np.array(rows)[np.maximum(k, 0)], np.nan)
+
+    dt = dt_ns / NS if dt_ns else math.nan
+    return History(
+        t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
+        contact_force=force.reshape(len(wrenches), n, 3), joint_positions=qj,
+        reference_positions=ref, applied_torques=tau,
+        torque_limits=_effort_limits(robot, params), joint_names=robot.joint_names,
+        surface_names=tuple(s[0] for s in wrenches),
+        ground_normal=np.array(params.get("ground.normal", [0.0, 0.0, 1.0]), dtype=float),
+        friction_coefficient=float(params.get("contact.friction_coefficient", math.nan)),
+        mass=robot.mass, gravity=np.array(params.get("gravity", [0.0, 0.0, -9.81]), dtype=float),
+        robot=str(model.name), dt=dt, joint_units=joint_units(robot))

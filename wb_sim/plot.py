@@ -1,0 +1,419 @@
+"""PNG plots of a run: ``wb_sim_plot INPUT [-o OUT_DIR]``, or :func:`plot_history`
+on a :class:`~wb_sim.recording.History` from Python.
+
+INPUT is a history saved by :meth:`History.save` (``.npz``, e.g. ``python -m
+wb_sim --record run.npz``) or a rosbag2 of the node's topics (its directory,
+or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
+:func:`wb_sim.bag.history_from_bag`. The figures:
+
+* ``base_com.png``: base origin and centre of mass, x / y / z against time and
+  a top view;
+* ``contact_forces.png``: per contact surface, the force along the ground
+  normal and the tangential force with the friction-cone limit mu f_n; the
+  total normal force against the weight;
+* ``joint_tracking.png``: joint positions against the reference (the joints
+  with the largest tracking errors when there are many);
+* ``torques.png``: applied torques against their limits (the joints closest to
+  their limits when there are many);
+* ``real_time_factor.png``: simulated time over wall-clock time, over the run.
+
+matplotlib is imported here, inside the functions, and never by ``import wb_sim``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .errors import WbSimError
+from .recording import History, RecordingError
+
+#: at most this many joints in the joint grids
+MAX_JOINTS = 12
+#: grid columns of the joint figures
+COLUMNS = 4
+#: torque limits are drawn when the peak torque reaches this fraction of them (else
+#: they would flatten the curve)
+LIMIT_IN_VIEW = 0.25
+DPI = 100
+
+_STYLE = {
+    "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "legend.fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "figure.titlesize": 12,
+    "axes.grid": True, "grid.alpha": 0.3, "lines.linewidth": 1.2,
+    "axes.formatter.useoffset": False, "axes.formatter.limits": (-4, 5),
+    "savefig.dpi": DPI, "figure.dpi": DPI,
+}
+
+
+def _figure(width: float, height: float):
+    """A matplotlib Figure drawn by the Agg canvas (no pyplot, no GUI backend)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, out_dir: Path, name: str) -> Path:
+    path = out_dir / name
+    fig.savefig(path)
+    return path
+
+
+def _title(h: History, what: str) -> str:
+    return f"{h.robot}: {what}" if h.robot else what
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _min_span(ax, span: float) -> None:
+    """Widen the y range to at least ``span`` around its centre, so numerical noise
+    (1e-15 m) is drawn flat instead of filling the plot."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < span:
+        c = 0.5 * (lo + hi)
+        ax.set_ylim(c - 0.5 * span, c + 0.5 * span)
+
+
+def _base_com(h: History, out_dir: Path) -> Path:
+    fig = _figure(13, 7.5)
+    fig.suptitle(_title(h, "base origin and centre of mass (world frame)"))
+    grid = fig.add_gridspec(2, 3)
+    panels = ((grid[0, 0], "x", "x position", "both"), (grid[0, 1], "y", "y position", "both"),
+              (grid[1, 0], "z", "base height", "base"), (grid[1, 1], "z", "centre of mass height",
+                                                         "com"))
+    for cell, axis, title, which in panels:
+        ax = fig.add_subplot(cell)
+        k = "xyz".index(axis)
+        if which in ("both", "base"):
+            ax.plot(h.t, h.base_position[:, k], label="base origin")
+        if which in ("both", "com"):
+            ax.plot(h.t, h.com[:, k], "--", color="C1", label="centre of mass")
+        _min_span(ax, 2e-3)
+        ax.set_xlabel("simulated time [s]")
+        ax.set_ylabel(f"{axis} [m]")
+        ax.set_title(title)
+        if which == "both":
+            ax.legend(loc="best")
+    ax = fig.add_subplot(grid[:, 2])
+    for xy, label, style in ((h.base_position, "base origin", "-"),
+                             (h.com, "centre of mass", "--")):
+        line, = ax.plot(xy[:, 0], xy[:, 1], style, label=label)
+        if h.n:
+            ax.plot(xy[0, 0], xy[0, 1], "o", color=line.get_color(), markersize=5)
+            ax.plot(xy[-1, 0], xy[-1, 1], "s", color=line.get_color(), markersize=5)
+    ax.plot([], [], "ko", markersize=5, label="start")
+    ax.plot([], [], "ks", markersize=5, label="end")
+    pts = np.vstack([h.base_position[:, :2], h.com[:, :2]])
+    pts = pts[np.isfinite(pts).all(axis=1)]
+    if pts.size:  # a square view, at least 2 cm wide
+        lo, hi = pts.min(axis=0), pts.max(axis=0)
+        c, half = 0.5 * (lo + hi), 0.55 * max(float(np.max(hi - lo)), 0.02)
+        ax.set_xlim(c[0] - half, c[0] + half)
+        ax.set_ylim(c[1] - half, c[1] + half)
+    ax.set_aspect("equal", adjustable="box")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_title("top view")
+    ax.legend(loc="best")
+    return _save(fig, out_dir, "base_com.png")
+
+
+def _contact_forces(h: History, out_dir: Path) -> Path:
+    ns = len(h.surface_names)
+    fig = _figure(11, 2.2 + 2.3 * (ns + 1))
+    mu = h.friction_coefficient
+    fig.suptitle(_title(h, "contact forces of the ground (world frame)"
+                         + (f", friction coefficient mu = {mu:g}" if math.isfinite(mu)
+                            else ", friction coefficient unknown")))
+    axes = fig.subplots(ns + 1, 2, sharex=True, squeeze=False)
+    fn, ft = h.normal_force, h.tangential_force
+    ax = axes[0, 0]
+    ax.plot(h.t, fn.sum(axis=0), label="sum over surfaces")
+    weight = h.mass * float(np.linalg.norm(h.gravity))
+    if math.isfinite(weight):
+        ax.axhline(weight, color="k", linestyle=":", label=f"weight m g = {weight:.1f} N")
+    ax.set_title("total normal force")
+    ax.set_ylabel("force [N]")
+    ax.legend(loc="best")
+    ax = axes[0, 1]
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        # where a surface carries at least 1 % of its peak load
+        loaded = fn > 0.01 * np.nanmax(np.abs(fn), axis=1, initial=1e-9, keepdims=True)
+        ratio = np.where(loaded, ft / fn, np.nan)
+    for k, name in enumerate(h.surface_names):
+        ax.plot(h.t, ratio[k], label=name)
+    if math.isfinite(mu):
+        ax.axhline(mu, color="r", linestyle="--", label=f"cone limit mu = {mu:g}")
+    ax.set_title("friction use |f_t| / f_n (where in contact)")
+    ax.set_ylabel("ratio [-]")
+    ax.legend(loc="best")
+    for k, name in enumerate(h.surface_names):
+        ax = axes[k + 1, 0]
+        ax.plot(h.t, fn[k], label="normal f_n")
+        ax.set_title(f"{name}: normal force")
+        ax.set_ylabel("force [N]")
+        ax = axes[k + 1, 1]
+        ax.plot(h.t, ft[k], label="tangential |f_t|")
+        if math.isfinite(mu):
+            ax.plot(h.t, mu * np.maximum(fn[k], 0.0), "r--", label="cone limit mu f_n")
+        ax.set_title(f"{name}: tangential force")
+        ax.set_ylabel("force [N]")
+        ax.legend(loc="best")
+    for ax in axes[-1]:
+        ax.set_xlabel("simulated time [s]")
+    return _save(fig, out_dir, "contact_forces.png")
+
+
+def _joint_grid(h: History, idx: list[int], title: str):
+    """A figure with a grid of small plots, one per joint of ``idx``."""
+    rows = max(1, math.ceil(len(idx) / COLUMNS))
+    cols = min(COLUMNS, max(1, len(idx)))
+    fig = _figure(3.1 * cols + 0.6, 2.35 * rows + 1.0)
+    fig.suptitle(title)
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False)
+    for ax in axes.flat[len(idx):]:
+        ax.set_visible(False)
+    for r in range(rows):  # the bottom visible plot of each column gets the time axis label
+        for c in range(cols):
+            if r * cols + c < len(idx) and (r + 1) * cols + c >= len(idx):
+                axes[r, c].set_xlabel("simulated time [s]")
+                axes[r, c].xaxis.set_tick_params(labelbottom=True)
+    return fig, list(axes.flat)
+
+
+def _pick(score: np.ndarray, limit: int = MAX_JOINTS) -> list[int]:
+    """Indices of the ``limit`` largest finite scores, in decreasing order (all when fewer)."""
+    score = np.where(np.isfinite(score), score, -np.inf)
+    order = np.argsort(-score, kind="stable")
+    return sorted(order[:limit].tolist(), key=lambda i: -score[i])
+
+
+def tracking_selection(h: History, limit: int = MAX_JOINTS):
+    """Joints of the tracking figure: ``(indices, why, RMS error per joint [rad or m],
+    reference known per joint)``. With a reference, the ``limit`` joints with the
+    largest RMS error, largest first; without one, those that moved most."""
+    nj = len(h.joint_names)
+    with warnings.catch_warnings():  # all-NaN columns (no reference) are expected
+        warnings.simplefilter("ignore", RuntimeWarning)
+        err = h.joint_positions - h.reference_positions
+        rms = np.sqrt(np.nanmean(err**2, axis=0)) if h.n else np.full(nj, np.nan)
+        span = np.nanmax(h.joint_positions, axis=0) - np.nanmin(h.joint_positions, axis=0) \
+            if h.n else np.zeros(nj)
+    has_ref = np.isfinite(h.reference_positions).any(axis=0) if h.n else np.zeros(nj, bool)
+    if has_ref.any():
+        return _pick(np.where(has_ref, rms, -1.0), limit), "the largest RMS tracking error", \
+            rms, has_ref
+    return _pick(span, limit), "the largest motion (no reference recorded)", rms, has_ref
+
+
+def torque_selection(h: History, limit: int = MAX_JOINTS):
+    """Joints of the torque figure: ``(indices, why, peak |torque| per joint, limited
+    per joint)``: the ``limit`` joints with the largest peak torque / limit (or peak
+    torque when no joint has a limit), largest first."""
+    nj = len(h.joint_names)
+    lim = h.torque_limits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peak = np.nanmax(np.abs(h.applied_torques), axis=0) if h.n else np.zeros(nj)
+    limited = np.isfinite(lim) & (lim > 0)
+    if limited.any():
+        use = np.where(limited, peak / np.where(limited, lim, 1.0), -1.0)
+        return _pick(use, limit), "the largest peak torque / limit", peak, limited
+    return _pick(peak, limit), "the largest peak torque (no limits)", peak, limited
+
+
+def _joint_tracking(h: History, out_dir: Path) -> Path:
+    from matplotlib.lines import Line2D
+
+    nj = len(h.joint_names)
+    idx, how, rms, has_ref = tracking_selection(h)
+    what = (f"joint positions, {len(idx)} of {nj} joints, those with {how}" if len(idx) < nj
+            else "joint positions" + ("" if has_ref.any() else " (no reference recorded)"))
+    fig, axes = _joint_grid(h, idx, _title(h, what))
+    for ax, j in zip(axes, idx):
+        unit = h.joint_units[j]
+        ax.plot(h.t, h.joint_positions[:, j], label="actual")
+        if has_ref[j]:
+            ax.plot(h.t, h.reference_positions[:, j], "--", label="reference")
+            scale, u = (1e3, "mrad") if unit == "rad" else (1e3, "mm")
+            e = rms[j] * scale
+            ax.set_title(f"{h.joint_names[j]}\nRMS error "
+                         + (f"{e:.3g} {u}" if e >= 1e-3 else f"< 0.001 {u}"))
+        else:
+            ax.set_title(h.joint_names[j])
+        _min_span(ax, 2e-3)
+        ax.set_ylabel(f"position [{unit}]")
+    if idx:
+        handles = [Line2D([], [], color="C0", label="actual")]
+        if has_ref.any():
+            handles.append(Line2D([], [], color="C1", linestyle="--", label="reference"))
+        fig.legend(handles=handles, loc="outside upper right")
+    return _save(fig, out_dir, "joint_tracking.png")
+
+
+def _torques(h: History, out_dir: Path) -> Path:
+    from matplotlib.lines import Line2D
+
+    nj = len(h.joint_names)
+    lim = h.torque_limits
+    idx, how, peak, limited = torque_selection(h)
+    what = (f"applied torques, {len(idx)} of {nj} joints, those with {how}" if len(idx) < nj
+            else "applied torques" + ("" if limited.any() else " (no limits)"))
+    if limited.any():
+        what += (f"\n(the limits are drawn where the peak reaches {100 * LIMIT_IN_VIEW:.0f} % "
+                 f"of them)")
+    fig, axes = _joint_grid(h, idx, _title(h, what))
+    shown = False  # limit lines drawn somewhere
+    for ax, j in zip(axes, idx):
+        unit = "N" if h.joint_units[j] == "m" else "N*m"
+        ax.plot(h.t, h.applied_torques[:, j], label="applied")
+        if limited[j]:
+            title = f"{h.joint_names[j]}\npeak {100 * peak[j] / lim[j]:.0f} % of ±{lim[j]:g} {unit}"
+            if peak[j] >= LIMIT_IN_VIEW * lim[j]:
+                shown = True
+                ax.axhline(lim[j], color="r", linestyle="--", label="limit")
+                ax.axhline(-lim[j], color="r", linestyle="--")
+        else:
+            title = f"{h.joint_names[j]}\npeak {peak[j]:.3g} {unit}, no limit"
+        ax.set_title(title)
+        _min_span(ax, 0.1)
+        ax.set_ylabel(f"torque [{unit}]")
+    if idx:
+        handles = [Line2D([], [], color="C0", label="applied")]
+        if shown:
+            handles.append(Line2D([], [], color="r", linestyle="--", label="± effort limit"))
+        fig.legend(handles=handles, loc="outside upper right")
+    return _save(fig, out_dir, "torques.png")
+
+
+def real_time_factor(t: np.ndarray, wall: np.ndarray,
+                     window: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Real-time factor over windows of ``window`` seconds of simulated time
+    (default: 1/100 of the run, at least 50 ms): (window centres [s], factors)."""
+    ok = np.isfinite(t) & np.isfinite(wall)
+    t, wall = t[ok], wall[ok]
+    if t.size < 2 or t[-1] <= t[0]:
+        return np.empty(0), np.empty(0)
+    span = t[-1] - t[0]
+    window = window or max(span / 100.0, 0.05)
+    edges = np.arange(t[0], t[-1] + 0.5 * window, window)
+    if edges.size < 2:
+        edges = np.array([t[0], t[-1]])
+    i = np.unique(np.searchsorted(t, edges))
+    i = i[i < t.size]
+    dt_sim, dt_wall = np.diff(t[i]), np.diff(wall[i])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rtf = np.where(dt_wall > 0, dt_sim / dt_wall, np.nan)
+    return 0.5 * (t[i][1:] + t[i][:-1]), rtf
+
+
+def _real_time_factor(h: History, out_dir: Path) -> Path:
+    fig = _figure(9, 4.2)
+    centres, rtf = real_time_factor(h.t, h.wall)
+    ok = np.isfinite(h.t) & np.isfinite(h.wall)
+    total = ""
+    if ok.sum() >= 2:
+        t, w = h.t[ok], h.wall[ok]
+        if w[-1] > w[0]:
+            total = f", {(t[-1] - t[0]) / (w[-1] - w[0]):.2f} over the whole run"
+    fig.suptitle(_title(h, f"real-time factor (simulated time / wall-clock time){total}"))
+    ax = fig.subplots()
+    if centres.size:
+        ax.plot(centres, rtf, drawstyle="steps-mid",
+                label=f"over windows of {np.diff(centres).mean() if centres.size > 1 else 0:.3g} s "
+                      f"of simulated time")
+        ax.axhline(1.0, color="k", linestyle=":", label="real time (1)")
+        ax.set_ylim(bottom=0.0, top=max(1.2, 1.1 * float(np.nanmax(rtf, initial=1.0))))
+        ax.legend(loc="best")
+    else:
+        ax.text(0.5, 0.5, "no wall-clock times recorded", transform=ax.transAxes,
+                ha="center", va="center")
+    ax.set_xlabel("simulated time [s]")
+    ax.set_ylabel("real-time factor [-]")
+    return _save(fig, out_dir, "real_time_factor.png")
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def plot_history(history: History, out_dir: str | Path) -> list[Path]:
+    """Write the PNG figures of a history into ``out_dir`` (created if needed);
+    returns their paths. ``contact_forces.png`` only when there are contact surfaces."""
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError("the plots need matplotlib: pip install 'wb_sim[plot]' "
+                          "(or pip install matplotlib)") from e
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RecordingError(f"cannot create the output directory '{out}': "
+                             f"{e.strerror or e}") from None
+    h = history
+    with matplotlib.rc_context(_STYLE):
+        paths = [_base_com(h, out)]
+        if h.surface_names:
+            paths.append(_contact_forces(h, out))
+        if h.joint_names:
+            paths += [_joint_tracking(h, out), _torques(h, out)]
+        paths.append(_real_time_factor(h, out))
+    return paths
+
+
+def load_input(path: str | Path) -> History:
+    """A history from a ``.npz`` file, or from a rosbag2 (directory or ``.mcap`` file)."""
+    path = Path(path)
+    if not path.exists():
+        raise RecordingError(f"no such file or directory: '{path}'")
+    if path.is_file() and path.suffix != ".mcap":
+        with open(path, "rb") as f:
+            magic = f.read(8)
+        if path.suffix == ".npz" or magic.startswith(b"PK"):
+            return History.load(path)
+        if not magic.startswith(b"\x89MCAP"):
+            raise RecordingError(f"'{path}' is neither a wb_sim history (.npz) nor a rosbag2 "
+                                 f"(a directory with metadata.yaml, or an .mcap file)")
+    from .bag import history_from_bag  # rosbags: only for bags
+    return history_from_bag(path)
+
+
+def main(argv=None) -> int:
+    """Entry point of ``wb_sim_plot``: 0 on success, 2 on an unusable input."""
+    ap = argparse.ArgumentParser(
+        prog="wb_sim_plot", description="PNG plots of a wb_sim run: base and centre of mass, "
+        "contact forces with the friction cone, joint tracking, torques against their limits, "
+        "real-time factor.")
+    ap.add_argument("input", help="a history (.npz from 'python -m wb_sim --record') or a "
+                                  "rosbag2 of the node's topics (directory or .mcap file)")
+    ap.add_argument("-o", "--output", metavar="OUT_DIR",
+                    help="directory of the PNG files (default: INPUT without its suffix + "
+                         "'_plots')")
+    args = ap.parse_args(argv)
+    src = Path(args.input)
+    out = Path(args.output) if args.output else \
+        src.with_name((src.stem if src.suffix in (".npz", ".mcap") else src.name) + "_plots")
+    try:
+        history = load_input(src)
+        paths = plot_history(history, out)
+    except (WbSimError, ImportError) as e:
+        print(f"wb_sim_plot: {e}", file=sys.stderr)
+        return 2
+    print(f"wb_sim_plot: {history.n} samples, {history.t[-1] - history.t[0] if history.n else 0:.3f}"
+          f" s of simulated time -> {len(paths)} figures in {out}/: "
+          f"{', '.join(p.name for p in paths)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""``wb_sim_record``: the simulator's topics into a rosbag2 (MCAP), for machines
+without ``ros2 bag``. The bag is readable by ``ros2 bag`` (Jazzy and later),
+Foxglove, rosbags and ``wb_sim_plot``.
+
+It asks the simulator node (``--sim-node``, default ``wb_sim``) for all its
+parameters (``list_parameters`` + ``get_parameters``), writes them as JSON on
+``/wb_sim_record/parameters`` (std_msgs/String; :mod:`wb_sim.bag` reads the
+friction coefficient, ground normal, effort limits and topic names there), and
+records, under the names the parameters give them:
+
+* the outputs: ``joint_states``, ``imu/data``, ``odom/ground_truth``,
+  ``contact_wrench/<S>`` for each surface S of ``contact_surfaces``, ``/tf``,
+  ``/tf_static``, ``/clock``, ``robot_description``;
+* the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
+
+Messages are taken serialized (CDR bytes, never converted to Python) and
+written unchanged, stamped with their receive time. The subscriptions are
+polled every 10 ms instead of being dispatched one by one by an executor:
+at 1 kHz per stream, rclpy's per-message callback overhead would cost a core.
+``robot_description`` and ``/tf_static`` are subscribed transient-local, so
+they are recorded whenever the recorder starts. SIGINT (Ctrl-C) and SIGTERM
+close the bag cleanly (exit 0); the summary gives the message counts, the
+messages lost (from the publishers' sequence numbers, where the middleware
+reports them) and the recorder's CPU use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+#: stream key -> (default topic, message type, the simulator parameter naming it)
+STREAMS = {
+    "joint_states": ("joint_states", "sensor_msgs/msg/JointState", "topics.joint_states"),
+    "imu": ("imu/data", "sensor_msgs/msg/Imu", "topics.imu"),
+    "odom": ("odom/ground_truth", "nav_msgs/msg/Odometry", "topics.odom"),
+    "tf": ("/tf", "tf2_msgs/msg/TFMessage", "topics.tf"),
+    "tf_static": ("/tf_static", "tf2_msgs/msg/TFMessage", "topics.tf_static"),
+    "clock": ("/clock", "rosgraph_msgs/msg/Clock", "topics.clock"),
+    "robot_description": ("robot_description", "std_msgs/msg/String",
+                          "topics.robot_description"),
+    "joint_commands": ("joint_commands", "sensor_msgs/msg/JointState", "topics.joint_commands"),
+    "effort_commands": ("effort_commands", "std_msgs/msg/Float64MultiArray",
+                        "topics.effort_commands"),
+    "external_wrench": ("external_wrench", "geometry_msgs/msg/WrenchStamped",
+                        "topics.external_wrench"),
+}
+WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
+#: streams published once, transient-local
+LATCHED = ("robot_description", "tf_static")
+PARAMETERS_TOPIC = "/wb_sim_record/parameters"
+#: seconds between two polls of the subscriptions
+POLL_S = 0.01
+#: subscriber queue depth of the streams: 1 s at 1 kHz (the queue covers a stalled write)
+DEPTH = 1000
+
+
+class RecordError(RuntimeError):
+    """The recorder cannot start or write (the message says why)."""
+
+
+def absolute(topic: str) -> str:
+    return "/" + topic.lstrip("/")
+
+
+def message_class(msgtype: str):
+    """The rclpy message class of ``pkg/msg/Name``; :class:`RecordError` if not importable."""
+    pkg, _, name = msgtype.split("/")
+    try:
+        return getattr(importlib.import_module(f"{pkg}.msg"), name)
+    except (ImportError, AttributeError) as e:
+        raise RecordError(f"message type '{msgtype}' is not importable: {e}") from None
+
+
+def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """``[(topic, type, stream)]`` to record, from the simulator's parameters; ``only``
+    restricts them to these topic names (leading '/' optional)."""
+    out = []
+    for key, (default, msgtype, pkey) in STREAMS.items():
+        name = params.get(pkey, default)
+        if name:  # '' = stream off in the simulator
+            out.append((absolute(str(name)), msgtype, key))
+    prefix = params.get("topics.contact_wrench", "contact_wrench")
+    if prefix:
+        for s in params.get("contact_surfaces") or []:
+            out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench"))
+    if only is not None:
+        wanted = {absolute(t) for t in only}
+        out = [o for o in out if o[0] in wanted]
+    return out
+
+
+def _qos(latched: bool):
+    """(rclpy QoS of the subscription, rosbags Qos offered on playback)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from rosbags.interfaces import (Qos, QosDurability, QosHistory, QosLiveliness,
+                                    QosReliability, QosTime)
+
+    depth = 10 if latched else DEPTH
+    sub = QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
+                     reliability=ReliabilityPolicy.RELIABLE,
+                     durability=(DurabilityPolicy.TRANSIENT_LOCAL if latched
+                                 else DurabilityPolicy.VOLATILE))
+    zero = QosTime(0, 0)
+    offered = Qos(QosHistory.KEEP_LAST, 1 if latched else 10, QosReliability.RELIABLE,
+                  QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE,
+                  zero, zero, QosLiveliness.AUTOMATIC, zero, False)
+    return sub, offered
+
+
+def _python(value) -> Any:
+    """JSON-able value of a parameter (arrays as lists)."""
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        return [_python(v) for v in value]
+    return value
+
+
+class BagRecorder:
+    """Subscriptions polled into a rosbags MCAP writer (see the module docstring)."""
+
+    def __init__(self, node, output: Path, sim_node: str, only: list[str] | None,
+                 wait_s: float, stop: threading.Event | None = None):
+        self.node = node
+        self.log = node.get_logger()
+        self.output = output
+        self.sim_node = "/" + sim_node.strip("/")
+        self.only = only
+        self.wait_s = wait_s
+        self.stop = stop or threading.Event()
+        self.subs: list = []
+        self.counts: dict[str, int] = {}
+        self.lost: dict[str, int] = {}
+        self._seq: dict[tuple, int] = {}
+        self.writer = None
+
+    # ------------------------------------------------------------------ setup
+
+    def fetch_parameters(self, executor) -> dict[str, Any]:
+        """All parameters of the simulator node (blocking, spinning ``executor``)."""
+        from rcl_interfaces.srv import GetParameters, ListParameters
+        from rclpy.parameter import parameter_value_to_python
+
+        node = self.node
+        lister = node.create_client(ListParameters, f"{self.sim_node}/list_parameters")
+        getter = node.create_client(GetParameters, f"{self.sim_node}/get_parameters")
+        try:
+            self.log.info(f"waiting for the simulator node '{self.sim_node}'")
+            deadline = time.monotonic() + self.wait_s
+            while not (lister.service_is_ready() and getter.service_is_ready()):
+                if self.stop.is_set():
+                    return {}
+                if time.monotonic() > deadline:
+                    raise RecordError(f"simulator node '{self.sim_node}' not found within "
+                                      f"{self.wait_s:g} s (is it running, in this "
+                                      f"ROS_DOMAIN_ID? see --sim-node)")
+                executor.spin_once(timeout_sec=0.1)
+
+            def call(client, request):
+                future = client.call_async(request)
+                executor.spin_until_future_complete(future, timeout_sec=self.wait_s)
+                if not future.done() or future.result() is None:
+                    raise RecordError(f"no answer from '{client.srv_name}'")
+                return future.result()
+
+            names = list(call(lister, ListParameters.Request()).result.names)
+            values = call(getter, GetParameters.Request(names=names)).values
+        finally:
+            node.destroy_client(lister)
+            node.destroy_client(getter)
+        return {n: _python(parameter_value_to_python(v)) for n, v in zip(names, values)}
+
+    def open(self, params: dict[str, Any]) -> None:
+        """Open the bag, write the parameters, subscribe."""
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.rosbag2.errors import WriterError
+
+        from ..bag import typestore
+
+        plan = plan_topics(params, self.only)
+        if self.only is not None:
+            known = {t for t, _, _ in plan}
+            plan += self._graph_topics([t for t in map(absolute, self.only) if t not in known])
+        ts = typestore()
+        try:
+            # metadata version 8 (Jazzy's rosbag2; later distributions read it too)
+            self.writer = Writer(self.output, version=8, storage_plugin=StoragePlugin.MCAP)
+            self.writer.open()
+        except WriterError as e:
+            raise RecordError(str(e)) from None
+        conn = self.writer.add_connection(PARAMETERS_TOPIC, "std_msgs/msg/String", typestore=ts,
+                                          offered_qos_profiles=[_qos(latched=True)[1]])
+        doc = {"node": self.sim_node, "recorded_by": "wb_sim_record",
+               "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+               "parameters": params}
+        msg = ts.types["std_msgs/msg/String"](data=json.dumps(doc))
+        self.writer.write(conn, time.time_ns(), bytes(ts.serialize_cdr(msg, "std_msgs/msg/String")))
+        self.counts[PARAMETERS_TOPIC] = 1
+        for topic, msgtype, stream in plan:
+            try:
+                cls = message_class(msgtype)
+            except RecordError as e:
+                self.log.warning(f"not recording '{topic}': {e}")
+                continue
+            if msgtype not in ts.fielddefs:
+                self.log.warning(f"not recording '{topic}': rosbags does not know '{msgtype}'")
+                continue
+            sub_qos, offered = _qos(latched=stream in LATCHED)
+            conn = self.writer.add_connection(topic, msgtype, typestore=ts,
+                                              offered_qos_profiles=[offered])
+            sub = self.node.create_subscription(cls, topic, lambda _msg: None, sub_qos, raw=True)
+            self.subs.append((sub, conn, topic))
+            self.counts[topic] = 0
+            self.lost[topic] = 0
+        self.log.info(f"recording {len(self.subs)} topics into '{self.output}': "
+                      f"{', '.join(t for _, _, t in self.subs)}")
+
+    def _graph_topics(self, topics: list[str]) -> list[tuple[str, str, str]]:
+        """Types of topics outside the known streams, from the ROS graph."""
+        out, deadline = [], time.monotonic() + min(self.wait_s, 5.0)
+        pending = list(topics)
+        while pending:
+            graph = dict(self.node.get_topic_names_and_types())
+            for t in list(pending):
+                if graph.get(t):
+                    out.append((t, graph[t][0], "other"))
+                    pending.remove(t)
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        for t in pending:
+            self.log.warning(f"not recording '{t}': no publisher found, its type is unknown")
+        return out
+
+    # ------------------------------------------------------------------ recording
+
+    def poll(self) -> int:
+        """Take every waiting message, write them in receive order; returns how many."""
+        batch = []
+        for sub, conn, topic in self.subs:
+            handle = sub.handle
+            while True:
+                with handle:
+                    taken = handle.take_message(sub.msg_type, True)
+                if taken is None:
+                    break
+                data, info = taken
+                stamp = info.get("received_timestamp") or time.time_ns()
+                batch.append((stamp, conn, data))
+                self.counts[topic] += 1
+                seq, gid = info.get("publication_sequence_number"), info.get("publisher_gid")
+                if seq and gid is not None:
+                    key = (topic, bytes(gid.get("data", b"")) if isinstance(gid, dict)
+                           else repr(gid))
+                    last = self._seq.get(key)
+                    if last is not None and seq > last + 1:
+                        self.lost[topic] += seq - last - 1
+                    self._seq[key] = seq
+        batch.sort(key=lambda b: b[0])
+        write = self.writer.write
+        for stamp, conn, data in batch:
+            write(conn, stamp, data)
+        return len(batch)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _default_output() -> Path:
+    return Path(datetime.datetime.now().strftime("wb_sim_%Y%m%d-%H%M%S"))
+
+
+def main(argv=None) -> int:
+    """Entry point of ``wb_sim_record``: 0 after a clean stop, 2 when it cannot start,
+    1 when writing fails."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ros_args = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
+    own = argv[:len(argv) - len(ros_args)]
+    ap = argparse.ArgumentParser(prog="wb_sim_record", description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", type=Path,
+                    help="bag directory to create (PATH/metadata.yaml + PATH/<name>.mcap; "
+                         "default wb_sim_<date>-<time>); an existing path is refused")
+    ap.add_argument("--duration", type=float, default=0.0,
+                    help="stop after this many wall-clock seconds (default: until Ctrl-C)")
+    ap.add_argument("--sim-node", default="wb_sim", help="simulator node name (default wb_sim)")
+    ap.add_argument("--topics", nargs="+", metavar="TOPIC",
+                    help="record only these topics (default: all the simulator's outputs and "
+                         "inputs)")
+    ap.add_argument("--wait", type=float, default=30.0,
+                    help="seconds to wait for the simulator node (default 30)")
+    args = ap.parse_args(own)
+    output = args.output or _default_output()
+    if output.exists():
+        print(f"wb_sim_record: '{output}' exists; not overwriting it (choose another -o PATH)",
+              file=sys.stderr)
+        return 2
+    try:
+        import rclpy
+        import rosbags  # noqa: F401
+        from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+    except ImportError as e:
+        print(f"wb_sim_record needs rclpy and rosbags (pip install 'wb_sim[plot]'): {e}",
+              file=sys.stderr)
+        return 2
+
+    rclpy.init(args=["wb_sim_record", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    node = rclpy.create_node("wb_sim_record")
+    log = node.get_logger()
+    rec = BagRecorder(node, output, args.sim_node, args.topics, args.wait, stop)
+    code = 0
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    try:
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        params = rec.fetch_parameters(executor)
+        if stop.is_set():
+            return 0
+        rec.open(params)
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        end = wall0 + args.duration if args.duration > 0 else float("inf")
+        while not stop.is_set() and rclpy.ok() and time.monotonic() < end:
+            rec.poll()
+            stop.wait(POLL_S)
+        rec.poll()
+    except RecordError as e:
+        log.fatal(str(e))
+        code = 2
+    except ExternalShutdownException:
+        pass
+    except Exception as e:  # a write failed (disk full, ...): keep what was written
+        log.fatal(f"recording failed: {type(e).__name__}: {e}")
+        code = 1
+    finally:
+        wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+        try:
+            rec.close()
+        except Exception as e:  # noqa: BLE001
+            log.error(f"closing the bag failed: {e}")
+            code = code or 1
+        if rec.subs:
+            total = sum(rec.counts.values())
+            lost = sum(rec.lost.values())
+            counts = ", ".join(f"{t} {n}" for t, n in rec.counts.items())
+            log.info(f"closed '{output}': {total} messages in {wall:.1f} s ({counts}); "
+                     f"lost {lost}; recorder CPU {100 * cpu / max(wall, 1e-9):.0f} % of a core")
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
