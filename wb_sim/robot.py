@@ -329,12 +329,16 @@ class RobotModel:
         return out
 
     def set_joint_positions(self, q: np.ndarray, positions: np.ndarray) -> None:
-        """Write actuated joint positions into a pinocchio configuration in place."""
-        for iq, k, x in zip(self.idx_q, self.nq_joint, positions):
-            if k == 1:
-                q[iq] = x
-            else:
-                q[iq], q[iq + 1] = np.cos(x), np.sin(x)
+        """Write actuated joint positions into a pinocchio configuration in place
+        (a continuous joint as cos, sin of its angle)."""
+        x = np.asarray(positions, dtype=float)
+        one = self.nq_joint == 1
+        q[self.idx_q[one]] = x[one]
+        two = ~one
+        if two.any():
+            iq = self.idx_q[two]
+            q[iq] = np.cos(x[two])
+            q[iq + 1] = np.sin(x[two])
 
 
 def _root_link_name(root: ET.Element) -> str:

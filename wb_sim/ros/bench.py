@@ -12,7 +12,10 @@ for the first command, then measures over ``--duration`` wall seconds:
   triggered being applied (the controller echoes the stamp).
 
 With ``--real-time-factor 0`` it reports how many times faster than real
-time the node runs with all outputs on.
+time the node runs with all outputs on. With ``--sync lockstep`` (issue 5) it
+measures the closed loop's throughput instead: steps per second when every
+step waits for the controller's answer over DDS, and the round trip from a
+joint state being published to its command being taken, p50/p99.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from .. import config_path
 REPORT = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s \(t = (?P<t>[\d.]+) s\), "
                     r"deadline misses (?P<miss>[\d.]+) per 1000 steps"
                     r"(?:, joint_states -> command applied p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms)?")
+LOCKSTEP_REPORT = re.compile(
+    r"lockstep: (?P<sps>\d+) steps/s, real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s "
+    r"\(t = (?P<t>[\d.]+) s\), command timeouts (?P<miss>\d+), stale commands ignored \d+"
+    r"(?:, joint_states -> command applied p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms)?")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -38,19 +45,22 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run(robot: str, duration: float, rtf: float, controller: bool) -> dict:
+def run(robot: str, duration: float, rtf: float, controller: bool,
+        sync: str = "realtime") -> dict:
     files = ["--params-file", str(config_path(robot))]
     env = dict(os.environ)
     env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
     node = subprocess.Popen(
         [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
          "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
-         "-p", f"command.wait_for_first:={'true' if controller else 'false'}"],
+         "-p", f"command.wait_for_first:={'true' if controller else 'false'}",
+         "-p", f"sync.mode:={sync}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env) \
         if controller else None
-    out: dict = {"robot": robot, "real_time_factor_requested": rtf}
+    out: dict = {"robot": robot, "real_time_factor_requested": rtf, "sync": sync}
+    report = LOCKSTEP_REPORT if sync == "lockstep" else REPORT
     try:
         started = None
         for line in node.stdout:
@@ -59,14 +69,18 @@ def run(robot: str, duration: float, rtf: float, controller: bool) -> dict:
                 started = time.monotonic()
                 cpu0 = _cpu_seconds(node.pid)
                 cpu0_ctrl = _cpu_seconds(ctrl.pid) if ctrl else 0.0
-            m = REPORT.search(line)
+            m = report.search(line)
             if m and started is not None:
                 wall = time.monotonic() - started
                 out["node_cpu_percent"] = 100 * (_cpu_seconds(node.pid) - cpu0) / wall
                 if ctrl:
                     out["controller_cpu_percent"] = 100 * (_cpu_seconds(ctrl.pid) - cpu0_ctrl) / wall
                 out.update(real_time_factor=float(m["rtf"]), wall_s=float(m["wall"]),
-                           sim_t=float(m["t"]), misses_per_1000=float(m["miss"]))
+                           sim_t=float(m["t"]))
+                if sync == "lockstep":
+                    out.update(steps_per_s=float(m["sps"]), command_timeouts=int(m["miss"]))
+                else:
+                    out.update(misses_per_1000=float(m["miss"]))
                 if m["p50"]:
                     out.update(latency_p50_ms=float(m["p50"]), latency_p99_ms=float(m["p99"]))
                 break
@@ -90,16 +104,24 @@ def main(argv=None) -> int:
     ap.add_argument("--duration", type=float, default=60.0, help="measured wall seconds (60)")
     ap.add_argument("--real-time-factor", type=float, default=1.0)
     ap.add_argument("--controller", choices=("pd", "none"), default="pd")
+    ap.add_argument("--sync", choices=("realtime", "lockstep"), default="realtime",
+                    help="the node's sync.mode (lockstep: use --real-time-factor 0 for throughput)")
     args = ap.parse_args(argv)
-    r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd")
+    if args.sync == "lockstep" and args.controller == "none":
+        ap.error("--sync lockstep needs a controller to answer")
+    r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync)
     if "real_time_factor" not in r:
         print("bench: the node produced no report", file=sys.stderr)
         return 2
-    print(f"robot {r['robot']}, requested real-time factor {args.real_time_factor:g}, "
-          f"controller {args.controller}")
+    print(f"robot {r['robot']}, sync {args.sync}, requested real-time factor "
+          f"{args.real_time_factor:g}, controller {args.controller}")
     print(f"  achieved real-time factor {r['real_time_factor']:.3f} over {r['wall_s']:.1f} s "
           f"(t = {r['sim_t']:.1f} s)")
-    print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps")
+    if args.sync == "lockstep":
+        print(f"  lockstep throughput       {r['steps_per_s']:.0f} steps/s "
+              f"({r['command_timeouts']} command timeouts)")
+    else:
+        print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps")
     print(f"  node CPU                  {r['node_cpu_percent']:.0f} % of one core")
     if "controller_cpu_percent" in r:
         print(f"  controller CPU            {r['controller_cpu_percent']:.0f} % of one core")

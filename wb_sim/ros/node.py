@@ -58,8 +58,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "wb_sim_node needs tf2_msgs: in a ROS install 'rosdep install --from-paths src' "
         "provides it; on a pip-only machine run tools/build_tf2_msgs.sh") from e
 
-#: state streams: reliable, keep the last few
-STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+#: state streams: reliable, keep the last 0.1 s at 1 kHz, so that a reader starved for a
+#: moment (a recorder on a loaded machine) catches up instead of losing messages
+STATE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
                        history=HistoryPolicy.KEEP_LAST)
 #: /tf as tf2's TransformBroadcaster publishes it
 TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -308,8 +309,6 @@ class SimNode(Node):
         sim, k = self.sim, self.sim.step_count
         due = {s: every or k % n == 0 for s, n in self._every.items()}
         t_ns = self._now_ns()
-        if self._clock_pub is not None and due["clock"]:
-            self._clock_pub.publish(self._clock_cdr.serialize(t_ns))
         q, v = sim.q, sim.v
         robot = sim.robot
         qj = robot.joint_positions(q)
@@ -321,6 +320,11 @@ class SimNode(Node):
                 del self._pub_wall[next(iter(self._pub_wall))]
             self._state_stamp_ns = t_ns
             self._need_command = self._lockstep
+        # what a controller needs first (joint states, base pose), then the rest
+        if self._odom_pub is not None and due["odom"]:
+            self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
+        if self._clock_pub is not None and due["clock"]:
+            self._clock_pub.publish(self._clock_cdr.serialize(t_ns))
         if self._imu_pub is not None and due["imu"]:
             r = sim.imu()
             self._imu_pub.publish(self._imu_cdr.serialize(
@@ -328,8 +332,6 @@ class SimNode(Node):
         if self._wrench_pubs and due["contact_wrench"]:
             for (p, cdr), w in zip(self._wrench_pubs, sim.contact_wrenches().values()):
                 p.publish(cdr.serialize(t_ns, w.force, w.torque))
-        if self._odom_pub is not None and due["odom"]:
-            self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
         if self._tf_pub is not None and due["tf"]:
             rows = self._tf_rows
             k0 = 1 if robot.floating_base else 0
@@ -516,6 +518,8 @@ class SimNode(Node):
             self._cmd_stamp_ns = cv.time_ns(stamp) if stamp is not None else None
             self._cmd_seq += 1
             self._need_command = False
+            if self._lockstep and self._cmd_seq == 1:
+                self.get_logger().info("first command received: the simulation starts")
             if self._waiting_for_first:
                 self._waiting_for_first = False
                 self._paused.clear()
