@@ -5,7 +5,8 @@ PD + gravity-compensation controller, headless, with progress and final figures.
 any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
 ``--record FILE.npz`` saves the run's history (:mod:`wb_sim.recording`, with the
 PD reference as reference positions), ``--plot DIR`` writes its plots
-(:mod:`wb_sim.plot`, needs matplotlib) after the run.
+(:mod:`wb_sim.plot`, needs matplotlib) after the run. ``--viewer meshcat``
+shows the run in a browser (the URL is printed), paced to real time.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main(argv=None) -> int:
     parser.add_argument("--record", metavar="FILE.npz",
                         help="save the recorded signals (wb_sim_plot FILE.npz plots them)")
     parser.add_argument("--plot", metavar="DIR", help="write PNG plots of the run into DIR")
+    parser.add_argument("--viewer", choices=("none", "meshcat"), default="none",
+                        help="meshcat: watch the run in a browser, in real time")
     args = parser.parse_args(argv)
     try:
         path = args.config or config_path(args.robot)
@@ -57,23 +60,40 @@ def main(argv=None) -> int:
     floating = sim.robot.floating_base
     bar = Progress(steps * sim.dt, label=sim.robot.model.name)
     base_z = (lambda: f"base z = {sim.q[2]:.4f} m") if floating else ""
+    viewer = None
+    if args.viewer != "none":
+        from .viewer import make_viewer  # meshcat only when asked for
+        try:
+            viewer = make_viewer(args.viewer, sim.robot, ground_height=sim.config.ground.height,
+                                 ground_normal=sim.config.ground.normal)
+        except WbSimError as e:
+            print(f"wb_sim: {e}", file=sys.stderr)
+            return 2
+        print(f"viewer: open {viewer.url} in a browser; starting in 3 s", flush=True)
+        time.sleep(3.0)
     t0 = time.perf_counter()
     try:
         for _ in range(steps):
             st = sim.state
             sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+            if viewer is not None:
+                _view(viewer, sim, t0)
             heights.append(sim.q[2] if floating else 0.0)
             if rec is not None:
                 rec.record(sim, q0)
             bar.update(sim.t, base_z)
     except WbSimError as e:
         bar.close()
+        if viewer is not None:
+            viewer.close()
         print(f"wb_sim: simulation stopped: {e}", file=sys.stderr)
         if rec is not None:  # what led there is worth a look
             _save_outputs(rec.history(), args.record, args.plot)
         return 1
     bar.close()
     wall = time.perf_counter() - t0
+    if viewer is not None:
+        viewer.close()
     st = sim.state
     print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
           f"real-time factor {sim.t / wall:.1f})")
@@ -96,6 +116,17 @@ def main(argv=None) -> int:
     if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
         return 2
     return 1 if fell else 0
+
+
+def _view(viewer, sim: Simulator, t0: float) -> None:
+    """Draw every 1/30 s of simulated time, and keep to real time."""
+    k = sim.step_count
+    if k % max(1, round(1.0 / (30.0 * sim.dt))) == 0:
+        pts = sim.contact_points_state()
+        viewer.show(sim.q, pts.position, pts.force)
+        ahead = sim.t - (time.perf_counter() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 def _save_outputs(history, record: str | None, plot_dir: str | None) -> bool:

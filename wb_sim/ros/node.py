@@ -215,7 +215,9 @@ class SimNode(Node):
         if name == "none":
             return None
         from ..viewer import make_viewer  # meshcat only when asked for
-        viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ)
+        ground = self.sim.config.ground
+        viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
+                             ground_height=ground.height, ground_normal=ground.normal)
 
         def snapshot():
             with self._lock:

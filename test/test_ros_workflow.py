@@ -1,5 +1,6 @@
-"""Lockstep mode (``sync.mode: lockstep``) and pushes (``external_wrench``) of
-the ROS 2 node, as a separate process driven through real rclpy.
+"""The closed-loop testing workflow of the ROS 2 node, as a separate process
+driven through real rclpy: lockstep mode (``sync.mode: lockstep``), pushes
+(``external_wrench``) and the browser viewer (``viewer: meshcat``).
 
 Numbers checked:
 
@@ -15,7 +16,10 @@ Numbers checked:
   the headless core run with the same controller;
 * push: a 60 N, 0.1 s push on the standing humanoid's base changes the base
   velocity by about impulse / mass (the feet hold part of it: 50-110 %), and
-  bad pushes are refused with a warning while the robot keeps standing.
+  bad pushes are refused with a warning while the robot keeps standing;
+* viewer: with ``viewer: meshcat`` the node logs a URL that Chromium opens and
+  draws the robot from (needs Chromium: skipped without it unless
+  ``WB_SIM_REQUIRE_BROWSER=1``).
 
 Skipped without rclpy / tf2_msgs unless ``WB_SIM_REQUIRE_ROS=1`` (CI).
 """
@@ -225,3 +229,29 @@ def test_push_changes_the_base_velocity_by_about_impulse_over_mass(setup):
     # and it recovers: still standing 1 s later
     assert ros.spin_until(lambda: stamp_ns(odom.last) >= t_push + 1000 * DT_NS, 60.0)
     assert odom.last.pose.pose.position.z > 0.6
+
+
+def test_node_serves_the_browser_view(setup, tmp_path):
+    """``viewer: meshcat``: the node logs the URL; Chromium opens it and shows the
+    robot standing in lockstep under the example controller (screenshot kept in
+    test/artifacts/node_viewer_humanoid.png)."""
+    from test_viewer import ARTIFACTS, CAMERA_JS, MESHES_JS, Chromium, _central, require
+    require("meshcat chromium")
+    s = setup(*LOCKSTEP, "real_time_factor:=1.0", "viewer:=meshcat")
+    assert s.node.wait_for_log("viewer: open http://", 30.0, spin=s.ros.spin_for), s.describe()
+    url = re.search(r"viewer: open (http://\S+) in a browser", s.node.log())[1]
+    s.start_pd_controller()
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser = Chromium(url, tmp_path / "chromium-profile")
+    try:
+        browser.wait_for(f"{MESHES_JS} >= 30 && JSON.stringify({CAMERA_JS}) !== '[3,1,0]'")
+        s.ros.spin_for(1.0)  # a few frames at 30 Hz
+        shot = browser.screenshot(ARTIFACTS / "node_viewer_humanoid.png")
+    finally:
+        browser.close()
+    # the sky and ground are smooth gradients; the robot is orange, blue, grey and black
+    # patches: count pixels far from their row's median colour in the centre
+    median = np.median(shot, axis=1, keepdims=True)
+    robot = np.abs(shot.astype(int) - median).sum(axis=-1) > 60
+    assert _central(robot) > 0.05, f"robot covers {_central(robot):.3f} of the centre"
+    assert s.node.alive()
