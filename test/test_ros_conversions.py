@@ -397,3 +397,69 @@ def test_frame_tree_check_can_fail(robot_and_base):
         errs.append(max(np.abs(t - ref.translation).max(),
                         np.abs(_quat_matrix(r) - ref.rotation).max()))
     assert max(errs) > 1e-12, name
+
+
+# ----------------------------------------------------------------------------- CDR in
+
+
+def _random_joint_state(rng, n):
+    m = JointState(name=["j" * int(rng.integers(1, 9)) + str(i) for i in range(n)],
+                   position=rng.normal(size=n).tolist(), velocity=rng.normal(size=n).tolist(),
+                   effort=rng.normal(size=int(rng.integers(0, n + 1))).tolist())
+    m.header.frame_id = "f" * int(rng.integers(0, 7))  # every padding length
+    m.header.stamp = Time(sec=int(rng.integers(-5, 2**31 - 1)), nanosec=int(rng.integers(0, NS)))
+    return m
+
+
+def test_joint_state_reader_matches_rclpy_serialization():
+    from rclpy.serialization import serialize_message
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        m = _random_joint_state(rng, int(rng.integers(0, 30)))
+        data = serialize_message(m)
+        read = cv.JointStateReader()
+        stamp, p, v, e = read(data)
+        assert stamp == m.header.stamp.sec * NS + m.header.stamp.nanosec
+        assert read.names == list(m.name) and read.names_changed
+        assert (p.tolist(), v.tolist(), e.tolist()) == (list(m.position), list(m.velocity),
+                                                        list(m.effort))
+        assert read(data)[1].tolist() == p.tolist() and not read.names_changed  # cached
+        other = JointState(name=list(m.name)[::-1] + ["x"], position=[1.0] * (len(m.name) + 1))
+        read(serialize_message(other))
+        assert read.names_changed and read.names == list(other.name)
+
+
+def test_joint_state_reader_reads_the_node_template():
+    names = ["a", "bb", "ccc"]
+    tpl = cv.joint_state_template(names)
+    read = cv.JointStateReader()
+    q, v, e = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0]), np.array([7.0, 8.0, 9.0])
+    assert read(tpl.serialize(5 * NS + 3, q, v, e))[0] == 5 * NS + 3
+    stamp, q2, v2, e2 = read(tpl.serialize(6 * NS, q + 1, v, e))
+    assert not read.names_changed and read.names == names  # the template's bytes repeat
+    assert stamp == 6 * NS and q2.tolist() == (q + 1).tolist() and e2.tolist() == e.tolist()
+
+
+def test_read_odometry_pose_matches_rclpy_serialization():
+    from rclpy.serialization import serialize_message
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        o = Odometry()
+        o.header.frame_id = "w" * int(rng.integers(0, 7))
+        o.child_frame_id = "b" * int(rng.integers(0, 9))
+        o.header.stamp = Time(sec=3, nanosec=7)
+        x = rng.normal(size=7)
+        p, r = o.pose.pose.position, o.pose.pose.orientation
+        p.x, p.y, p.z, r.x, r.y, r.z, r.w = x.tolist()
+        o.twist.twist.linear.x = 99.0
+        stamp, pose = cv.read_odometry_pose(serialize_message(o))
+        assert stamp == 3 * NS + 7 and pose.tolist() == x.tolist()
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\x00\x00\x00" + bytes(8), b"\x00\x01\x00\x00" +
+                                  bytes(8) + b"\x05\x00\x00\x00ab"])
+def test_cdr_readers_reject_malformed_data(data):
+    with pytest.raises(ValueError):
+        cv.JointStateReader()(data)
+    with pytest.raises(ValueError):
+        cv.read_odometry_pose(data)

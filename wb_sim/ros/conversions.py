@@ -317,3 +317,107 @@ def joint_commands_msg(names: Sequence[str], efforts: Sequence[float],
     if stamp is not None:
         msg.header.stamp = stamp
     return msg
+
+
+# ----------------------------------------------------------------------------- CDR in
+# Reading the two state messages a controller needs straight from their serialized
+# form (``raw=True`` subscriptions): rclpy's deserialization builds a Python object
+# per nested message (an Odometry is ~20 of them, ~75 us), where a controller needs a
+# stamp and a few arrays. XCDR1 little endian, as every ROS 2 RMW sends them.
+
+
+class _CdrReader:
+    """Sequential reader of a serialized ROS 2 message (alignment relative to the
+    payload after the 4-byte encapsulation header)."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes):
+        if len(data) < 4 or data[1] != 1:  # 0x0001: CDR little endian
+            raise ValueError("not a little-endian CDR message")
+        self.data = data
+        self.pos = 4
+
+    def _align(self, n: int) -> None:
+        self.pos += -(self.pos - 4) % n
+
+    def _need(self, n: int) -> None:
+        if self.pos + n > len(self.data):
+            raise ValueError("message too short")
+
+    def u32(self) -> int:
+        self._align(4)
+        self._need(4)
+        v = int.from_bytes(self.data[self.pos:self.pos + 4], "little")
+        self.pos += 4
+        return v
+
+    def stamp_ns(self) -> int:
+        sec = self.u32()
+        sec -= (sec >> 31) << 32  # int32
+        return sec * NS_PER_S + self.u32()
+
+    def skip_string(self) -> None:
+        n = self.u32()
+        self._need(n)
+        self.pos += n
+
+    def string(self) -> str:
+        n = self.u32()
+        self._need(n)
+        s = self.data[self.pos:self.pos + n - 1].decode()
+        self.pos += n
+        return s
+
+    def doubles(self, n: int) -> np.ndarray:
+        if n == 0:  # no elements, no padding
+            return np.empty(0)
+        self._align(8)
+        self._need(8 * n)
+        a = np.frombuffer(self.data, dtype="<f8", count=n, offset=self.pos)
+        self.pos += 8 * n
+        return a
+
+    def double_sequence(self) -> np.ndarray:
+        return self.doubles(self.u32())
+
+
+class JointStateReader:
+    """Reads serialized sensor_msgs/JointState messages of one stream:
+    ``reader(data) -> (stamp_ns, position, velocity, effort)``, the arrays
+    read-only views into ``data``; :attr:`names` holds the joint names of the
+    last message, decoded again only when their serialized bytes change
+    (:attr:`names_changed`), which for a sender that reuses its buffer (the
+    simulator node) is never.
+    Raises ``ValueError`` for a malformed message."""
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.names_changed = False
+        self._key = b""
+
+    def __call__(self, data: bytes) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        r = _CdrReader(data)
+        stamp = r.stamp_ns()
+        r.skip_string()  # frame_id
+        r._align(4)
+        start = r.pos
+        key = self._key  # (padding bytes are part of it: a sender whose padding varies
+        # only costs a decode, never a wrong name list)
+        if key and data.startswith(key, start):
+            r.pos = start + len(key)
+            self.names_changed = False
+        else:
+            self.names = [r.string() for _ in range(r.u32())]
+            self._key = bytes(data[start:r.pos])
+            self.names_changed = True
+        return stamp, r.double_sequence(), r.double_sequence(), r.double_sequence()
+
+
+def read_odometry_pose(data: bytes) -> tuple[int, np.ndarray]:
+    """A serialized nav_msgs/Odometry: ``(stamp_ns, [x, y, z, qx, qy, qz, qw])``."""
+    r = _CdrReader(data)
+    stamp = r.stamp_ns()
+    r.skip_string()  # frame_id
+    r.skip_string()  # child_frame_id
+    return stamp, r.doubles(7).copy()

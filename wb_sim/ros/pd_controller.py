@@ -47,6 +47,7 @@ from std_msgs.msg import String
 from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
+from . import conversions as cv
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -91,8 +92,10 @@ class PDController(Node):
             ("joint_states", "joint_states"), ("odom", "odom/ground_truth"),
             ("joint_commands", "joint_commands"), ("robot_description", "robot_description"))}
         self.base_pose: np.ndarray | None = None  # [x, y, z, qx, qy, qz, qw]
-        self._pose_stamp = None  # (sec, nanosec) of base_pose
-        self._pending: JointState | None = None  # a joint state waiting for its pose
+        self._pose_stamp: int | None = None  # stamp of base_pose, ns
+        self._pending: tuple[int, bytes] | None = None  # a joint state waiting for its pose
+        self._js_reader = cv.JointStateReader()
+        self._order: np.ndarray | None = None
         self._pub = self.create_publisher(JointState, self.topics["joint_commands"], COMMAND_QOS)
         self._cmd = JointState()
 
@@ -134,7 +137,6 @@ class PDController(Node):
             raise SetupError(f"cannot build the controller: {e}") from None
         self.q = pin.neutral(self.robot.model)
         self._q_ref = q_ref
-        self._names: list[str] | None = None
         # same rates: pair joint state and base pose of the same step (deterministic)
         self._pair_by_stamp = self.robot.floating_base and \
             p["publish.joint_states_rate_hz"] == p["publish.odom_rate_hz"]
@@ -150,52 +152,69 @@ class PDController(Node):
         self._cmd.effort = self.ctrl(self.q, q_ref, np.zeros(self.robot.nj)).tolist()
         self._pub.publish(self._cmd)
         if self.robot.floating_base:
-            self.create_subscription(Odometry, self.topics["odom"], self._on_odom, STATE_QOS)
+            self.create_subscription(Odometry, self.topics["odom"], self._on_odom, STATE_QOS,
+                                     raw=True)
         self.create_subscription(JointState, self.topics["joint_states"], self._on_joint_states,
-                                 STATE_QOS)
+                                 STATE_QOS, raw=True)
         log.info(f"holding the initial posture of {self.robot.nj} joints "
                  f"(kp {self.kp}, kd {self.kd})")
 
     # ------------------------------------------------------------------ control
 
-    def _on_odom(self, msg: Odometry) -> None:
-        p, o = msg.pose.pose.position, msg.pose.pose.orientation
-        self.base_pose = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w])
-        self._pose_stamp = (msg.header.stamp.sec, msg.header.stamp.nanosec)
-        pending = self._pending
-        if pending is not None and self._pose_stamp == (pending.header.stamp.sec,
-                                                        pending.header.stamp.nanosec):
-            self._pending = None
-            self._on_joint_states(pending)
+    # Both streams come serialized (raw subscriptions) and are read with
+    # wb_sim.ros.conversions: at 1 kHz, building Python message objects would cost
+    # more than the control law (an Odometry: ~65 us, its pose read here: 5 us).
 
-    def _on_joint_states(self, msg: JointState) -> None:
-        robot = self.robot
-        if self._pair_by_stamp and self._pose_stamp != (msg.header.stamp.sec,
-                                                        msg.header.stamp.nanosec):
-            self._pending = msg  # its pose is still on the way
+    def _on_odom(self, data: bytes) -> None:
+        try:
+            stamp, pose = cv.read_odometry_pose(data)
+        except ValueError as e:
+            self.get_logger().error(f"odom: {e}", throttle_duration_sec=5.0)
             return
-        if self._names != list(msg.name):  # map the message's order once
+        self.base_pose, self._pose_stamp = pose, stamp
+        pending = self._pending
+        if pending is not None and pending[0] == stamp:
+            self._pending = None
+            self._on_joint_states(pending[1])
+
+    def _on_joint_states(self, data: bytes) -> None:
+        robot = self.robot
+        try:
+            stamp, position, velocity, _ = self._js_reader(data)
+        except ValueError as e:
+            self.get_logger().error(f"joint_states: {e}", throttle_duration_sec=5.0)
+            return
+        if self._js_reader.names_changed:  # map the message's order once
+            names = self._js_reader.names
             try:
-                self._order = np.array([robot.joint_index(n) for n in msg.name])
+                self._order = np.array([robot.joint_index(n) for n in names], dtype=np.intp)
             except WbSimError as e:
                 self.get_logger().error(f"joint_states: {e}", throttle_duration_sec=5.0)
+                self._order = None
                 return
-            self._names = list(msg.name)
-            self._cmd.name = list(msg.name)
-            self._cmd.position = self._q_ref[self._order].tolist()
+            # the command in the same order: names fixed, the reference in `position`
+            # (the simulator ignores it, plots show it), zero reference velocity, efforts
+            self._cmd_cdr = cv.joint_state_template(names)
+            self._cmd_ref = self._q_ref[self._order]
+            self._cmd_zero = np.zeros(len(names))
+        if self._order is None or len(position) != len(self._order) \
+                or len(velocity) != len(self._order):
+            return
+        if self._pair_by_stamp and self._pose_stamp != stamp:
+            self._pending = (stamp, data)  # its pose is still on the way
+            return
         if robot.floating_base:
             if self.base_pose is None:
                 return
             self.q[:7] = self.base_pose
         qj = np.empty(robot.nj)
         vj = np.empty(robot.nj)
-        qj[self._order] = msg.position
-        vj[self._order] = msg.velocity
+        qj[self._order] = position
+        vj[self._order] = velocity
         robot.set_joint_positions(self.q, qj)
         tau = self.ctrl(self.q, qj, vj)
-        self._cmd.header.stamp = msg.header.stamp
-        self._cmd.effort = tau[self._order].tolist()
-        self._pub.publish(self._cmd)
+        self._pub.publish(self._cmd_cdr.serialize(stamp, self._cmd_ref, self._cmd_zero,
+                                                  tau[self._order]))
 
 
 def main(args=None) -> int:
