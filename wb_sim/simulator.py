@@ -385,7 +385,7 @@ class Simulator:
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
         q, v, dt = self._q, self._v, self.dt
-        pushes = tuple((f, w) for f, w, _ in self._pushes)
+        pushes = tuple((f, w) for f, w, _ in self._pushes) if self._pushes else ()
         try:
             a, u_next, force = self._dynamics(q, v, applied, pushes)
             v_next = v + dt * a
