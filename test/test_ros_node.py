@@ -285,6 +285,8 @@ class TestStreams:
         time since the node started (at most the wall time since its first log
         line, real-time factor 1), not with the wall clock."""
         first = streams.first_js
+        # the node logs this line just after publishing its first state: it may lag the message
+        assert streams.node.wait_for_log("[wb_sim]: simulating", 10.0), streams.describe()
         log = streams.node.log()
         m = re.search(r"\[INFO\] \[(\d+\.\d+)\] \[wb_sim\]: simulating", log)
         assert m, log
