@@ -147,8 +147,9 @@ def test_batch_of_arrows_is_arrow_by_arrow():
 
 
 def test_transforms_are_packed_as_umsgpack_packs_them():
-    umsgpack = pytest.importorskip("umsgpack")
-    zmq = pytest.importorskip("zmq")
+    require("meshcat")  # umsgpack and zmq come with it
+    import umsgpack
+    import zmq
     from wb_sim.viewer import _Connection
     conn = _Connection(zmq, umsgpack, "tcp://127.0.0.1:1")  # never sent to
     try:
@@ -188,7 +189,6 @@ def test_visual_geometry_of_the_humanoid_is_primitives(humanoid_sim):
 
 
 def test_visual_geometry_of_icub_is_meshes():
-    pytest.importorskip("icub_models")
     robot = wb_sim.RobotModel.from_urdf("icub-models:iCubGazeboV2_5")
     gm = visual_geometry(robot)  # package://iCub/meshes/... resolved next to the URDF
     assert gm.ngeoms > 30
@@ -472,7 +472,6 @@ def test_humanoid_in_the_browser(humanoid_sim, tmp_path):
 
 
 def test_icub_meshes_in_the_browser(tmp_path):
-    pytest.importorskip("icub_models")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("icub"))
     for _ in range(300):
         sim.step(sim.gravity_torques())
