@@ -274,6 +274,10 @@ class Simulator:
                                f"got {duration_s!r}")
         self._pushes.append([fid, wrench, max(1, round(duration / self.dt))])
 
+    def _active_pushes(self) -> tuple:
+        """(frame id, wrench) of the pushes acting in the next step."""
+        return tuple((f, w) for f, w, _ in self._pushes) if self._pushes else ()
+
     @property
     def external_wrenches(self) -> list[tuple[str, np.ndarray, float]]:
         """Pushes still to come: (frame, wrench [fx, fy, fz, tx, ty, tz] in the
@@ -385,7 +389,7 @@ class Simulator:
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
         q, v, dt = self._q, self._v, self.dt
-        pushes = tuple((f, w) for f, w, _ in self._pushes) if self._pushes else ()
+        pushes = self._active_pushes()
         try:
             a, u_next, force = self._dynamics(q, v, applied, pushes)
             v_next = v + dt * a
@@ -559,7 +563,7 @@ class Simulator:
         q, v = self._qv(q, self._v if v is None else v)
         tau = self.actuation.saturate(np.asarray(tau, dtype=float))
         try:
-            a, _, _ = self._dynamics(q, v, tau, tuple((f, w) for f, w, _ in self._pushes))
+            a, _, _ = self._dynamics(q, v, tau, self._active_pushes())
             return a.copy()
         finally:
             self._recompute_readings()

@@ -93,7 +93,8 @@ class PDController(Node):
             ("joint_commands", "joint_commands"), ("robot_description", "robot_description"))}
         self.base_pose: np.ndarray | None = None  # [x, y, z, qx, qy, qz, qw]
         self._pose_stamp: int | None = None  # stamp of base_pose, ns
-        self._pending: tuple[int, bytes] | None = None  # a joint state waiting for its pose
+        #: a joint state waiting for its pose: (stamp, positions, velocities), message order
+        self._pending: tuple[int, np.ndarray, np.ndarray] | None = None
         self._js_reader = cv.JointStateReader()
         self._order: np.ndarray | None = None
         self._pub = self.create_publisher(JointState, self.topics["joint_commands"], COMMAND_QOS)
@@ -175,7 +176,7 @@ class PDController(Node):
         pending = self._pending
         if pending is not None and pending[0] == stamp:
             self._pending = None
-            self._on_joint_states(pending[1])
+            self._control(*pending)
 
     def _on_joint_states(self, data: bytes) -> None:
         robot = self.robot
@@ -201,8 +202,13 @@ class PDController(Node):
                 or len(velocity) != len(self._order):
             return
         if self._pair_by_stamp and self._pose_stamp != stamp:
-            self._pending = (stamp, data)  # its pose is still on the way
+            self._pending = (stamp, position, velocity)  # its pose is still on the way
             return
+        self._control(stamp, position, velocity)
+
+    def _control(self, stamp: int, position: np.ndarray, velocity: np.ndarray) -> None:
+        """Publish the command answering the joint state stamped ``stamp`` (message order)."""
+        robot = self.robot
         if robot.floating_base:
             if self.base_pose is None:
                 return
