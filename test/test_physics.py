@@ -23,7 +23,9 @@ with closed-form values, each with a stated tolerance:
 
 ``test_rolling_ball_does_not_gain_energy`` guards the floating-base
 integration: with the base's linear velocity rotated by an explicit Euler step
-a rolling ball gained ~25 % of its kinetic energy in 2 s.
+a rolling ball gained ~25 % of its kinetic energy in 2 s. The step therefore
+integrates free-joint coordinates (base velocity in world axes); the last two
+tests check their conversion to pinocchio's free-flyer convention of the API.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
 import wb_sim
@@ -627,3 +630,63 @@ def test_forward_dynamics_query_leaves_contact_readings_alone():
     sim.forward_dynamics(np.zeros(0), q=q)
     np.testing.assert_allclose(sim.contact_wrenches()["foot"].force, before, atol=1e-9)
     np.testing.assert_allclose(sim.contact_points_state().depth, depth, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# Floating-base coordinates: the step integrates MuJoCo-style free-joint
+# coordinates (base linear velocity in world axes); the API speaks pinocchio's
+# free-flyer convention (base twist in base axes). These check the conversion.
+# ---------------------------------------------------------------------------
+
+
+def _tumbling_humanoid(steps=300):
+    """The humanoid in the air without gravity, spun up by a push: every base
+    velocity component is non-zero and the base has turned."""
+    sim = wb_sim.Simulator.from_yaml(
+        wb_sim.config_path("humanoid"),
+        overrides={"gravity": [0.0, 0.0, 0.0], "initial.base_position": [0.0, 0.0, 3.0]})
+    sim.apply_external_wrench(sim.robot.root_link, [40.0, -25.0, 10.0], [6.0, 4.0, -5.0],
+                              duration_s=0.1)
+    rng = np.random.default_rng(3)
+    for _ in range(steps):
+        sim.step(rng.normal(0.0, 2.0, sim.nj))
+    return sim
+
+
+def test_reported_base_velocity_is_the_one_that_moved_the_base():
+    """Semi-implicit Euler: p' = p + dt v'_world, R' = R exp(dt w'_base)."""
+    sim = _tumbling_humanoid()
+    q0 = sim.q.copy()
+    sim.step(np.zeros(sim.nj))
+    q1, v1 = sim.q, sim.v
+    R1 = pin.Quaternion(q1[3:7]).matrix()
+    assert np.linalg.norm(v1[:3]) > 0.05 and np.linalg.norm(v1[3:6]) > 0.05
+    # world velocity of the base origin = R' v_base (pinocchio's linear part)
+    np.testing.assert_allclose(R1 @ v1[:3], (q1[:3] - q0[:3]) / sim.dt, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(sim.state.base_linear_velocity, (q1[:3] - q0[:3]) / sim.dt,
+                               atol=1e-12)
+    R0 = pin.Quaternion(q0[3:7]).matrix()
+    np.testing.assert_allclose(R0 @ pin.exp3(sim.dt * v1[3:6]), R1, atol=1e-12)
+    # pinocchio's v is what pin.difference measures over the step, to first order
+    dv = pin.difference(sim.model, q0, q1) / sim.dt
+    np.testing.assert_allclose(dv[6:], v1[6:], atol=1e-12)
+    assert np.abs(dv[:6] - v1[:6]).max() < sim.dt * np.linalg.norm(v1[:6]) ** 2
+
+
+def test_forward_dynamics_matches_pinocchio_free_flyer_aba():
+    """Contact-free forward dynamics in the API's coordinates = pinocchio's ABA
+    on the free-flyer model (armature included; the URDF joint damping and
+    friction as the simulator applies them)."""
+    sim = _tumbling_humanoid()
+    q, v = sim.q, sim.v
+    tau = np.linspace(-3.0, 3.0, sim.nj)
+    a = sim.forward_dynamics(tau)
+    passive = sim.actuation.passive_torques(sim.robot.joint_positions(q), v[sim.robot.idx_v])
+    tau_gen = np.zeros(sim.model.nv)
+    tau_gen[sim.robot.idx_v] = tau + (passive if passive is not None else 0.0)
+    # the step makes viscous damping implicit (armature + dt D): the same here
+    model = pin.Model(sim.model)
+    model.armature[sim.robot.idx_v] += sim.dt * sim.actuation.damping
+    a_ref = pin.aba(model, model.createData(), q, v, tau_gen)
+    assert np.linalg.norm(a[:6]) > 0.1
+    np.testing.assert_allclose(a, a_ref, rtol=0, atol=1e-9 * np.abs(a_ref).max())

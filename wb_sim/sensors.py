@@ -56,7 +56,11 @@ class ContactPointsReading:
 class Imu:
     """An IMU at a frame of the robot; see the module docstring."""
 
-    def __init__(self, robot: RobotModel, cfg: ImuConfig, gravity: np.ndarray):
+    def __init__(self, robot: RobotModel, cfg: ImuConfig, gravity: np.ndarray,
+                 model: pin.Model | None = None):
+        """``model``: the model whose configuration and velocity :meth:`read`
+        receives (default ``robot.model``; the simulator passes its stepping
+        model, same frames, other base velocity coordinates)."""
         self.robot = robot
         self.cfg = cfg
         self.frame = cfg.frame
@@ -66,7 +70,8 @@ class Imu:
         self._std = np.repeat([cfg.angular_velocity_noise_std,
                                cfg.linear_acceleration_noise_std], 3)
         self._bias = np.concatenate([cfg.angular_velocity_bias, cfg.linear_acceleration_bias])
-        self._data = robot.model.createData()
+        self._model = robot.model if model is None else model
+        self._data = self._model.createData()
         self.reset()
 
     def reset(self) -> None:
@@ -81,7 +86,7 @@ class Imu:
 
     def read(self, q: np.ndarray, v: np.ndarray,
              q_prev: np.ndarray, v_prev: np.ndarray, a_prev: np.ndarray) -> ImuReading:
-        model, data, fid = self.robot.model, self._data, self.frame_id
+        model, data, fid = self._model, self._data, self.frame_id
         pin.forwardKinematics(model, data, q_prev, v_prev, a_prev)
         R_prev = pin.updateFramePlacement(model, data, fid).rotation
         acc = pin.getFrameClassicalAcceleration(model, data, fid, pin.LOCAL).linear

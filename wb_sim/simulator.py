@@ -123,9 +123,7 @@ class Simulator:
         self.actuation = Actuation(robot, config.joints, self.dt)
         self.model.armature[robot.idx_v] = self.actuation.armature
         self._data = self.model.createData()
-        #: stepping model: armature + h D, so joint damping is implicit
-        self._model_step = pin.Model(self.model)
-        self._model_step.armature[robot.idx_v] = self.actuation.step_armature()
+        self._model_step = self._stepping_model()
         self._data_step = self._model_step.createData()
 
         self.joint_names = robot.joint_names
@@ -147,7 +145,7 @@ class Simulator:
         if self.contact_points.n:
             self.contact.check_stability(self._delassus_q0, self._weight, self.dt)
 
-        self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity)) \
+        self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
 
         floating = robot.floating_base
@@ -196,6 +194,39 @@ class Simulator:
         robot.set_joint_positions(q, positions)
         q.setflags(write=False)
         return q
+
+    def _stepping_model(self) -> pin.Model:
+        """The model the step integrates: the physical one with armature + h D
+        (joint damping made implicit) and, for a floating base, MuJoCo's
+        free-joint coordinates.
+
+        pinocchio's free-flyer velocity is the body-frame twist, and
+        ``pin.integrate`` then updates the base's linear velocity with
+        ``-h w x v`` explicitly, which rotates it with an explicit Euler step
+        and pumps energy into fast-spinning bases (a rolling ball gains ~25 %
+        of its kinetic energy in 2 s). The stepping model's root is instead a
+        translation joint followed by a spherical one (a composite joint): its
+        velocity is the base origin's velocity in world axes and the angular
+        velocity in base axes, so semi-implicit Euler gives ``p' = p + h v'``
+        and ``R' = R exp(h w')``, as MuJoCo's free joint does. ``q`` has the
+        same layout in both models; :attr:`v` converts the linear part back to
+        pinocchio's convention.
+        """
+        robot = self.robot
+        if robot.floating_base:
+            root = pin.JointModelComposite(2)
+            root.addJoint(pin.JointModelTranslation())
+            root.addJoint(pin.JointModelSpherical())
+            model = pin.buildModelFromXML(robot.urdf_xml, root)
+            if (model.nq, model.nv, model.nframes) != (self.model.nq, self.model.nv,
+                                                       self.model.nframes):
+                raise ModelError("internal: the stepping model does not match the robot model")
+        else:
+            model = pin.Model(self.model)  # keeps the fixed base's placement
+        model.gravity = self.model.gravity
+        model.armature[:] = self.model.armature
+        model.armature[robot.idx_v] = self.actuation.step_armature()
+        return model
 
     def _effective_inertias(self) -> None:
         Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
@@ -291,6 +322,7 @@ class Simulator:
         self._q = self.q0
         self._v = np.zeros(self.model.nv)
         self._v.setflags(write=False)
+        self._v_public = self._v
         self._u = self.contact.initial_state()
         self._k = 0
         self._pushes.clear()
@@ -317,8 +349,29 @@ class Simulator:
 
     @property
     def v(self) -> np.ndarray:
-        """Current generalized velocity, pinocchio layout (read-only array, no copy)."""
-        return self._v
+        """Current generalized velocity, pinocchio layout (read-only array): for a
+        floating base ``[base linear velocity, base angular velocity, joint
+        velocities]``, the base twist in base axes."""
+        v = self._v_public
+        if v is None:  # converted from the stepping coordinates once per step
+            v = self._v_public = self._public_velocity(self._q, self._v)
+            v.setflags(write=False)
+        return v
+
+    def _public_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Stepping-model velocity (base linear velocity in world axes) ->
+        pinocchio's free-flyer velocity (in base axes); a new array."""
+        out = v.copy()
+        if self.robot.floating_base:
+            out[:3] = v[:3] @ pin.Quaternion(q[3:7]).matrix()  # R^T v
+        return out
+
+    def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`_public_velocity`; a new array."""
+        out = np.array(v, dtype=float)
+        if self.robot.floating_base:
+            out[:3] = pin.Quaternion(q[3:7]).matrix() @ v[:3]
+        return out
 
     @property
     def step_count(self) -> int:
@@ -394,8 +447,6 @@ class Simulator:
             a, u_next, force = self._dynamics(q, v, applied, pushes)
             v_next = v + dt * a
             q_next = pin.integrate(self._model_step, q, v_next * dt)
-            if self.robot.floating_base:
-                self._integrate_base(q, v, a, q_next, v_next)
             self._check_step(v_next, q_next)
         except DivergenceError:
             self._recompute_readings()  # readings stay those of the last valid step
@@ -404,6 +455,7 @@ class Simulator:
         v_next.setflags(write=False)
         self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
         self._q, self._v, self._u = q_next, v_next, u_next
+        self._v_public = None
         self._force = force
         applied.setflags(write=False)
         self._tau_applied = applied
@@ -417,30 +469,6 @@ class Simulator:
             self._pushes_applied = ()
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
-
-    def _integrate_base(self, q, v, a, q_next, v_next) -> None:
-        """Base translation in world axes (in place on ``q_next``, ``v_next``).
-
-        ``pin.integrate`` on the body-frame twist updates the base's linear
-        velocity with ``-h w x v`` explicitly, which rotates it with an explicit
-        Euler step and pumps energy into fast-spinning bases (a rolling ball
-        gains ~25 % of its kinetic energy in 2 s). As MuJoCo's free joint does,
-        integrate the base origin's world velocity instead: with the classical
-        acceleration ``a_lin + w x v_lin``,
-        ``v_mid = v_lin + h (a_lin + w x v_lin)`` (old base axes),
-        ``p' = p + h R v_mid`` and, in the new base axes R' = R exp(h w'),
-        ``v_lin' = exp(-h w') v_mid``. Rotation and joints are as pin.integrate.
-        """
-        dt = self.dt
-        w0, w1, w2 = v[3:6].tolist()
-        l0, l1, l2 = v[:3].tolist()
-        a0, a1, a2 = a[:3].tolist()
-        v_mid = np.array((l0 + dt * (a0 + w1 * l2 - w2 * l1),
-                          l1 + dt * (a1 + w2 * l0 - w0 * l2),
-                          l2 + dt * (a2 + w0 * l1 - w1 * l0)))
-        R = self._data_step.oMi[1].rotation  # base at q: ABA (WORLD) computed it
-        q_next[:3] = q[:3] + dt * (R @ v_mid)
-        v_next[:3] = pin.exp3(-dt * v_next[3:6]) @ v_mid
 
     def _check_step(self, v_next: np.ndarray, q_next: np.ndarray) -> None:
         speed2 = v_next @ v_next
@@ -473,7 +501,7 @@ class Simulator:
         u = self._u.copy()
         applied.setflags(write=False)
         u.setflags(write=False)
-        return State(t=self.t, q=self._q, v=self._v, applied_torques=applied,
+        return State(t=self.t, q=self._q, v=self.v, applied_torques=applied,
                      contact_deformation=u, robot=self.robot, base_pose=base)
 
     @property
@@ -524,7 +552,7 @@ class Simulator:
 
     def bias_forces(self, q=None, v=None) -> np.ndarray:
         """Coriolis, centrifugal and gravity forces h(q, v) (nv,): M a + h = tau."""
-        q, v = self._qv(q, self._v if v is None else v)
+        q, v = self._qv(q, self.v if v is None else v)
         return pin.nonLinearEffects(self.model, self._data, q, v).copy()
 
     def generalized_gravity(self, q=None) -> np.ndarray:
@@ -560,11 +588,15 @@ class Simulator:
         with the contact forces the contact model produces there (its
         deformation state taken as the current one). Neither the state nor the
         contact readings change."""
-        q, v = self._qv(q, self._v if v is None else v)
+        q, v = self._qv(q, self.v if v is None else v)
         tau = self.actuation.saturate(np.asarray(tau, dtype=float))
         try:
-            a, _, _ = self._dynamics(q, v, tau, self._active_pushes())
-            return a.copy()
+            a, _, _ = self._dynamics(q, self._stepping_velocity(q, v), tau,
+                                     self._active_pushes())
+            out = a.copy()
+            if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
+                out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
+            return out
         finally:
             self._recompute_readings()
 
