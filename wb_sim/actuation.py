@@ -97,10 +97,15 @@ class Actuation:
         lim = self.effort_limit
         return np.minimum(np.maximum(tau, -lim), lim)
 
+    @property
+    def has_passive(self) -> bool:
+        """Whether :meth:`passive_torques` returns anything."""
+        return self.has_damping or self.has_friction or self.limits_enabled
+
     def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
         """Explicit joint torques: -D qdot (its implicit part is in the armature),
         Coulomb friction and limit reactions, (nj,); ``None`` when all are off."""
-        if not (self.has_damping or self.has_friction or self.limits_enabled):
+        if not self.has_passive:
             return None
         tau = -self.damping * vj
         if self.has_friction:

@@ -55,13 +55,11 @@ def _run(sim: Simulator, ctrl: PDGravityController, steps: int, log=None,
          progress: Progress | None = None) -> float:
     """Reset and run ``steps`` steps; returns the wall time of the loop, s."""
     sim.reset()
-    js = slice(7, None)
     step = sim.step
     t0 = time.perf_counter()
     for start in range(0, steps, CHUNK):
         for _ in range(min(CHUNK, steps - start)):
-            q, v = sim.q, sim.v
-            step(ctrl(q, q[js], v[6:]))
+            step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
             if log is not None:
                 log(sim)
         if progress is not None:

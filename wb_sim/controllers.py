@@ -30,6 +30,9 @@ class PDGravityController:
         self.model.gravity = pin.Motion(np.asarray(gravity, dtype=float), np.zeros(3))
         self.data = self.model.createData()
         self.idx_v = robot.idx_v
+        first = int(robot.idx_v[0]) if len(robot.idx_v) else 0
+        if np.array_equal(robot.idx_v, np.arange(first, first + len(robot.idx_v))):
+            self.idx_v = slice(first, first + len(robot.idx_v))  # a view: cheaper
         self.q_ref = np.asarray(q_ref, dtype=float)
         self.kp = np.broadcast_to(np.asarray(kp, dtype=float), self.q_ref.shape).copy()
         self.kd = np.broadcast_to(np.asarray(kd, dtype=float), self.q_ref.shape).copy()
@@ -38,4 +41,8 @@ class PDGravityController:
         """Torques (nj,) from the full configuration ``q`` (pinocchio layout,
         for gravity) and the joint positions and velocities."""
         g = pin.computeGeneralizedGravity(self.model, self.data, q)
-        return g[self.idx_v] + self.kp * (self.q_ref - qj) - self.kd * vj
+        tau = self.q_ref - qj
+        tau *= self.kp
+        tau += g[self.idx_v]
+        tau -= self.kd * vj
+        return tau

@@ -57,7 +57,7 @@ class State:
     q: np.ndarray
     v: np.ndarray
     applied_torques: np.ndarray  #: torque actually applied to each joint (after saturation)
-    contact_deformation: np.ndarray  #: (n_points, 3) ground deformation state, m
+    contact_deformation: np.ndarray  #: (n_points, 2) tangential ground deformation (t1, t2), m
     robot: RobotModel
     base_pose: pin.SE3  #: world <- base
 
@@ -111,6 +111,7 @@ class Simulator:
     def __init__(self, config: SimConfig):
         self.config = config
         self.dt = config.dt
+        self._dt0 = np.array(self.dt)  # 0-d: cheaper in numpy products than a float
         base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
                                  np.array(config.initial.base_position))
         self.robot = RobotModel.from_urdf(
@@ -238,12 +239,8 @@ class Simulator:
         the stepping model (armature and implicit damping included)."""
         model, data, pts = self._model_step, self._data_step, self.contact_points
         pin.computeJointJacobians(model, data, self.q0)
-        pts.update(model, data, np.zeros(model.nv))
-        rows = []
-        for i, k in enumerate(pts.slot):
-            jac = data.J * pts._support[k]  # world frame, at the world origin
-            rows.append(pts.basis.T @ (jac[:3] - pin.skew(pts.position[i]) @ jac[3:]))
-        Jc = np.vstack(rows)  # (3n, nv)
+        pts.update(model, data, None)
+        Jc = pts.jacobian_g()  # (3n, nv)
         Minv = pin.computeMinverse(model, data, self.q0)
         Minv = np.triu(Minv) + np.triu(Minv, 1).T
         G = Jc @ Minv @ Jc.T
@@ -358,12 +355,36 @@ class Simulator:
             v.setflags(write=False)
         return v
 
+    @property
+    def joint_positions(self) -> np.ndarray:
+        """Current actuated joint positions, rad or m, :attr:`joint_names` order
+        (read-only)."""
+        if self._contiguous:
+            return self._q[self._jq]
+        out = self.robot.joint_positions(self._q)
+        out.setflags(write=False)
+        return out
+
+    @property
+    def joint_velocities(self) -> np.ndarray:
+        """Current actuated joint velocities, rad/s or m/s, :attr:`joint_names`
+        order (read-only)."""
+        return self._v[self._jv] if self._contiguous else self._v[self.robot.idx_v]
+
     def _public_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Stepping-model velocity (base linear velocity in world axes) ->
         pinocchio's free-flyer velocity (in base axes); a new array."""
         out = v.copy()
         if self.robot.floating_base:
-            out[:3] = v[:3] @ pin.Quaternion(q[3:7]).matrix()  # R^T v
+            # R^T v_world, R the rotation of the unit quaternion (x, y, z, w) = q[3:7]:
+            # rotate by the conjugate, v + w t + u x t with u = -(x, y, z), t = 2 u x v
+            # (scalar arithmetic: cheaper than building R for one vector)
+            x, y, z, w = q[3:7].tolist()
+            a, b, c = v[:3].tolist()
+            tx, ty, tz = 2.0 * (z * b - y * c), 2.0 * (x * c - z * a), 2.0 * (y * a - x * b)
+            out[:3] = (a + w * tx + z * ty - y * tz,
+                       b + w * ty + x * tz - z * tx,
+                       c + w * tz + y * tx - x * ty)
         return out
 
     def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -390,16 +411,15 @@ class Simulator:
         With an impulse-based contact model the acceleration is the step's mean
         one, ``(v' - v) / dt``, impulses included."""
         model, data, pts = self._model_step, self._data_step, self.contact_points
-        qj, vj = self._joint_qv(q, v)
-        passive = self.actuation.passive_torques(qj, vj)
-        if passive is not None:
-            tau_joints = tau_joints + passive
+        if self.actuation.has_passive:
+            tau_joints = tau_joints + self.actuation.passive_torques(*self._joint_qv(q, v))
         rigid = pts.n and self._impulse_based
         if pts.n and not rigid:  # compliant: contact forces are explicit
             pin.computeJointJacobians(model, data, q)
             pts.update(model, data, v)
-            force, u_next = self.contact.forces(self._u, self.dt)
-            tau = pts.generalized_force(force)
+            force_T, u_next = self.contact.forces(self._u, self.dt)
+            tau = pts.generalized_force(force_T)
+            force = force_T.T
         else:
             force, u_next = self._force, self._u
             tau = self._tau_gen
@@ -441,12 +461,13 @@ class Simulator:
             raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
-        q, v, dt = self._q, self._v, self.dt
+        q, v = self._q, self._v
         pushes = self._active_pushes()
         try:
             a, u_next, force = self._dynamics(q, v, applied, pushes)
-            v_next = v + dt * a
-            q_next = pin.integrate(self._model_step, q, v_next * dt)
+            v_next = a * self._dt0
+            v_next += v
+            q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
             self._check_step(v_next, q_next)
         except DivergenceError:
             self._recompute_readings()  # readings stay those of the last valid step
@@ -471,21 +492,21 @@ class Simulator:
             self.imu_sensor.draw_noise()
 
     def _check_step(self, v_next: np.ndarray, q_next: np.ndarray) -> None:
+        # q_next = integrate(q, h v_next): finite whenever q and v_next are
         speed2 = v_next @ v_next
-        if not (speed2 < MAX_SPEED**2 and math.isfinite(q_next @ q_next)):
+        if not speed2 < MAX_SPEED**2:  # also catches nan
             raise DivergenceError(
                 f"the state became non-finite or absurd (|v| = {math.sqrt(speed2):.3g} > "
                 f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
                 f"(check contact stiffness, gains and time step)")
-        if self.contact_points.n:
+        if self.contact_points.n and self.contact.max_depth > self.contact.max_penetration:
             depth = self.contact.depth
-            if depth.max() > self.contact.max_penetration:
-                worst = int(np.argmax(depth))
-                surface = self.surface_names[self.contact_points.surface_of_point[worst]]
-                raise DivergenceError(
-                    f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
-                    f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
-                    f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
+            worst = int(np.argmax(depth))
+            surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+            raise DivergenceError(
+                f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
+                f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
+                f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
 
     # ------------------------------------------------------------------ outputs
 
@@ -498,7 +519,7 @@ class Simulator:
         else:
             base = self._base_placement
         applied = self._tau_applied.copy()
-        u = self._u.copy()
+        u = self._u.T.copy()
         applied.setflags(write=False)
         u.setflags(write=False)
         return State(t=self.t, q=self._q, v=self.v, applied_torques=applied,

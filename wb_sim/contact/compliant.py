@@ -58,13 +58,20 @@ class CompliantContact:
         self.points = points
         self.reference_depth = params.reference_depth
         self.max_penetration = params.max_penetration
-        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
         n = points.n
-        #: (n,) penetration of each point at the last :meth:`forces`, m
-        self.depth = np.zeros(n)
-        self._contact = np.zeros(n, dtype=bool)
-        self._slip = np.zeros(n, dtype=bool)
-        self._force = np.zeros((n, 3))
+        # buffers, component-major (3, n): rows t1, t2, n of ground coordinates
+        self._E = np.zeros((3, n))  # (u1, u2, signed distance to the plane)
+        self._s = np.zeros(n)  # sqrt(depth / d_ref), zero where there is no force
+        self._s3 = np.zeros((3, n))  # s on each row (a broadcast copy is cheaper than
+        self._mask = np.zeros(n)  # a broadcasting product on 8 points)
+        self._c2 = np.zeros((2, n))
+        self._zeros = np.zeros(n)
+        self._plane = np.full(n, points.plane_z)
+        self._inv_dref = np.full(n, -1.0 / self.reference_depth)
+        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
+        self._no_slip = np.zeros(n, dtype=bool)
+        self._slip = self._no_slip
+        self._force = np.zeros((3, n))
 
     def set_parameters(self, *, stiffness: float, damping: float, tangential_stiffness: float,
                        tangential_damping: float, friction_coefficient: float) -> None:
@@ -80,46 +87,73 @@ class CompliantContact:
         self.k, self.c = float(stiffness), float(damping)
         self.kt, self.ct = float(tangential_stiffness), float(tangential_damping)
         self.mu = float(friction_coefficient)
+        n = self.points.n
+        # f0 = -(K e + C v) per row, e = (u1, u2, -depth): the unscaled spring-dampers
+        self._K = -np.repeat([[self.kt], [self.kt], [self.k]], n, axis=1)
+        self._C = -np.repeat([[self.ct], [self.ct], [self.c]], n, axis=1)
+        self._mu_n = np.full(n, self.mu)
 
     def initial_state(self) -> np.ndarray:
-        """Tangential ground deformation of every point at rest, (n, 2) m, in
-        ground coordinates (along the plane's tangents t1, t2)."""
-        return np.zeros((self.points.n, 2))
+        """Tangential ground deformation of every point at rest, (2, n) m, rows
+        along the plane's tangents t1, t2."""
+        return np.zeros((2, self.points.n))
+
+    @property
+    def depth(self) -> np.ndarray:
+        """(n,) penetration of each point at the last :meth:`forces`, m (a new array)."""
+        return -self._E[2]
+
+    @property
+    def max_depth(self) -> float:
+        """Largest penetration at the last :meth:`forces`, m."""
+        return -min(self._E[2].tolist())
 
     @property
     def status(self) -> np.ndarray:
         """(n,) state code of each point at the last :meth:`forces`:
         0 no contact, 1 sticking, 2 slipping (see ``STATUS_NAMES``)."""
-        return self._contact.astype(np.int8) + self._slip
+        return (self._s > 0.0).astype(np.int8) + self._slip
 
     def forces(self, u: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-        """Forces on the points (n, 3) in ground coordinates and the next
-        deformation state, from the positions and velocities of the last
-        ``points.update``."""
-        P, V = self.points.position_g, self.points.velocity_g
-        self.depth = depth = self.points.plane_z - P[:, 2]
-        s = np.sqrt(np.maximum(depth, 0.0) * (1.0 / self.reference_depth))
-        fn = s * (self.k * depth - self.c * V[:, 2])
-        contact = fn > 0.0
-        fn *= contact
-        s *= contact  # zero for points out of contact: no tangential force there
-        vt = V[:, :2]
-        ft = (self.kt * u + self.ct * vt) * (-s)[:, None]
-        limit = self.mu * fn
-        slip = (ft * ft).sum(axis=1) > limit * limit
-        udot = vt
-        if slip.any():
+        """Forces on the points (3, n) in ground coordinates and the next
+        deformation state (2, n), from the positions and velocities of the last
+        ``points.update``. Every operation works on whole rows (see
+        :mod:`wb_sim.contact.points` for why)."""
+        pts = self.points
+        E, s = self._E, self._s
+        E[:2] = u
+        np.subtract(pts.position_gT[2], self._plane, out=E[2])  # -depth
+        np.minimum(E[2], self._zeros, out=s)
+        np.multiply(s, self._inv_dref, out=s)
+        np.sqrt(s, out=s)  # sqrt(depth / d_ref) below the ground, 0 above
+        V = pts.velocity_gT
+        f = self._K * E
+        f += self._C * V
+        # no force while the point separates faster than the ground recovers
+        np.multiply(s, np.heaviside(f[2], self._zeros, out=self._mask), out=s)
+        s3 = self._s3
+        s3[:] = s
+        f *= s3
+        ft = f[:2]
+        norm_t = np.hypot(ft[0], ft[1])
+        limit = self._mu_n * f[2]
+        vt = V[:2]
+        if max((norm_t - limit).tolist()) > 0.0:  # some point is outside the cone
+            slip = norm_t > limit
             # scale onto the cone; u_dot makes the spring-damper produce that force
-            norm = np.sqrt((ft[slip] ** 2).sum(axis=1))
-            ft[slip] *= (limit[slip] / norm)[:, None]
+            ft[:, slip] *= limit[slip] / norm_t[slip]
             udot = vt.copy()
-            udot[slip] = -(ft[slip] / s[slip, None] + self.kt * u[slip]) / self.ct
-        u_next = (u + dt * udot) * contact[:, None]
-        force = self._force
-        force[:, :2] = ft
-        force[:, 2] = fn
-        self._contact, self._slip = contact, slip
-        return force, u_next
+            udot[:, slip] = -(ft[:, slip] / s[slip] + self.kt * u[:, slip]) / self.ct
+        else:
+            slip = self._no_slip
+            udot = vt
+        u_next = u + dt * udot
+        c2 = self._c2
+        c2[:] = np.sign(s)
+        u_next *= c2  # out of contact the ground relaxes
+        self._force = f
+        self._slip = slip
+        return f, u_next
 
     # ------------------------------------------------------------------ stability
 

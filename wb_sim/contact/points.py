@@ -7,10 +7,22 @@ radius: its contact point is the centre minus radius times the ground normal,
 the lowest point, recomputed every step as the foot rolls).
 
 :meth:`ContactPoints.update` computes, once per step and into preallocated
-buffers, the world positions and velocities of all points from one call to
+buffers, the positions and velocities of all points from one call to
 ``pinocchio.computeJointJacobians`` (which also does the forward kinematics).
-:meth:`ContactPoints.generalized_force` maps world point forces to joint space
-with the same Jacobians, so the step needs no other kinematics.
+:meth:`ContactPoints.generalized_force` maps point forces to joint space with
+the same Jacobians, so the step needs no other kinematics.
+
+Layout, chosen so that a step costs a handful of numpy calls whatever the
+number of points (with 8 points every call is overhead-bound): per-point
+arrays are stored component-major, ``(3, n)`` with rows (t1, t2, n) in ground
+coordinates, so the contact law works on contiguous rows. The point Jacobian
+(3n, nv), rows in that order, is ``Jp = (C(P) @ J) * S``: ``J`` (6, nv) is
+pinocchio's world-frame joint Jacobian (every joint's twist at the world
+origin), ``C(P)`` (3n, 6) holds ``B^T [I, -[p]x]`` for each point (``B`` the
+ground basis) and the constant mask ``S`` keeps, on each row, the dofs that
+move that point's parent joint. ``C``'s constant part is built once; its
+``-B^T [p]x`` blocks are one matmul and one scatter per step. Velocities are
+``Jp @ v``, generalized forces ``f @ Jp``.
 """
 
 from __future__ import annotations
@@ -45,7 +57,7 @@ class Ground:
 
 
 class ContactPoints:
-    """All contact points of all surfaces, vectorized.
+    """All contact points of all surfaces, vectorized (see the module docstring).
 
     Attributes (n points, J distinct parent joints, S surfaces; "ground
     coordinates" are components along (t1, t2, n) of the ground plane):
@@ -56,9 +68,12 @@ class ContactPoints:
         slot: (n,) index into ``joint_ids`` of each point's parent joint.
         r_local: (n, 3) point (or sphere centre) in its parent joint frame, m.
         radius: (n,) sphere radius (0 for box and explicit points), m.
-        position, velocity: (n, 3) world position and velocity of each contact
-            point (the material point) after :meth:`update`.
-        position_g, velocity_g: the same in ground coordinates.
+        position_T: (3, n) world position of each contact point (the material
+            point) after :meth:`update`, m; ``position`` is its (n, 3) view.
+        position_gT, velocity_gT: (3, n) position and velocity in ground
+            coordinates (rows t1, t2, n), m and m/s; ``position_g`` and
+            ``velocity_g`` are their (n, 3) views.
+        plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
     def __init__(self, robot: RobotModel, config: SimConfig, ground: Ground):
@@ -80,7 +95,7 @@ class ContactPoints:
             radius.append(np.full(len(pts), s.radius if s.shape == "sphere" else 0.0))
             surface_of_point += [k] * len(pts)
             joint_of_point += [jid] * len(pts)
-        self.n = len(surface_of_point)
+        self.n = n = len(surface_of_point)
         self.joint_ids = np.array(sorted(set(joint_of_point)), dtype=int)
         J = len(self.joint_ids)
         self.slot = np.searchsorted(self.joint_ids, np.array(joint_of_point, dtype=int))
@@ -93,105 +108,87 @@ class ContactPoints:
         self.r_local = np.vstack(r_local) if r_local else np.zeros((0, 3))
         self.radius = np.concatenate(radius) if radius else np.zeros(0)
         self.has_spheres = bool(np.any(self.radius > 0))
-        n, nv = self.n, model.nv
-        self.nv = nv
+        self.nv = nv = model.nv
         self.model = model
         # Ground coordinates: columns t1, t2, n, so that x_g = (x - o) @ basis has its
         # third component equal to the signed distance to the plane.
         self.basis = np.column_stack([*ground.tangent_basis(), ground.normal])
-        # r_aug[i, 4 slot(i) : 4 slot(i) + 4] = [r_i, 1]: world points = r_aug @ H_stack
-        self._r_aug = np.zeros((n, 4 * J))
+        self._rotated = not np.allclose(self.basis, np.eye(3))
+        BT = self.basis.T
+        self.plane_z = 0.0 if self._rotated else ground.height
+        # world points, (3, n) = HT (3, 4J) @ r_augT (4J, n); HT = [R_j, t_j] per joint
+        self._HT = np.zeros((3, 4 * J))
+        self._r_augT = np.zeros((4 * J, n))
         for i, (k, r) in enumerate(zip(self.slot, self.r_local)):
-            self._r_aug[i, 4 * k:4 * k + 3] = r
-            self._r_aug[i, 4 * k + 3] = 1.0
-        self._sphere_offset = self.radius[:, None] * ground.normal  # centre -> lowest point
-        # one-hot (n, J) and (J, n): gather per-joint quantities / sum per joint
-        self._gather = np.zeros((n, J))
-        self._gather[np.arange(n), self.slot] = 1.0
-        self._sum = np.ascontiguousarray(self._gather.T)
-        # support[j, k] = 1 if velocity k moves joint j: twist_j = (support_j * v) @ J^T
+            self._r_augT[4 * k:4 * k + 3, i] = r
+            self._r_augT[4 * k + 3, i] = 1.0
+        self._sphere_offsetT = (self.radius[:, None] * ground.normal).T.copy()  # centre -> lowest
+        self.position_T = np.zeros((3, n))
+        self.position = self.position_T.T
+        self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
+        self.position_g = self.position_gT.T
+        self._originT = ground.origin[:, None]
+        self.velocity_gT = np.zeros((3, n))
+        self.velocity_g = self.velocity_gT.T
+        # support[j, k] = 1 if velocity k moves joint j
         self._support = np.zeros((J, nv))
         for k, jid in enumerate(self.joint_ids):
             for a in model.supports[int(jid)]:
                 if a > 0:
                     self._support[k, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
-        self._support_T = np.ascontiguousarray(self._support.T)
-        self._point_support = self._support[self.slot][:, None, :]  # (n, 1, nv)
-        # buffers written every step
-        self._H = np.zeros((4 * J, 3))  # stacked [R^T; t^T] of each parent joint
-        self.position = np.zeros((n, 3))  # world
-        self.velocity = np.zeros((n, 3))  # world
-        self.position_g = self.position  # ground coordinates (same array if the basis is I)
-        self.velocity_g = self.velocity
-        self._rotated = not np.allclose(self.basis, np.eye(3))
-        #: the plane is {third ground coordinate == plane_z}
-        self.plane_z = 0.0 if self._rotated else ground.height
-        self._moment = np.zeros((n, 3))
-        self._fm = np.zeros((n, 6))
+        # S (3n, nv): row c * n + i keeps the dofs that move point i
+        self._row_support = np.tile(self._support[self.slot], (3, 1))
+        # C (3n, 6), rows c * n + i: constant B^T (linear part) ...
+        self._C = np.zeros((3 * n, 6))
+        self._C[:, :3] = np.repeat(BT, n, axis=0)
+        # ... and -B^T [p_i]x, written every step: blocks (n, 9) = P (n, 3) @ _skew_map,
+        # blocks[i, 3 c + b] = -(B^T [p_i]x)[c, b], scattered into C at _skew_index
+        self._skew_map = -np.einsum("ca,kab->kcb", BT, _LEVI_CIVITA).reshape(3, 9)
+        rows = (np.arange(3)[None, :, None] * n + np.arange(n)[:, None, None])  # (n, 3, 1)
+        cols = 3 + np.arange(3)[None, None, :]  # (1, 1, 3)
+        self._skew_index = (rows * 6 + cols).reshape(n, 9)
+        self._C_flat = self._C.reshape(-1)
+        self._Jp = np.zeros((3 * n, nv))
+        self._component_offsets = n * np.arange(3)[None, :]
+        self._point_major_rows = (np.arange(n)[:, None] + self._component_offsets).reshape(-1)
         self._joint_list = [int(j) for j in self.joint_ids]
-        self._jacobian = None
 
     def update(self, model: pin.Model, data: pin.Data, v: np.ndarray | None) -> None:
-        """World and ground-coordinate positions and velocities of all points
-        (``v=None``: positions only).
+        """Positions (world and ground coordinates) of all points, the point-Jacobian
+        factors and, unless ``v`` is None, the velocities in ground coordinates.
 
         Precondition: ``pin.computeJointJacobians(model, data, q)`` was called
         for the current ``q`` (it does the forward kinematics too).
         """
         if self.n == 0:
             return
-        H = self._H
+        HT = self._HT
         oMi = data.oMi
         for k, jid in enumerate(self._joint_list):
-            H[4 * k:4 * k + 4] = oMi[jid].homogeneous[:3].T
-        self._jacobian = jac = data.J  # world frame, at the world origin (a view)
-        if v is None:
-            P = np.matmul(self._r_aug, H, out=self.position)
-            if self.has_spheres:
-                P -= self._sphere_offset
-            self.position_g = (P - self.ground.origin) @ self.basis if self._rotated else P
-            return
-        twist = (self._support * v) @ jac.T  # (J, 6): velocity at world origin, angular
-        per_point = self._gather @ twist  # (n, 6)
-        P = np.matmul(self._r_aug, H, out=self.position)
+            HT[:, 4 * k:4 * k + 4] = oMi[jid].homogeneous[:3]
+        PT = np.matmul(HT, self._r_augT, out=self.position_T)
         if self.has_spheres:
-            P -= self._sphere_offset
-        w = per_point[:, 3:]
-        V = self.velocity
-        V[:] = per_point[:, :3]
-        V += _cross(w, P, self._moment)
+            PT -= self._sphere_offsetT
         if self._rotated:
-            self.position_g = (P - self.ground.origin) @ self.basis
-            self.velocity_g = V @ self.basis
-        else:
-            self.position_g = P
-            self.velocity_g = V
+            np.matmul(self.basis.T, PT - self._originT, out=self.position_gT)
+        self._C_flat[self._skew_index] = PT.T @ self._skew_map
+        Jp = np.matmul(self._C, data.J, out=self._Jp)
+        np.multiply(Jp, self._row_support, out=Jp)
+        if v is not None:
+            np.matmul(Jp, v, out=self.velocity_gT.reshape(-1))
 
-    def jacobian_g(self, idx: np.ndarray) -> np.ndarray:
-        """(3k, nv) Jacobian of the points ``idx`` in ground coordinates (rows t1, t2, n
-        per point), at the positions of the last :meth:`update`."""
-        jac = np.ascontiguousarray(self._jacobian)  # world, at the origin: v_p = lin - p x ang
-        every = len(idx) == self.n
-        p = self.position if every else self.position[idx]
-        J = np.matmul((p @ _LEVI_CIVITA_FLAT).reshape(-1, 3, 3), jac[3:])  # (k, 3, nv)
-        np.subtract(jac[:3], J, out=J)
-        # only the joints that move the point
-        J *= self._point_support if every else self._point_support[idx]
-        if self._rotated:
-            J = np.matmul(self.basis.T, J)
-        return J.reshape(3 * len(idx), -1)
-
-    def generalized_force(self, force_g: np.ndarray) -> np.ndarray:
-        """Joint-space force (nv,) of point forces (n, 3) in ground coordinates."""
-        fm = self._fm
-        F = fm[:, :3]
-        if self._rotated:
-            np.matmul(force_g, self.basis.T, out=F)
+    def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
+        coordinates, rows t1, t2, n per point, at the last :meth:`update`."""
+        if idx is None or len(idx) == self.n:
+            rows = self._point_major_rows
         else:
-            F[:] = force_g
-        _cross(self.position, F, fm[:, 3:])
-        wrench = self._sum @ fm  # (J, 6): force and moment about the world origin
-        return ((self._jacobian.T @ wrench.T) * self._support_T).sum(axis=1)
+            rows = (np.asarray(idx)[:, None] + self._component_offsets).reshape(-1)
+        return self._Jp[rows]
+
+    def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
+        """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
+        return force_gT.reshape(-1) @ self._Jp
 
     def surface_wrenches(self, force_g: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per surface: (force, torque about the surface frame origin), both in
@@ -205,7 +202,7 @@ class ContactPoints:
         out = []
         for k, placement in enumerate(self.surface_placements):
             j = self.surface_slot[k]
-            R_j, t_j = self._H[4 * j:4 * j + 3].T, self._H[4 * j + 3]
+            R_j, t_j = self._HT[:, 4 * j:4 * j + 3], self._HT[:, 4 * j + 3]
             R_s = R_j @ placement.rotation
             o_s = R_j @ placement.translation + t_j
             F, M = W[k, :3], W[k, 3:]
@@ -220,7 +217,6 @@ class ContactPoints:
 _LEVI_CIVITA = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
                          [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
                          [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float)
-_LEVI_CIVITA_FLAT = _LEVI_CIVITA.reshape(3, 9)
 
 
 def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -90,12 +90,17 @@ class RigidContact:
     # ------------------------------------------------------------------ interface
 
     def initial_state(self) -> np.ndarray:
-        """No deformation state: zeros (n, 2) for the common interface. Clears the warm start."""
+        """No deformation state: zeros (2, n) for the common interface. Clears the warm start."""
         self._impulse[:] = 0.0
         self._warm[:] = 0.0
         self._last = None
         self._problems.clear()  # solver state (ADMM's penalty) too: reset is deterministic
-        return np.zeros((self.points.n, 2))
+        return np.zeros((2, self.points.n))
+
+    @property
+    def max_depth(self) -> float:
+        """Largest penetration at the last :meth:`solve`, m."""
+        return max(self.depth.tolist()) if self.points.n else 0.0
 
     def set_parameters(self, *, friction_coefficient: float) -> None:
         if not np.isfinite(friction_coefficient) or friction_coefficient < 0:
