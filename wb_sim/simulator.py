@@ -433,7 +433,7 @@ class Simulator:
         if not rigid:
             return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), u_next, force
         # rigid: M^-1 serves both the free acceleration and the Delassus matrix
-        pin.computeJointJacobians(model, data, q)  # also the kinematics (oMi) at q
+        # computeMinverse also fills the kinematics (oMi) and the joint Jacobians (J) at q
         Minv = pin.computeMinverse(model, data, q)  # upper triangle only
         Minv = np.where(self._upper, Minv, Minv.T)
         a = Minv @ (tau - pin.nonLinearEffects(model, data, q, v))

@@ -85,7 +85,7 @@ class RigidContact:
         self.iterations: list[int] = []
         self._problems: dict[int, tuple] = {}  # active count -> containers, solver, result
         self._model = points.model  # the constraint containers need one (they carry the cones)
-        self._normal_rows = np.arange(n) * 3 + 2
+        self._compliance_cache: dict = {}
 
     # ------------------------------------------------------------------ interface
 
@@ -118,6 +118,17 @@ class RigidContact:
                 "iterations_mean": float(it.mean()), "iterations_p99": float(np.percentile(it, 99))}
 
     # ------------------------------------------------------------------ the step
+
+    def _compliance_matrix(self, k: int, dt: float) -> np.ndarray:
+        """(3k, 3k) diagonal: compliance / dt^2 on the normal rows (cached per k)."""
+        key = (k, dt, self.compliance)
+        D = self._compliance_cache.get(key)
+        if D is None:
+            if len(self._compliance_cache) > 64:
+                self._compliance_cache.clear()
+            D = self._compliance_cache[key] = np.diag(
+                np.tile([0.0, 0.0, self.compliance / (dt * dt)], k))
+        return D
 
     def _problem(self, k: int):
         """Constraint containers (they carry the friction cones), solver and result for
@@ -158,27 +169,26 @@ class RigidContact:
         data)`` at the step's configuration; ``Minv`` is the (symmetric) inverse mass
         matrix there. Also sets the depths; the states are computed on demand."""
         pts = self.points
-        phi = pts.position_g[:, 2] - pts.plane_z
+        phi = pts.position_gT[2] - pts.plane_z
         self.depth = -phi
         near = phi < self.margin
         self._impulse[:] = 0.0
         self._last = None
-        if not near.any():
+        k = int(np.count_nonzero(near))
+        if k == 0:
             return self._zero_dv, np.zeros_like(self._impulse)
-        idx = self._all if near.all() else np.flatnonzero(near)
-        k = idx.size
+        idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
         MinvJt = Minv @ Jc.T
         G0 = Jc @ MinvJt
-        if self.compliance > 0:  # normal rows only: tangentially a compliance would creep
-            G = G0.copy()
-            G[self._normal_rows[:k], self._normal_rows[:k]] += self.compliance / (dt * dt)
-        else:
-            G = G0
+        # compliance on the normal rows only: tangentially a compliance would creep
+        G = G0 + self._compliance_matrix(k, dt) if self.compliance > 0 else G0
         vel = Jc @ v_free
-        ph = phi[idx]
+        ph = phi[idx] if k < pts.n else phi
         g = vel.copy()
-        g[2::3] += np.where(ph >= 0.0, ph, self.baumgarte_gain * ph) * (1.0 / dt)
+        # the normal gap velocity: a gap closes in one step, a penetration by the
+        # fraction baumgarte_gain (<= 1, so the larger of the two is the right one)
+        g[2::3] += np.maximum(ph, self.baumgarte_gain * ph) * (1.0 / dt)
         cms, cds, solver, settings, result = self._problem(k)
         guess = self._warm[idx].ravel()
         iterations = 0
