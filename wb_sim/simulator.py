@@ -540,8 +540,9 @@ class Simulator:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
         frame origin, expressed in the surface frame, from the last step."""
         pts = self.contact_points
-        return {name: ContactWrench(frame, f, t) for name, frame, (f, t) in
-                zip(pts.surface_names, pts.surface_frames, pts.surface_wrenches(self._force))}
+        force, torque = pts.surface_wrenches(self._force)
+        return {name: ContactWrench(frame, f, t) for name, frame, f, t in
+                zip(pts.surface_names, pts.surface_frames, force, torque)}
 
     def contact_points_state(self) -> ContactPointsReading:
         """Per-point positions, forces, depths and stick/slip states of the last step."""

@@ -311,11 +311,11 @@ class SimNode(Node):
         sim, k = self.sim, self.sim.step_count
         due = {s: every or k % n == 0 for s, n in self._every.items()}
         t_ns = self._now_ns()
-        q, v = sim.q, sim.v
+        q = sim.q
         robot = sim.robot
-        qj = robot.joint_positions(q)
+        qj = sim.joint_positions
         if self._js_pub is not None and due["joint_states"]:
-            self._js_pub.publish(self._js_cdr.serialize(t_ns, qj, v[robot.idx_v],
+            self._js_pub.publish(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
                                                         sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
             if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
@@ -324,6 +324,7 @@ class SimNode(Node):
             self._need_command = self._lockstep
         # what a controller needs first (joint states, base pose), then the rest
         if self._odom_pub is not None and due["odom"]:
+            v = sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
             self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
         if self._clock_pub is not None and due["clock"]:
             self._clock_pub.publish(self._clock_cdr.serialize(t_ns))
