@@ -229,6 +229,13 @@ class Simulator:
         model.armature[robot.idx_v] = self.actuation.step_armature()
         return model
 
+    def _minverse(self, q: np.ndarray) -> np.ndarray:
+        """Symmetric M(q)^-1 of the stepping model. ``computeMinverse`` writes the
+        upper triangle only; it also fills the stepping data's kinematics (oMi)
+        and joint Jacobians (J) at ``q``."""
+        Minv = pin.computeMinverse(self._model_step, self._data_step, q)
+        return np.where(self._upper, Minv, Minv.T)
+
     def _effective_inertias(self) -> None:
         Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
         self.actuation.set_effective_inertia(1.0 / np.diag(Minv)[self.robot.idx_v])
@@ -241,9 +248,7 @@ class Simulator:
         pin.computeJointJacobians(model, data, self.q0)
         pts.update(model, data, None)
         Jc = pts.jacobian_g()  # (3n, nv)
-        Minv = pin.computeMinverse(model, data, self.q0)
-        Minv = np.triu(Minv) + np.triu(Minv, 1).T
-        G = Jc @ Minv @ Jc.T
+        G = Jc @ self._minverse(self.q0) @ Jc.T
         return 0.5 * (G + G.T)
 
     def set_contact_parameters(self, **values: float) -> None:
@@ -433,9 +438,7 @@ class Simulator:
         if not rigid:
             return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), u_next, force
         # rigid: M^-1 serves both the free acceleration and the Delassus matrix
-        # computeMinverse also fills the kinematics (oMi) and the joint Jacobians (J) at q
-        Minv = pin.computeMinverse(model, data, q)  # upper triangle only
-        Minv = np.where(self._upper, Minv, Minv.T)
+        Minv = self._minverse(q)  # also the kinematics (oMi) and joint Jacobians (J) at q
         a = Minv @ (tau - pin.nonLinearEffects(model, data, q, v))
         pts.update(model, data, None)
         dv, force = self.contact.solve(Minv, v + self.dt * a, self.dt)

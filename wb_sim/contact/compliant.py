@@ -71,7 +71,6 @@ class CompliantContact:
         self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
         self._no_slip = np.zeros(n, dtype=bool)
         self._slip = self._no_slip
-        self._force = np.zeros((3, n))
 
     def set_parameters(self, *, stiffness: float, damping: float, tangential_stiffness: float,
                        tangential_damping: float, friction_coefficient: float) -> None:
@@ -151,7 +150,6 @@ class CompliantContact:
         c2 = self._c2
         c2[:] = np.sign(s)
         u_next *= c2  # out of contact the ground relaxes
-        self._force = f
         self._slip = slip
         return f, u_next
 

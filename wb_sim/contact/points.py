@@ -71,8 +71,7 @@ class ContactPoints:
         position_T: (3, n) world position of each contact point (the material
             point) after :meth:`update`, m; ``position`` is its (n, 3) view.
         position_gT, velocity_gT: (3, n) position and velocity in ground
-            coordinates (rows t1, t2, n), m and m/s; ``position_g`` and
-            ``velocity_g`` are their (n, 3) views.
+            coordinates (rows t1, t2, n), m and m/s.
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
@@ -100,7 +99,6 @@ class ContactPoints:
         J = len(self.joint_ids)
         self.slot = np.searchsorted(self.joint_ids, np.array(joint_of_point, dtype=int))
         self.surface_slot = np.searchsorted(self.joint_ids, np.array(joint_of_surface, dtype=int))
-        self.surface_placements = tuple(placements)
         self.surface_of_point = np.array(surface_of_point, dtype=int)
         #: (S, n) sums the points of each surface
         self._surface_sum = (self.surface_of_point[None, :] ==
@@ -126,18 +124,16 @@ class ContactPoints:
         self.position_T = np.zeros((3, n))
         self.position = self.position_T.T
         self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
-        self.position_g = self.position_gT.T
         self._originT = ground.origin[:, None]
         self.velocity_gT = np.zeros((3, n))
-        self.velocity_g = self.velocity_gT.T
         # support[j, k] = 1 if velocity k moves joint j
-        self._support = np.zeros((J, nv))
+        support = np.zeros((J, nv))
         for k, jid in enumerate(self.joint_ids):
             for a in model.supports[int(jid)]:
                 if a > 0:
-                    self._support[k, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
+                    support[k, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
         # S (3n, nv): row c * n + i keeps the dofs that move point i
-        self._row_support = np.tile(self._support[self.slot], (3, 1))
+        self._row_support = np.tile(support[self.slot], (3, 1))
         # C (3n, 6), rows c * n + i: constant B^T (linear part) ...
         self._C = np.zeros((3 * n, 6))
         self._C[:, :3] = np.repeat(BT, n, axis=0)
@@ -226,12 +222,3 @@ _LEVI_CIVITA = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
                          [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],
                          [[0, -1, 0], [1, 0, 0], [0, 0, 0]]], dtype=float)
 
-
-def _cross(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Row-wise a x b into ``out`` ((n, 3) arrays); cheaper than np.cross on small arrays."""
-    a0, a1, a2 = a[:, 0], a[:, 1], a[:, 2]
-    b0, b1, b2 = b[:, 0], b[:, 1], b[:, 2]
-    out[:, 0] = a1 * b2 - a2 * b1
-    out[:, 1] = a2 * b0 - a0 * b2
-    out[:, 2] = a0 * b1 - a1 * b0
-    return out
