@@ -192,14 +192,25 @@ def _check_standing(run: dict, mass: float, label: str) -> None:
             assert f.z > 0.2 * mg / 2, f"{label}: a foot carries only {f.z:.1f} N"
             cop = (-tq.y / f.z, tq.x / f.z)
             assert abs(cop[0]) < 0.11 and abs(cop[1]) < 0.06, (label, m.header.frame_id, cop)
-    # the IMU at rest: no rotation, proper acceleration g upwards once rotated to world
+    # the IMU of a robot that stays put: its world acceleration averages Delta v / T ~ 0,
+    # so the mean proper acceleration rotated to world is g upwards, the mean angular
+    # velocity is Delta angle / T ~ 0. Sample by sample the robot sways as much as the
+    # external controller's latency lets it (a loaded 2-core CI machine: 0.65 m/s^2), so
+    # the per-sample bounds only catch gross errors (gravity missing or of the wrong sign).
     imu = [m for m in run["imu"] if stamp_ns(m) - t0 >= 1 * NS]
     assert len(imu) >= 300, f"{label}: {len(imu)} IMU messages"
-    for m in imu:
-        o, a, w = m.orientation, m.linear_acceleration, m.angular_velocity
-        acc = quat_matrix(o.x, o.y, o.z, o.w) @ np.array([a.x, a.y, a.z])
-        assert np.abs(acc - [0.0, 0.0, 9.81]).max() < 0.2, (label, acc)
-        assert max(abs(w.x), abs(w.y), abs(w.z)) < 0.05, (label, w)
+    acc = np.array([quat_matrix(m.orientation.x, m.orientation.y, m.orientation.z,
+                                m.orientation.w)
+                    @ [m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z]
+                    for m in imu]) - [0.0, 0.0, 9.81]
+    gyro = np.array([[m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z]
+                     for m in imu])
+    print(f"{label}: IMU world acceleration - g: mean {acc.mean(0).round(4)}, max "
+          f"{np.abs(acc).max(0).round(3)} m/s^2; gyro max {np.abs(gyro).max(0).round(3)} rad/s")
+    assert np.abs(acc.mean(0)).max() < 0.05, (label, acc.mean(0))
+    assert np.abs(gyro.mean(0)).max() < 0.01, (label, gyro.mean(0))
+    assert np.abs(acc).max() < 2.0 and np.abs(gyro).max() < 0.5, \
+        (label, np.abs(acc).max(0), np.abs(gyro).max(0))
     print(f"{label}: sink {sink.min() * 1e3:.2f} .. {sink.max() * 1e3:.2f} mm, ground force "
           f"{fz.min() / mg:.4f} .. {fz.max() / mg:.4f} m g over {len(fz)} samples")
     assert len(fz) >= 300, f"{label}: only {len(fz)} wrench pairs with a matching /tf"
