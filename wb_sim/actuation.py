@@ -74,6 +74,8 @@ class Actuation:
             raise ConfigError(
                 f"parameter 'joints.limit_time_constant' = {cfg.limit_time_constant:g} s is "
                 f"shorter than 4 dt = {4 * dt:g} s: the explicit limit spring would be unstable")
+        #: whether :meth:`passive_torques` returns anything
+        self.has_passive = self.has_damping or self.has_friction or self.limits_enabled
         self._tau_limit = cfg.limit_time_constant
         self._zeta_limit = cfg.limit_damping_ratio
 
@@ -97,10 +99,6 @@ class Actuation:
         lim = self.effort_limit
         return np.minimum(np.maximum(tau, -lim), lim)
 
-    @property
-    def has_passive(self) -> bool:
-        """Whether :meth:`passive_torques` returns anything."""
-        return self.has_damping or self.has_friction or self.limits_enabled
 
     def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
         """Explicit joint torques: -D qdot (its implicit part is in the armature),

@@ -42,6 +42,7 @@ _CONTACT_ATTR = {"stiffness": "k", "damping": "c", "tangential_stiffness": "kt",
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
 MAX_SPEED = 1.0e4
+_MAX_SPEED2 = MAX_SPEED**2
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class Simulator:
         self.contact_points = ContactPoints(robot, config, ground)
         self.contact = make_contact_model(config, self.contact_points)
         self._impulse_based = bool(getattr(self.contact, "impulse_based", False))
+        self._no_points = not self.contact_points.n
+        self._max_penetration = self.contact.max_penetration
         self._upper = np.triu(np.ones((self.model.nv, self.model.nv), dtype=bool))
         self.surface_names = self.contact_points.surface_names
         #: Delassus matrix at the initial configuration (the stability check's)
@@ -156,6 +159,7 @@ class Simulator:
                       and np.array_equal(robot.idx_q, np.arange(self.model.nq)[self._jq])
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
         self._contiguous = bool(contiguous)
+        self._tau_shape = (self.nj,)
         self._tau_gen = np.zeros(self.model.nv)
         #: external wrenches: list of [frame id, (6,) wrench in the frame, steps left]
         self._pushes: list[list] = []
@@ -456,7 +460,7 @@ class Simulator:
             tau = np.asarray(tau, dtype=float)
         except (TypeError, ValueError) as e:
             raise CommandError(f"torques must be a vector of {self.nj} numbers: {e}") from None
-        if tau.shape != (self.nj,):
+        if tau.shape != self._tau_shape:
             raise CommandError(f"torques must have shape ({self.nj},) in joint_names order, "
                                f"got shape {tau.shape}")
         if not math.isfinite(tau @ tau):  # cheaper than isfinite().all(); catches inf, nan
@@ -465,13 +469,16 @@ class Simulator:
                                "torques too large (their squared norm overflows)")
         applied = self.actuation.saturate(tau)
         q, v = self._q, self._v
-        pushes = self._active_pushes()
+        pushes = self._active_pushes() if self._pushes else ()
         try:
             a, u_next, force = self._dynamics(q, v, applied, pushes)
             v_next = a * self._dt0
             v_next += v
             q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
-            self._check_step(v_next, q_next)
+            # q_next = integrate(q, h v_next) is finite whenever q and v_next are
+            if not (v_next @ v_next < _MAX_SPEED2  # also catches nan
+                    and (self._no_points or self.contact.max_depth <= self._max_penetration)):
+                self._raise_divergence(v_next)
         except DivergenceError:
             self._recompute_readings()  # readings stay those of the last valid step
             raise
@@ -494,15 +501,14 @@ class Simulator:
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
 
-    def _check_step(self, v_next: np.ndarray, q_next: np.ndarray) -> None:
-        # q_next = integrate(q, h v_next): finite whenever q and v_next are
+    def _raise_divergence(self, v_next: np.ndarray) -> None:
         speed2 = v_next @ v_next
-        if not speed2 < MAX_SPEED**2:  # also catches nan
+        if not speed2 < _MAX_SPEED2:
             raise DivergenceError(
                 f"the state became non-finite or absurd (|v| = {math.sqrt(speed2):.3g} > "
                 f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
                 f"(check contact stiffness, gains and time step)")
-        if self.contact_points.n and self.contact.max_depth > self.contact.max_penetration:
+        if not self._no_points and self.contact.max_depth > self._max_penetration:
             depth = self.contact.depth
             worst = int(np.argmax(depth))
             surface = self.surface_names[self.contact_points.surface_of_point[worst]]
@@ -510,6 +516,8 @@ class Simulator:
                 f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
                 f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
                 f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
+        raise DivergenceError(f"the contact depths became non-finite at t = {self.t:.6f} s; "
+                              f"the last valid state is kept")
 
     # ------------------------------------------------------------------ outputs
 

@@ -58,19 +58,19 @@ class CompliantContact:
         self.points = points
         self.reference_depth = params.reference_depth
         self.max_penetration = params.max_penetration
+        points.reserve_state_rows(2)  # features rows 7, 8: the deformation u
         n = points.n
-        # buffers, component-major (3, n): rows t1, t2, n of ground coordinates
-        self._E = np.zeros((3, n))  # (u1, u2, signed distance to the plane)
+        # rows: f_t1, f_t2, f_n before the sqrt(depth) factor, u + dt v_t (2), depth / d_ref
+        self._R = np.zeros((6, n))
         self._s = np.zeros(n)  # sqrt(depth / d_ref), zero where there is no force
-        self._s3 = np.zeros((3, n))  # s on each row (a broadcast copy is cheaper than
-        self._mask = np.zeros(n)  # a broadcasting product on 8 points)
-        self._c2 = np.zeros((2, n))
+        # row factors of _R[:5]: s (forces), 1 or 0 (u: out of contact the ground
+        # relaxes); a broadcast copy is cheaper than a broadcasting product on 8 points
+        self._scale = np.zeros((5, n))
+        self._mask = np.zeros(n)
         self._zeros = np.zeros(n)
-        self._plane = np.full(n, points.plane_z)
-        self._inv_dref = np.full(n, -1.0 / self.reference_depth)
-        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
         self._no_slip = np.zeros(n, dtype=bool)
         self._slip = self._no_slip
+        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
 
     def set_parameters(self, *, stiffness: float, damping: float, tangential_stiffness: float,
                        tangential_damping: float, friction_coefficient: float) -> None:
@@ -86,11 +86,28 @@ class CompliantContact:
         self.k, self.c = float(stiffness), float(damping)
         self.kt, self.ct = float(tangential_stiffness), float(tangential_damping)
         self.mu = float(friction_coefficient)
-        n = self.points.n
-        # f0 = -(K e + C v) per row, e = (u1, u2, -depth): the unscaled spring-dampers
-        self._K = -np.repeat([[self.kt], [self.kt], [self.k]], n, axis=1)
-        self._C = -np.repeat([[self.ct], [self.ct], [self.c]], n, axis=1)
-        self._mu_n = np.full(n, self.mu)
+        self._cone = np.array([1.0, 1.0, -self.mu**2])  # . f^2 = |f_t|^2 - mu^2 f_n^2
+        self._law_dt = None  # the law matrix is rebuilt at the next step
+
+    def _law_matrix(self, dt: float) -> np.ndarray:
+        """(6, 9) map from the points' features [P (world), V (ground coordinates),
+        1, u] to the rows of ``_R``: the spring-damper forces before the sqrt(depth)
+        factor, the sticking update u + dt v_t and the depth over d_ref."""
+        ground = self.points.ground
+        normal, h = ground.normal, float(ground.normal @ ground.origin)
+        A = np.zeros((6, 9))
+        P, V, ONE, U = slice(0, 3), slice(3, 6), 6, slice(7, 9)
+        A[0:2, V][:, 0:2] = -self.ct * np.eye(2)  # tangential: -(k_t u + c_t v_t)
+        A[0:2, U] = -self.kt * np.eye(2)
+        A[2, P] = -self.k * normal  # normal: k d - c v_n, d = h - n.P
+        A[2, ONE] = self.k * h
+        A[2, 5] = -self.c
+        A[3:5, U] = np.eye(2)
+        A[3:5, V][:, 0:2] = dt * np.eye(2)
+        A[5, P] = -normal / self.reference_depth
+        A[5, ONE] = h / self.reference_depth
+        self._law_dt = dt
+        return A
 
     def initial_state(self) -> np.ndarray:
         """Tangential ground deformation of every point at rest, (2, n) m, rows
@@ -100,12 +117,12 @@ class CompliantContact:
     @property
     def depth(self) -> np.ndarray:
         """(n,) penetration of each point at the last :meth:`forces`, m (a new array)."""
-        return -self._E[2]
+        return self._R[5] * self.reference_depth
 
     @property
     def max_depth(self) -> float:
         """Largest penetration at the last :meth:`forces`, m."""
-        return -min(self._E[2].tolist())
+        return max(self._R[5].tolist()) * self.reference_depth
 
     @property
     def status(self) -> np.ndarray:
@@ -116,44 +133,35 @@ class CompliantContact:
     def forces(self, u: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
         """Forces on the points (3, n) in ground coordinates and the next
         deformation state (2, n), from the positions and velocities of the last
-        ``points.update``. Every operation works on whole rows (see
-        :mod:`wb_sim.contact.points` for why)."""
-        pts = self.points
-        E, s = self._E, self._s
-        E[:2] = u
-        np.subtract(pts.position_gT[2], self._plane, out=E[2])  # -depth
-        np.minimum(E[2], self._zeros, out=s)
-        np.multiply(s, self._inv_dref, out=s)
+        ``points.update``. The spring-damper terms, the depth and the sticking
+        update are affine in the points' features: one matmul; the rest works on
+        whole rows (see :mod:`wb_sim.contact.points` for why)."""
+        X = self.points.features
+        X[7:9] = u
+        if dt != self._law_dt:
+            self._A = self._law_matrix(dt)
+        R = np.matmul(self._A, X, out=self._R)
+        s = np.maximum(R[5], self._zeros, out=self._s)
         np.sqrt(s, out=s)  # sqrt(depth / d_ref) below the ground, 0 above
-        V = pts.velocity_gT
-        f = self._K * E
-        f += self._C * V
         # no force while the point separates faster than the ground recovers
-        np.multiply(s, np.heaviside(f[2], self._zeros, out=self._mask), out=s)
-        s3 = self._s3
-        s3[:] = s
-        f *= s3
+        np.multiply(s, np.heaviside(R[2], self._zeros, out=self._mask), out=s)
+        scale = self._scale
+        scale[:3] = s
+        scale[3:] = np.sign(s)  # out of contact the ground relaxes: u = 0
+        fu = R[:5] * scale
+        f, u_next = fu[:3], fu[3:]
+        excess = self._cone @ (f * f)
+        if max(excess.tolist()) <= 0.0:  # every point inside the friction cone: sticking
+            self._slip = self._no_slip
+            return f, u_next
+        slip = excess > 0.0
         ft = f[:2]
-        norm_t = np.hypot(ft[0], ft[1])
-        limit = self._mu_n * f[2]
-        vt = V[:2]
-        if max((norm_t - limit).tolist()) > 0.0:  # some point is outside the cone
-            slip = norm_t > limit
-            # scale onto the cone; u_dot makes the spring-damper produce that force
-            ft[:, slip] *= limit[slip] / norm_t[slip]
-            udot = vt.copy()
-            udot[:, slip] = -(ft[:, slip] / s[slip] + self.kt * u[:, slip]) / self.ct
-        else:
-            slip = self._no_slip
-            udot = vt
-        u_next = u + dt * udot
-        c2 = self._c2
-        c2[:] = np.sign(s)
-        u_next *= c2  # out of contact the ground relaxes
+        norm_t = np.hypot(ft[0, slip], ft[1, slip])
+        ft[:, slip] *= self.mu * f[2, slip] / norm_t  # onto the cone
+        # slipping: u moves at the rate that makes the spring-damper give exactly f_t
+        u_next[:, slip] = u[:, slip] - dt * (ft[:, slip] / s[slip] + self.kt * u[:, slip]) / self.ct
         self._slip = slip
         return f, u_next
-
-    # ------------------------------------------------------------------ stability
 
     def load_depth(self, weight: float) -> float:
         """Penetration (m) when ``weight`` (N) rests equally on all points."""

@@ -72,6 +72,9 @@ class ContactPoints:
             point) after :meth:`update`, m; ``position`` is its (n, 3) view.
         position_gT, velocity_gT: (3, n) position and velocity in ground
             coordinates (rows t1, t2, n), m and m/s.
+        features: (7 + k, n) rows ``position_T``, ``velocity_gT``, ones, then k
+            rows of the contact model's per-point state (:meth:`reserve_state_rows`);
+            ``position_T`` and ``velocity_gT`` are views of it.
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
@@ -121,11 +124,9 @@ class ContactPoints:
             self._r_augT[4 * k:4 * k + 3, i] = r
             self._r_augT[4 * k + 3, i] = 1.0
         self._sphere_offsetT = (self.radius[:, None] * ground.normal).T.copy()  # centre -> lowest
-        self.position_T = np.zeros((3, n))
-        self.position = self.position_T.T
-        self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
         self._originT = ground.origin[:, None]
-        self.velocity_gT = np.zeros((3, n))
+        self._allocate_features(0)
+        self._HT_blocks = [self._HT[:, 4 * k:4 * k + 4] for k in range(J)]
         # support[j, k] = 1 if velocity k moves joint j
         support = np.zeros((J, nv))
         for k, jid in enumerate(self.joint_ids):
@@ -156,7 +157,25 @@ class ContactPoints:
         self._Jp = np.zeros((3 * n, nv))
         self._component_offsets = n * np.arange(3)[None, :]
         self._point_major_rows = (np.arange(n)[:, None] + self._component_offsets).reshape(-1)
-        self._joint_list = [int(j) for j in self.joint_ids]
+        self._joint_blocks = [(int(j), b) for j, b in zip(self.joint_ids, self._HT_blocks)]
+
+    def _allocate_features(self, state_rows: int) -> None:
+        n = self.n
+        #: (7 + state_rows, n) rows: world position (3), ground-coordinate velocity (3),
+        #: ones (1), then the contact model's per-point state; a contact law that is
+        #: affine in these reads them all with one matmul
+        self.features = np.zeros((7 + state_rows, n))
+        self.features[6] = 1.0
+        self.position_T = self.features[0:3]
+        self.position = self.position_T.T
+        self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
+        self.velocity_gT = self.features[3:6]
+        self._velocity_flat = self.velocity_gT.reshape(-1)  # a view: the rows are contiguous
+
+    def reserve_state_rows(self, rows: int) -> None:
+        """Give :attr:`features` ``rows`` more rows after the ones row, for the
+        contact model's per-point state (call before the first :meth:`update`)."""
+        self._allocate_features(rows)
 
     def update(self, model: pin.Model, data: pin.Data, v: np.ndarray | None) -> None:
         """Positions (world and ground coordinates) of all points, the point-Jacobian
@@ -167,11 +186,10 @@ class ContactPoints:
         """
         if self.n == 0:
             return
-        HT = self._HT
         oMi = data.oMi
-        for k, jid in enumerate(self._joint_list):
-            HT[:, 4 * k:4 * k + 4] = oMi[jid].homogeneous[:3]
-        PT = np.matmul(HT, self._r_augT, out=self.position_T)
+        for jid, block in self._joint_blocks:
+            block[...] = oMi[jid].homogeneous[:3]
+        PT = np.matmul(self._HT, self._r_augT, out=self.position_T)
         if self.has_spheres:
             PT -= self._sphere_offsetT
         if self._rotated:
@@ -180,7 +198,7 @@ class ContactPoints:
         Jp = np.matmul(self._C, data.J, out=self._Jp)
         np.multiply(Jp, self._row_support, out=Jp)
         if v is not None:
-            np.matmul(Jp, v, out=self.velocity_gT.reshape(-1))
+            np.matmul(Jp, v, out=self._velocity_flat)
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
