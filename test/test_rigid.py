@@ -98,6 +98,21 @@ def test_box_sticks_on_an_incline_when_tan_theta_below_mu():
 
 
 
+@pytest.mark.parametrize("mass", [0.1, 100.0])
+def test_default_tolerance_fits_light_and_heavy_bodies(mass):
+    """contact.tolerance measures impulses relative to the weight share of a point,
+    so the same default holds a 0.1 kg and a 100 kg box to the same relative
+    accuracy (an absolute impulse tolerance of this size lets the light box's
+    reaction wander by tens of percent)."""
+    sim = box_sim(mass=mass)
+    fz = []
+    for _ in range(1500):
+        sim.step([])
+        fz.append(vertical_force(sim))
+    fz = np.array(fz[-1000:]) / (mass * G0)
+    assert np.abs(fz - 1.0).max() < 2e-3, (fz.min(), fz.max())
+
+
 def test_impact_and_stick_slip_figures_agree_between_admm_and_pgs():
     """Different impulse splits, same motion: the two solvers' velocity changes agree."""
     sims = {s: box_sim(z=0.05, **{"contact.solver": s, "contact.tolerance": 1e-9})

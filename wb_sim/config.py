@@ -126,9 +126,10 @@ PARAMETERS: tuple[Param, ...] = (
     Param("contact.max_iterations", "int", 500, "",
           "rigid: solver iteration limit per step; a step that reaches it completes with the "
           "last iterate and is counted as not converged.", check=_positive),
-    Param("contact.tolerance", "float", 1.0e-7, "N*s",
-          "rigid: absolute feasibility and complementarity tolerance of the solver, in impulse "
-          "units; keep it well below a point's impulse under load (about m g dt / n).",
+    Param("contact.tolerance", "float", 1.0e-5, "m/s",
+          "rigid: solver tolerance on the contact velocities (m/s) and, relatively, on the "
+          "impulses, measured in units of one point's share of the robot's weight, "
+          "m g dt / n (so one value fits a light box and a heavy humanoid).",
           check=_positive),
     Param("contact.baumgarte_gain", "float", 0.2, "",
           "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
@@ -322,7 +323,7 @@ class ContactConfig:
     max_penetration: float  #: m
     solver: str  #: rigid: 'pgs' | 'admm'
     max_iterations: int  #: rigid
-    tolerance: float  #: rigid, N*s
+    tolerance: float  #: rigid, m/s (impulses: relative, see contact.rigid)
     baumgarte_gain: float  #: rigid
     compliance: float  #: rigid, m/N
     activation_margin: float  #: rigid, m

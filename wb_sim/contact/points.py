@@ -155,8 +155,10 @@ class ContactPoints:
             self._surface_map[4 * slot + 3, k] = 1.0
             self._surface_map[4 * slot:4 * slot + 3, S + 3 * k:S + 3 * k + 3] = pl.rotation
         self._Jp = np.zeros((3 * n, nv))
+        self._Jp_blocks = self._Jp.reshape(3, n, nv).transpose(1, 0, 2)  # [point, component]
+        self._Jc_all = np.zeros((3 * n, nv))
+        self._Jc_point_major = self._Jc_all.reshape(n, 3, nv)
         self._component_offsets = n * np.arange(3)[None, :]
-        self._point_major_rows = (np.arange(n)[:, None] + self._component_offsets).reshape(-1)
         self._joint_blocks = [(int(j), b) for j, b in zip(self.joint_ids, self._HT_blocks)]
 
     def _allocate_features(self, state_rows: int) -> None:
@@ -202,11 +204,13 @@ class ContactPoints:
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
-        coordinates, rows t1, t2, n per point, at the last :meth:`update`."""
+        coordinates, rows t1, t2, n per point, at the last :meth:`update`. For all
+        points it is a reused buffer, overwritten by the next call."""
         if idx is None or len(idx) == self.n:
-            rows = self._point_major_rows
-        else:
-            rows = (np.asarray(idx)[:, None] + self._component_offsets).reshape(-1)
+            # a strided copy of the (3, n, nv) blocks: half the cost of row indexing
+            self._Jc_point_major[...] = self._Jp_blocks
+            return self._Jc_all
+        rows = (np.asarray(idx)[:, None] + self._component_offsets).reshape(-1)
         return self._Jp[rows]
 
     def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
