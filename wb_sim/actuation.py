@@ -99,7 +99,6 @@ class Actuation:
         lim = self.effort_limit
         return np.minimum(np.maximum(tau, -lim), lim)
 
-
     def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
         """Explicit joint torques: -D qdot (its implicit part is in the armature),
         Coulomb friction and limit reactions, (nj,); ``None`` when all are off."""

@@ -163,6 +163,8 @@ class CompliantContact:
         self._slip = slip
         return f, u_next
 
+    # ------------------------------------------------------------------ stability
+
     def load_depth(self, weight: float) -> float:
         """Penetration (m) when ``weight`` (N) rests equally on all points."""
         n = max(self.points.n, 1)
