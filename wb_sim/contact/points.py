@@ -126,7 +126,6 @@ class ContactPoints:
         self._sphere_offsetT = (self.radius[:, None] * ground.normal).T.copy()  # centre -> lowest
         self._originT = ground.origin[:, None]
         self._allocate_features(0)
-        self._HT_blocks = [self._HT[:, 4 * k:4 * k + 4] for k in range(J)]
         # support[j, k] = 1 if velocity k moves joint j
         support = np.zeros((J, nv))
         for k, jid in enumerate(self.joint_ids):
@@ -159,7 +158,9 @@ class ContactPoints:
         self._Jc_all = np.zeros((3 * n, nv))
         self._Jc_point_major = self._Jc_all.reshape(n, 3, nv)
         self._component_offsets = n * np.arange(3)[None, :]
-        self._joint_blocks = [(int(j), b) for j, b in zip(self.joint_ids, self._HT_blocks)]
+        #: (pinocchio joint id, its (3, 4) block of HT) per parent joint
+        self._joint_blocks = [(int(j), self._HT[:, 4 * k:4 * k + 4])
+                              for k, j in enumerate(self.joint_ids)]
 
     def _allocate_features(self, state_rows: int) -> None:
         n = self.n
