@@ -90,7 +90,7 @@ class Imu:
         pin.forwardKinematics(model, data, q_prev, v_prev, a_prev)
         R_prev = pin.updateFramePlacement(model, data, fid).rotation
         acc = pin.getFrameClassicalAcceleration(model, data, fid, pin.LOCAL).linear
-        proper = acc - R_prev.T @ self.gravity
+        proper = acc - R_prev.T.dot(self.gravity)
         pin.forwardKinematics(model, data, q, v)
         R = pin.updateFramePlacement(model, data, fid).rotation
         gyro = pin.getFrameVelocity(model, data, fid, pin.LOCAL).angular

@@ -466,7 +466,7 @@ class Simulator:
         if tau.shape != self._tau_shape:
             raise CommandError(f"torques must have shape ({self.nj},) in joint_names order, "
                                f"got shape {tau.shape}")
-        if not math.isfinite(tau @ tau):  # cheaper than isfinite().all(); catches inf, nan
+        if not math.isfinite(tau.dot(tau)):  # cheaper than isfinite().all(); catches inf, nan
             bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(tau))]
             raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
                                "torques too large (their squared norm overflows)")
@@ -479,7 +479,7 @@ class Simulator:
             v_next += v
             q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
             # q_next = integrate(q, h v_next) is finite whenever q and v_next are
-            if not (v_next @ v_next < _MAX_SPEED2  # also catches nan
+            if not (v_next.dot(v_next) < _MAX_SPEED2  # also catches nan
                     and (self._no_points or self.contact.max_depth <= self._max_penetration)):
                 self._raise_divergence(v_next)
         except DivergenceError:

@@ -140,7 +140,7 @@ class CompliantContact:
         X[7:9] = u
         if dt != self._law_dt:
             self._A = self._law_matrix(dt)
-        R = np.matmul(self._A, X, out=self._R)
+        R = self._A.dot(X, self._R)
         s = np.maximum(R[5], self._zeros, out=self._s)
         np.sqrt(s, out=s)  # sqrt(depth / d_ref) below the ground, 0 above
         # no force while the point separates faster than the ground recovers
@@ -150,7 +150,7 @@ class CompliantContact:
         scale[3:] = np.sign(s)  # out of contact the ground relaxes: u = 0
         fu = R[:5] * scale
         f, u_next = fu[:3], fu[3:]
-        excess = self._cone @ (f * f)
+        excess = self._cone.dot(f * f)
         if max(excess.tolist()) <= 0.0:  # every point inside the friction cone: sticking
             self._slip = self._no_slip
             return f, u_next

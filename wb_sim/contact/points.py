@@ -192,16 +192,16 @@ class ContactPoints:
         oMi = data.oMi
         for jid, block in self._joint_blocks:
             block[...] = oMi[jid].homogeneous[:3]
-        PT = np.matmul(self._HT, self._r_augT, out=self.position_T)
+        PT = self._HT.dot(self._r_augT, self.position_T)
         if self.has_spheres:
             PT -= self._sphere_offsetT
         if self._rotated:
-            np.matmul(self.basis.T, PT - self._originT, out=self.position_gT)
-        self._C_flat[self._skew_index] = PT.T @ self._skew_map
-        Jp = np.matmul(self._C, data.J, out=self._Jp)
+            self.basis.T.dot(PT - self._originT, self.position_gT)
+        self._C_flat[self._skew_index] = PT.T.dot(self._skew_map)
+        Jp = self._C.dot(data.J, self._Jp)
         np.multiply(Jp, self._row_support, out=Jp)
         if v is not None:
-            np.matmul(Jp, v, out=self._velocity_flat)
+            Jp.dot(v, self._velocity_flat)
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
@@ -216,7 +216,7 @@ class ContactPoints:
 
     def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
         """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
-        return force_gT.reshape(-1) @ self._Jp
+        return force_gT.reshape(-1).dot(self._Jp)
 
     def surface_wrenches(self, force_g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(S, 3) forces and (S, 3) torques about each surface frame's origin, both

@@ -196,12 +196,12 @@ class RigidContact:
         idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
         MinvJt = _symm(1.0, Minv_upper, Jc.T)  # reads the upper triangle only
-        G0 = Jc @ MinvJt
+        G0 = Jc.dot(MinvJt)
         unit = self._weight_per_point * dt  # lambda_ref, N*s
         G = G0 * unit  # the Delassus matrix for impulses in units of lambda_ref
         if self.compliance > 0:  # on the normal rows only: tangentially it would creep
             G += self._compliance_matrix(k, dt)
-        vel = Jc @ v_free
+        vel = Jc.dot(v_free)
         ph = phi[idx] if k < pts.n else phi
         g = vel.copy()
         # the normal gap velocity: a gap closes in one step, a penetration by the
@@ -220,7 +220,7 @@ class RigidContact:
             # Our own check of the normal complementarity (De Saxce-corrected velocity, in
             # units of lambda_ref): pinocchio 4.1's PGS stops after one sweep when no point has a
             # tangential velocity (a flat impact), so it is called again until it holds.
-            c = (G @ lam + g).reshape(k, 3)
+            c = (G.dot(lam) + g).reshape(k, 3)
             s_n = c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])
             residual = np.abs(np.minimum(lam[2::3], s_n / G.diagonal()[2::3])).max()
             if residual <= self.tolerance or iterations >= self.max_iterations:
@@ -237,7 +237,7 @@ class RigidContact:
         self._impulse[idx] = lam3
         self._warm[:] = self._impulse
         self._last = (idx, lam3, vel, G0, lam)
-        return MinvJt @ lam, self._impulse * (1.0 / dt)
+        return MinvJt.dot(lam), self._impulse * (1.0 / dt)
 
     @property
     def status(self) -> np.ndarray:
@@ -246,7 +246,7 @@ class RigidContact:
         st = np.zeros(self.points.n, dtype=np.int8)
         if self._last is not None:
             idx, lam3, vel, G0, lam = self._last
-            v_after = (vel + G0 @ lam).reshape(-1, 3)
+            v_after = (vel + G0.dot(lam)).reshape(-1, 3)
             slipping = np.hypot(v_after[:, 0], v_after[:, 1]) > STICK_SPEED
             st[idx] = np.where(lam3[:, 2] > 0.0, np.where(slipping, 2, 1), 0)
         return st

@@ -289,7 +289,7 @@ def parse_effort_commands(msg: Float64MultiArray, names: Sequence[str]) -> np.nd
 
 
 def _check_finite(values: np.ndarray, names: Sequence[str]) -> None:
-    if not math.isfinite(float(values @ values)):
+    if not math.isfinite(float(values.dot(values))):
         bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
         raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
                               else "efforts too large")
