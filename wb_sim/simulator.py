@@ -554,9 +554,15 @@ class Simulator:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
         frame origin, expressed in the surface frame, from the last step."""
         pts = self.contact_points
-        force, torque = pts.surface_wrenches(self._force)
-        return {name: ContactWrench(frame, f, t) for name, frame, f, t in
-                zip(pts.surface_names, pts.surface_frames, force, torque)}
+        W = pts.surface_wrenches(self._force)
+        return {name: ContactWrench(frame, w[:3], w[3:]) for name, frame, w in
+                zip(pts.surface_names, pts.surface_frames, W)}
+
+    def contact_wrench_array(self) -> np.ndarray:
+        """The same wrenches as :meth:`contact_wrenches` as one (S, 6) array, rows
+        ``[force (N), torque (N*m)]`` in :attr:`surface_names` order (a new array;
+        cheaper when all that is wanted is the numbers)."""
+        return self.contact_points.surface_wrenches(self._force)
 
     def contact_points_state(self) -> ContactPointsReading:
         """Per-point positions, forces, depths and stick/slip states of the last step."""

@@ -83,13 +83,12 @@ class ContactPoints:
         self.ground = ground
         self.surface_names = tuple(s.name for s in config.surfaces)
         self.surface_frames = tuple(s.frame for s in config.surfaces)
-        joint_of_surface, placements = [], []
+        placements = []
         r_local, radius, surface_of_point, joint_of_point = [], [], [], []
         for k, s in enumerate(config.surfaces):
             fid = robot.frame_id(s.frame, key=f"{s.name}.frame")
             frame = model.frames[fid]
             jid = frame.parentJoint
-            joint_of_surface.append(jid)
             placements.append(frame.placement)  # joint <- surface frame
             pts = s.local_points()
             pts_joint = (frame.placement.rotation @ pts.T).T + frame.placement.translation
@@ -101,11 +100,7 @@ class ContactPoints:
         self.joint_ids = np.array(sorted(set(joint_of_point)), dtype=int)
         J = len(self.joint_ids)
         self.slot = np.searchsorted(self.joint_ids, np.array(joint_of_point, dtype=int))
-        self.surface_slot = np.searchsorted(self.joint_ids, np.array(joint_of_surface, dtype=int))
         self.surface_of_point = np.array(surface_of_point, dtype=int)
-        #: (S, n) sums the points of each surface
-        self._surface_sum = (self.surface_of_point[None, :] ==
-                             np.arange(len(self.surface_slot))[:, None]).astype(float)
         self.r_local = np.vstack(r_local) if r_local else np.zeros((0, 3))
         self.radius = np.concatenate(radius) if radius else np.zeros(0)
         self.has_spheres = bool(np.any(self.radius > 0))
@@ -144,15 +139,7 @@ class ContactPoints:
         cols = 3 + np.arange(3)[None, None, :]  # (1, 1, 3)
         self._skew_index = (rows * 6 + cols).reshape(n, 9)
         self._C_flat = self._C.reshape(-1)
-        # (S, 3n): selects the rows of a surface's points
-        self._surface_mask3 = np.tile(self._surface_sum, (1, 3))
-        # (4J, 4S): HT @ it = [surface origins (3, S) | surface rotations (3, 3S)]
-        S = len(placements)
-        self._surface_map = np.zeros((4 * J, 4 * S))
-        for k, (slot, pl) in enumerate(zip(self.surface_slot, placements)):
-            self._surface_map[4 * slot:4 * slot + 3, k] = pl.translation
-            self._surface_map[4 * slot + 3, k] = 1.0
-            self._surface_map[4 * slot:4 * slot + 3, S + 3 * k:S + 3 * k + 3] = pl.rotation
+        self._build_wrench_map(placements)
         self._Jp = np.zeros((3 * n, nv))
         self._Jp_blocks = self._Jp.reshape(3, n, nv).transpose(1, 0, 2)  # [point, component]
         self._Jc_all = np.zeros((3 * n, nv))
@@ -218,26 +205,45 @@ class ContactPoints:
         """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
         return force_gT.reshape(-1).dot(self._Jp)
 
-    def surface_wrenches(self, force_g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(S, 3) forces and (S, 3) torques about each surface frame's origin, both
-        in the surface frame, from point forces (n, 3) in ground coordinates at
-        the positions of the last update. All surfaces at once: the rows of
-        ``C`` that give a point's velocity also give its force's wrench about the
-        world origin, ``f . B^T [I, -[p]x] = [F, p x F]``."""
-        S = len(self.surface_names)
-        f_flat = np.ascontiguousarray(force_g.T).reshape(-1)  # component-major
-        W = (self._surface_mask3 * f_flat) @ self._C  # (S, 6): world, about the origin
-        # surface frames: HT @ [placement columns] -> origins (3, S), rotations (3, 3S)
-        frames = self._HT @ self._surface_map
-        FT = np.empty((S, 3, 2))  # [F, T] per surface, world
-        FT[:, :, 0] = W[:, :3]
-        # about the surface origin o: T = M - o x F = M + [F]x o ([F]x from the Levi-Civita map;
-        # np.cross costs 15 us on these small arrays)
-        skew_F = (W[:, :3] @ _LEVI_CIVITA.reshape(3, 9)).reshape(S, 3, 3)
-        FT[:, :, 1] = W[:, 3:] + (skew_F @ frames[:, :S].T[:, :, None])[:, :, 0]
-        R_T = frames[:, S:].reshape(3, S, 3).transpose(1, 2, 0)  # (S, 3, 3): R_s^T
-        out = R_T @ FT
-        return out[:, :, 0], out[:, :, 1]
+    def surface_wrenches(self, force_g: np.ndarray) -> np.ndarray:
+        """(S, 6) wrenches ``[force (N), torque (N*m)]`` of each surface, torque about
+        the surface frame's origin, both in the surface frame, from point forces
+        (n, 3) in ground coordinates at the configuration of the last update.
+
+        In its parent joint's frame a point's force is ``R_j^T f`` and its lever
+        arm ``r_local`` is constant (a sphere adds ``R_j^T (-radius n x f)``, the
+        lowest point's offset from the centre), so the wrenches are a constant
+        linear map of ``HT^T [f | -radius n x f]`` (HT holds every ``[R_j, t_j]``):
+        two products for all surfaces."""
+        f_wT = force_g.T if not self._rotated else self.basis.dot(force_g.T)
+        F = self._wrench_forces
+        F[:, :self.n] = f_wT
+        if self.has_spheres:
+            np.multiply(self._neg_radius_nx.dot(f_wT), self._radius_row, out=F[:, self.n:])
+        return self._wrench_map.dot(self._HT.T.dot(F).reshape(-1)).reshape(-1, 6)
+
+    def _build_wrench_map(self, placements) -> None:
+        """The constant (6S, 4J * 2n) map of :meth:`surface_wrenches`: entry
+        ``(4 slot + a) * 2n + i`` of ``HT^T [f | t]`` is component ``a`` of point
+        ``i``'s force (i < n) or sphere torque (column n + i) in its joint's frame."""
+        n, S, J = self.n, len(placements), len(self.joint_ids)
+        K = np.zeros((6 * S, 4 * J, 2 * n))
+        for i in range(n):
+            s, k = int(self.surface_of_point[i]), int(self.slot[i])
+            R, p = placements[s].rotation, placements[s].translation
+            # joint-frame wrench [F; r x F + t] -> surface frame: [R^T F; R^T (tau - p x F)]
+            K[6 * s:6 * s + 3, 4 * k:4 * k + 3, i] = R.T
+            K[6 * s + 3:6 * s + 6, 4 * k:4 * k + 3, i] = R.T @ _skew(self.r_local[i] - p)
+            K[6 * s + 3:6 * s + 6, 4 * k:4 * k + 3, n + i] = R.T
+        self._wrench_map = K.reshape(6 * S, 8 * J * n)
+        self._wrench_forces = np.zeros((3, 2 * n))  # [f (world) | sphere torques], columns
+        self._neg_radius_nx = -_skew(self.ground.normal)  # -n x
+        self._radius_row = self.radius[None, :].copy()
+
+
+def _skew(p: np.ndarray) -> np.ndarray:
+    """[p]x, the matrix of p x ."""
+    return np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
 
 
 #: skew(p) = sum_k p_k _LEVI_CIVITA[k]
