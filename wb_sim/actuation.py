@@ -108,13 +108,19 @@ class Actuation:
         if self.has_friction:
             tau -= self.friction * np.tanh(vj / self.friction_velocity)
         if self.limits_enabled:
-            below = qj < self.lower
-            above = qj > self.upper
-            if below.any() or above.any():
-                k, c = self.limit_stiffness, self.limit_damping
-                push_up = np.maximum(k * (self.lower - qj) - c * vj, 0.0)
-                push_down = np.minimum(k * (self.upper - qj) - c * vj, 0.0)
-                tau += np.where(below, push_up, 0.0) + np.where(above, push_down, 0.0)
+            # d = clip(q, lower, upper) - q: > 0 below the lower limit, < 0 above the
+            # upper one, 0 within (the common case: one dot product tells)
+            d = np.minimum(np.maximum(qj, self.lower), self.upper)
+            d -= qj
+            if d.dot(d) > 0.0:
+                # k d - c qdot beyond a limit, kept only while it pushes back:
+                # sign(d) max(sign(d) (k d - c qdot), 0)
+                sign = np.sign(d)
+                push = self.limit_stiffness * d - self.limit_damping * vj
+                push *= sign
+                np.maximum(push, 0.0, out=push)
+                push *= sign
+                tau += push
         return tau
 
     def check_initial_positions(self, robot: RobotModel, qj: np.ndarray) -> None:
