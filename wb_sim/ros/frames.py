@@ -55,7 +55,12 @@ class FrameTree:
         self._t0 = np.array([M.translation for M in origins]).reshape(-1, 3)
         self._q0 = np.array([pin.Quaternion(M.rotation).coeffs() for M in origins]).reshape(-1, 4)
         self._R0_axis = np.array([M.rotation @ a for M, a in zip(origins, axes)]).reshape(-1, 3)
-        self._axes = axes
+        self._has_prismatic = bool(self._prismatic.any())
+        # q0 (x) (s axis, c) = c q0 + s (q0 (x) (axis, 0)): linear in (c, s), the
+        # second quaternion constant (Hamilton product, (x, y, z, w))
+        v0, w0 = self._q0[:, :3], self._q0[:, 3:]
+        self._q0_axis = np.hstack([w0 * axes + np.cross(v0, axes),
+                                   -np.einsum("ij,ij->i", v0, axes)[:, None]])
         self.root_link = robot.root_link
         self._base_placement = base_placement
 
@@ -79,15 +84,14 @@ class FrameTree:
         joints, vectorized: revolute ``origin * Rot(axis, x)``, prismatic
         ``origin * Trans(axis x)``."""
         x = joint_positions[self._joint_api]
-        angle = np.where(self._prismatic, 0.0, x)
-        s, c = np.sin(0.5 * angle), np.cos(0.5 * angle)
-        # q0 (x) (axis s, c): Hamilton product, vectors (x, y, z) and scalars w
-        v0, w0 = self._q0[:, :3], self._q0[:, 3:]
-        b = self._axes * s[:, None]
-        rot = np.empty((len(x), 4))
-        rot[:, :3] = w0 * b + c[:, None] * v0 + np.cross(v0, b)
-        rot[:, 3] = w0[:, 0] * c - np.einsum("ij,ij->i", v0, b)
-        trans = self._t0 + np.where(self._prismatic, x, 0.0)[:, None] * self._R0_axis
+        half = 0.5 * x
+        if self._has_prismatic:
+            half[self._prismatic] = 0.0
+            trans = self._t0 + np.where(self._prismatic, x, 0.0)[:, None] * self._R0_axis
+        else:
+            trans = self._t0.copy()
+        rot = self._q0 * np.cos(half)[:, None]
+        rot += self._q0_axis * np.sin(half)[:, None]
         return trans, rot
 
 
