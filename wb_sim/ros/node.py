@@ -289,6 +289,11 @@ class SimNode(Node):
         children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
         self._tf_cdr = cv.tf_template(parents, children)
         self._tf_rows = np.empty((len(parents), 7))
+        # the per-step streams publish serialized bytes through rclpy's C publisher
+        self._js_raw, self._odom_raw, self._clock_raw, self._imu_raw, self._tf_raw = (
+            _raw_publish(p) for p in (self._js_pub, self._odom_pub, self._clock_pub,
+                                      self._imu_pub, self._tf_pub))
+        self._wrench_raw = [(_raw_publish(p), cdr) for p, cdr in self._wrench_pubs]
         self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
@@ -308,40 +313,38 @@ class SimNode(Node):
 
     def _publish(self, every: bool = False) -> None:
         """Publish the streams due at this step (all of them with ``every``)."""
-        sim, k = self.sim, self.sim.step_count
-        due = {s: every or k % n == 0 for s, n in self._every.items()}
+        sim, k, n = self.sim, self.sim.step_count, self._every
         t_ns = self._now_ns()
         q = sim.q
-        robot = sim.robot
         qj = sim.joint_positions
-        if self._js_pub is not None and due["joint_states"]:
-            self._js_pub.publish(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
-                                                        sim.applied_torques))
+        if self._js_pub is not None and (every or k % n["joint_states"] == 0):
+            self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
+                                                sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
             if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
                 del self._pub_wall[next(iter(self._pub_wall))]
             self._state_stamp_ns = t_ns
             self._need_command = self._lockstep
         # what a controller needs first (joint states, base pose), then the rest
-        if self._odom_pub is not None and due["odom"]:
+        if self._odom_pub is not None and (every or k % n["odom"] == 0):
             v = sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
-            self._odom_pub.publish(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
-        if self._clock_pub is not None and due["clock"]:
-            self._clock_pub.publish(self._clock_cdr.serialize(t_ns))
-        if self._imu_pub is not None and due["imu"]:
+            self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
+        if self._clock_pub is not None and (every or k % n["clock"] == 0):
+            self._clock_raw(self._clock_cdr.serialize(t_ns))
+        if self._imu_pub is not None and (every or k % n["imu"] == 0):
             r = sim.imu()
-            self._imu_pub.publish(self._imu_cdr.serialize(
+            self._imu_raw(self._imu_cdr.serialize(
                 t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
-        if self._wrench_pubs and due["contact_wrench"]:
-            for (p, cdr), w in zip(self._wrench_pubs, sim.contact_wrenches().values()):
-                p.publish(cdr.serialize(t_ns, w.force, w.torque))
-        if self._tf_pub is not None and due["tf"]:
+        if self._wrench_raw and (every or k % n["contact_wrench"] == 0):
+            for (publish, cdr), w in zip(self._wrench_raw, sim.contact_wrench_array()):
+                publish(cdr.serialize(t_ns, w[:3], w[3:]))
+        if self._tf_pub is not None and (every or k % n["tf"] == 0):
             rows = self._tf_rows
-            k0 = 1 if robot.floating_base else 0
+            k0 = 1 if sim.robot.floating_base else 0
             if k0:
                 rows[0] = q[:7]
             rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(qj)
-            self._tf_pub.publish(self._tf_cdr.serialize(t_ns, *rows))
+            self._tf_raw(self._tf_cdr.serialize(t_ns, *rows))
 
     # ------------------------------------------------------------------ commands
 
@@ -365,6 +368,7 @@ class SimNode(Node):
             self._polled.append(self.create_subscription(
                 WrenchStamped, cfg["topics.external_wrench"], self._on_external_wrench,
                 QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)))
+        self._takers = [self._taker(s) for s in self._polled]
 
     @property
     def subscriptions(self):
@@ -381,13 +385,16 @@ class SimNode(Node):
     def _poll_commands(self, subs=None) -> None:
         """Take every waiting message of ``subs`` (default: all polled
         subscriptions) and handle it (physics thread)."""
-        for sub in self._polled if subs is None else subs:
-            while True:
-                with sub.handle:
-                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                if taken is None:
-                    break
-                sub.callback(taken[0])
+        # bound take_message methods, without the handle guard (like the publishers:
+        # the subscriptions live until destroy_node): 0.7 instead of 1.2 us each
+        for take, msg_type, raw, callback in (self._takers if subs is None else
+                                              (self._taker(s) for s in subs)):
+            while (taken := take(msg_type, raw)) is not None:
+                callback(taken[0])
+
+    @staticmethod
+    def _taker(sub) -> tuple:
+        return sub.handle.take_message, sub.msg_type, sub.raw, sub.callback
 
     def _wait_for_messages(self, timeout_s: float) -> list:
         """Block until a polled subscription has a message, or ``timeout_s``;
@@ -719,6 +726,20 @@ class SimNode(Node):
 
 
 _LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
+
+
+def _raw_publish(publisher):
+    """A function publishing an already serialized message (bytes) on
+    ``publisher`` (None: None): the C publisher's ``publish_raw`` without
+    ``Publisher.publish``'s type dispatch and handle guard, 0.7 instead of
+    1.5 us a message. The guard keeps a publisher from being destroyed while
+    in use; the node's publishers are destroyed only by ``destroy_node``, after
+    the physics loop and the executor have stopped. An rclpy without this
+    attribute gets ``Publisher.publish``, which accepts bytes as well."""
+    if publisher is None:
+        return None
+    impl = getattr(publisher, "_Publisher__publisher", None)
+    return getattr(impl, "publish_raw", None) or publisher.publish
 
 
 def main(args=None) -> int:
