@@ -9,6 +9,7 @@ validate an incoming command and return torques, or raise
 from __future__ import annotations
 
 import math
+import struct
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -143,6 +144,10 @@ def fill_transforms(msgs: Sequence[TransformStamped], stamp: Time, translation: 
 # ----------------------------------------------------------------------------- serialized templates
 
 _SENTINEL_SEC, _SENTINEL_NSEC = 0x5A3C1D2E, 0x1B2C3D4E
+#: builtin_interfaces/Time as the serializer writes it (native byte order, like the
+#: float fields; the sentinel search finds it only if so): sec (int32 in the message;
+#: simulated time is never negative), nanosec
+_STAMP = struct.Struct("=II")
 
 
 class CdrTemplate:
@@ -169,9 +174,7 @@ class CdrTemplate:
         fill(msg, Time(sec=_SENTINEL_SEC, nanosec=_SENTINEL_NSEC), *sentinels)
         data = serialize_message(msg)
         self._buf = bytearray(data)
-        stamp = np.array([_SENTINEL_SEC, _SENTINEL_NSEC], dtype=np.uint32).tobytes()
-        self._stamps = [np.ndarray(2, dtype=np.uint32, buffer=self._buf, offset=o)
-                        for o in _find_all(data, stamp)]
+        self._stamps = _find_all(data, _STAMP.pack(_SENTINEL_SEC, _SENTINEL_NSEC))  # offsets
         if not self._stamps:
             raise ValueError("stamp not found in the serialized message")
         self._arrays = []
@@ -185,12 +188,12 @@ class CdrTemplate:
     def serialize(self, t_ns: int, *arrays: np.ndarray) -> bytes:
         """The serialized message stamped ``t_ns`` with ``arrays`` in its float fields."""
         sec, nsec = divmod(t_ns, NS_PER_S)
-        for st in self._stamps:
-            st[0] = sec
-            st[1] = nsec
+        buf = self._buf
+        for offset in self._stamps:
+            _STAMP.pack_into(buf, offset, sec, nsec)
         for dst, src in zip(self._arrays, arrays):
-            dst[:] = src
-        return bytes(self._buf)
+            dst[...] = src
+        return bytes(buf)
 
 
 def _find_all(data: bytes, pattern: bytes) -> list[int]:
