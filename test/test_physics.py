@@ -650,6 +650,40 @@ def test_contact_wrench_torque_and_centre_of_pressure(grid):
     assert np.linalg.norm(cop) > 0.03  # the check is not trivially at the origin
 
 
+@pytest.mark.parametrize("robot, normal", [("anymal", [0.0, 0.0, 1.0]),
+                                           ("anymal", [0.05, -0.03, 0.99829]),
+                                           ("humanoid", [0.04, 0.02, 0.99900])])
+def test_contact_wrenches_of_moving_feet_match_the_point_forces(robot, normal):
+    """Sphere feet (their contact point moves on the sphere) and boxes, on flat
+    and inclined ground, while the robot moves: each surface's wrench equals the
+    sum of its points' forces and moments about the surface frame's origin,
+    both in that frame, at the configuration the forces were computed at."""
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path(robot), overrides={
+        "ground.normal": normal, "ground.height": -0.01})
+    rng = np.random.default_rng(5)
+    worst, total = 0.0, 0.0
+    for k in range(400):
+        sim.step(sim.gravity_torques() + rng.normal(0.0, 5.0, sim.nj))
+        if k % 20:
+            continue
+        W = sim.contact_wrench_array()
+        cp = sim.contact_points_state()
+        surface = np.array(cp.surface)
+        for s, (name, frame) in enumerate(zip(sim.surface_names,
+                                              sim.contact_points.surface_frames)):
+            pose = sim.frame_pose(frame, q=sim._q_prev)  # where the forces were computed
+            mine = surface == name
+            F = cp.force[mine].sum(axis=0)
+            T = np.cross(cp.position[mine] - pose.translation, cp.force[mine]).sum(axis=0)
+            ref = np.concatenate([pose.rotation.T @ F, pose.rotation.T @ T])
+            worst = max(worst, np.abs(W[s] - ref).max())
+            total += abs(F[2])
+            w = sim.contact_wrenches()[name]
+            assert np.array_equal(np.concatenate([w.force, w.torque]), W[s])
+    assert total > 100.0  # the feet did carry the robot
+    assert worst < 1e-9, worst
+
+
 def test_forward_dynamics_query_leaves_contact_readings_alone():
     sim = wb_sim.Simulator.from_params(box_params())
     run(sim, 1000)
