@@ -31,6 +31,7 @@ makes their absence a failure.
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -493,6 +494,20 @@ class TestStanding:
         assert float(m["rtf"]) > 0 and float(m["wall"]) > 0
         assert 0 <= float(m["miss"]) <= 1000
         assert 0 < float(m["p50"]) <= float(m["p99"])
+
+    @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduler API")
+    def test_physics_thread_has_realtime_priority_or_the_log_says_why(self, stand):
+        """realtime_priority (default 50): the physics loop (the node's main thread) runs
+        SCHED_FIFO while it paces itself; where the right is missing, a warning says so."""
+        pid = stand.node.pid
+        policy = os.sched_getscheduler(pid)
+        if policy == os.SCHED_FIFO:
+            assert os.sched_getparam(pid).sched_priority == 50
+        else:
+            assert "cannot give the physics thread real-time priority 50" in stand.node.log()
+        # the other threads (executor, middleware) keep the normal scheduler
+        others = [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]
+        assert others and all(os.sched_getscheduler(t) == os.SCHED_OTHER for t in others)
 
     def test_bad_commands_are_rejected_and_the_robot_keeps_standing(self, stand, core):
         s, ros = stand, stand.ros

@@ -70,6 +70,15 @@ def _unit_vector(xs):
     return None
 
 
+def _between(lo, hi):
+    """An integer range check; the bounds are kept for ROS parameter descriptors."""
+    def check(x):
+        return None if lo <= x <= hi else f"must be in [{lo}, {hi}]"
+
+    check.bounds = (lo, hi)
+    return check
+
+
 def _one_of(*choices):
     def check(x):
         return None if x in choices else f"must be one of {', '.join(map(repr, choices))}"
@@ -226,6 +235,13 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("real_time_factor", "float", 1.0, "",
           "Pace of the physics loop against the wall clock: 1 = real time, 2 = twice as "
           "fast, 0 = as fast as possible.", check=_nonneg, live=True),
+    Param("realtime_priority", "int", 50, "",
+          "SCHED_FIFO priority (1-99) of the physics thread while it paces itself against "
+          "the wall clock (sync.mode realtime, real_time_factor > 0), so that it wakes on time "
+          "for its deadlines (as ros2_control's controller manager does); 0 = the normal "
+          "scheduler. Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
+          "rtprio limit); without it the node logs a warning and keeps the normal scheduler.",
+          check=_between(0, 99)),
     Param("world_frame", "str", "world", "", "TF frame of the world (the ground's frame)."),
     Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
     Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),

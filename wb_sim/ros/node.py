@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import gc
 import math
+import os
 import signal
 import sys
 import threading
@@ -29,7 +31,8 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 import rclpy
-from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
+                                SetParametersResult)
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -58,9 +61,10 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "wb_sim_node needs tf2_msgs: in a ROS install 'rosdep install --from-paths src' "
         "provides it; on a pip-only machine run tools/build_tf2_msgs.sh") from e
 
-#: state streams: reliable, keep the last 0.1 s at 1 kHz, so that a reader starved for a
-#: moment (a recorder on a loaded machine) catches up instead of losing messages
-STATE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+#: state streams: reliable, keep the last second at 1 kHz, so that a reader starved for a
+#: moment (a recorder on a loaded machine, the node stepping faster than real time in
+#: lockstep) catches up instead of losing messages
+STATE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                        history=HistoryPolicy.KEEP_LAST)
 #: /tf as tf2's TransformBroadcaster publishes it
 TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -97,6 +101,9 @@ def _descriptor(key: str, p) -> ParameterDescriptor:
         d.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=math.inf)]
         if p.check is _positive:
             d.additional_constraints = "> 0"
+    bounds = getattr(p.check, "bounds", None)
+    if p.kind == "int" and bounds is not None:
+        d.integer_range = [IntegerRange(from_value=bounds[0], to_value=bounds[1], step=1)]
     return d
 
 
@@ -140,6 +147,8 @@ class SimNode(Node):
         self._stats = _Stats()
         self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self._lockstep = self.cfg["sync.mode"] == "lockstep"
+        self._sched_priority = 0  # of the physics thread (0: the normal scheduler)
+        self._sched_warned = False
         self._match_stamp = self._lockstep and self.cfg["sync.match_stamp"]
         if self._lockstep and not self.cfg["topics.joint_states"]:
             raise ConfigError("parameter 'sync.mode' = 'lockstep' needs joint states to answer: "
@@ -617,9 +626,48 @@ class SimNode(Node):
             return False, msg
         return True, ""
 
+    def _schedule(self, running: bool = True) -> None:
+        """Give the physics thread (the caller) real-time priority
+        ``realtime_priority`` while it paces itself against the wall clock, the
+        normal scheduler otherwise: as fast as possible or in lockstep it never
+        sleeps or spins for commands, and must not starve the other processes.
+        On a virtual machine a sleeping normal thread wakes more than 1 ms late
+        about once in 1000 sleeps; a SCHED_FIFO one about once in 10 000."""
+        prio = self.cfg["realtime_priority"]
+        want = prio if running and prio > 0 and self.cfg["real_time_factor"] > 0 and \
+            not self._lockstep else 0
+        if want == self._sched_priority:
+            return
+        try:
+            if want:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(want))
+            else:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except (AttributeError, OSError) as e:  # no permission, or not Linux
+            if want and not self._sched_warned:
+                self._sched_warned = True
+                self.get_logger().warning(
+                    f"cannot give the physics thread real-time priority {want} ({e}); it runs "
+                    f"with the normal scheduler and misses more deadlines (allow rtprio, e.g. "
+                    f"in /etc/security/limits.conf, or set realtime_priority: 0)")
+            if want:
+                return
+        self._sched_priority = want
+
     def run(self) -> None:
         """The physics loop (blocks until :meth:`stop`)."""
+        try:
+            self._run()
+        finally:
+            self._schedule(running=False)  # back to the normal scheduler for the shutdown
+
+    def _run(self) -> None:
         self._running = True
+        self._schedule()
+        # What exists now (models, rclpy, messages) lives as long as the node: out of
+        # the collector's sight, a full collection no longer scans it (on iCub it
+        # stalled the loop 30-50 ms about once a minute: a dozen deadline misses)
+        gc.freeze()
         log = self.get_logger()
         stats = self._stats
         anchor_wall = time.perf_counter()
@@ -643,6 +691,7 @@ class SimNode(Node):
                 continue
             if self._wake.is_set():  # new real-time factor, reset or resume
                 self._wake.clear()
+                self._schedule()
                 anchor_wall, anchor_k = time.perf_counter(), 0
             if self._need_command:  # lockstep: the last joint state waits for its command
                 try:

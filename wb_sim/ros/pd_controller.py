@@ -26,6 +26,7 @@ Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``sim_node``, and the topic na
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -236,6 +237,7 @@ def main(args=None) -> int:
         executor = make_executor()
         executor.add_node(node)
         node.wait_for_simulator(executor)
+        gc.freeze()  # what exists now lives as long as the node: no full-collection stalls
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
     except SetupError as e:
