@@ -32,7 +32,9 @@ from wb_sim.robot import RobotModel
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
-STATE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: depth 1: the controller always answers the newest state; on a loaded machine a backlog
+#: of older ones would only add latency to a stiff loop (kp 1000 N*m/rad)
+STATE = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 KEYS = ("gravity", "initial.joint_names", "initial.joint_positions")
 
