@@ -958,6 +958,26 @@ class TestEdgeCases:
                            f"re-applied the dead controller's torques on {len(stale)} joints: "
                            f"{dict(zip(names, applied.effort))}")
 
+    @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduler API")
+    def test_a_loop_that_falls_behind_leaves_realtime_priority(self, edge):
+        """At a real-time factor it cannot reach, the loop never sleeps: 0.5 s behind, it
+        re-anchors and goes back to the normal scheduler (so it does not hold a core at
+        real-time priority); a new real_time_factor brings the priority back."""
+        s, ros = edge, edge.ros
+        pid = s.node.pid
+        if os.sched_getscheduler(pid) != os.SCHED_FIFO:
+            assert "cannot give the physics thread real-time priority" in s.node.log()
+            pytest.skip("no permission for real-time priorities here (the warning was checked)")
+        try:
+            assert ros.set_parameter("real_time_factor", 1000.0).successful
+            assert s.node.wait_for_log("back on the normal scheduler", 10.0, spin=ros.spin_for), \
+                s.describe()
+            assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+        finally:
+            assert ros.set_parameter("real_time_factor", 1.0).successful
+        assert ros.spin_until(lambda: os.sched_getscheduler(pid) == os.SCHED_FIFO, 5.0)
+        assert os.sched_getparam(pid).sched_priority == 50
+
     def test_stats_period_can_be_switched_on_while_running(self, edge):
         """publish.stats_period_s is live: switched from 0 (never) to 0.5 s, the stats
         line must appear within a couple of seconds."""

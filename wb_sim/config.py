@@ -240,7 +240,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "the wall clock (sync.mode realtime, real_time_factor > 0), so that it wakes on time "
           "for its deadlines (as ros2_control's controller manager does); 0 = the normal "
           "scheduler. Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
-          "rtprio limit); without it the node logs a warning and keeps the normal scheduler.",
+          "rtprio limit); without it the node logs a warning and keeps the normal scheduler. "
+          "A loop that falls 0.5 s behind goes back to the normal scheduler (logged) until "
+          "real_time_factor changes.",
           check=_between(0, 99)),
     Param("world_frame", "str", "world", "", "TF frame of the world (the ground's frame)."),
     Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),

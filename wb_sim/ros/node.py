@@ -149,6 +149,7 @@ class SimNode(Node):
         self._lockstep = self.cfg["sync.mode"] == "lockstep"
         self._sched_priority = 0  # of the physics thread (0: the normal scheduler)
         self._sched_warned = False
+        self._sched_suspended = False  # set when the loop fell behind at real-time priority
         self._match_stamp = self._lockstep and self.cfg["sync.match_stamp"]
         if self._lockstep and not self.cfg["topics.joint_states"]:
             raise ConfigError("parameter 'sync.mode' = 'lockstep' needs joint states to answer: "
@@ -209,6 +210,8 @@ class SimNode(Node):
             self.get_logger().warning(f"parameter update refused: {e}")
             return SetParametersResult(successful=False, reason=str(e))
         if new_node is not None:
+            if new_node["real_time_factor"] != self.cfg["real_time_factor"]:
+                self._sched_suspended = False  # real-time priority may be tried again
             self.cfg = new_node
             self._wake.set()  # a new real-time factor re-anchors the pacing
         for k, v in {**core, **node}.items():
@@ -635,7 +638,7 @@ class SimNode(Node):
         about once in 1000 sleeps; a SCHED_FIFO one about once in 10 000."""
         prio = self.cfg["realtime_priority"]
         want = prio if running and prio > 0 and self.cfg["real_time_factor"] > 0 and \
-            not self._lockstep else 0
+            not self._lockstep and not self._sched_suspended else 0
         if want == self._sched_priority:
             return
         try:
@@ -732,6 +735,11 @@ class SimNode(Node):
                         log.warning(f"physics loop {late:.2f} s behind its deadlines; "
                                     f"re-anchoring the pacing")
                         anchor_wall, anchor_k = now, 0
+                        if self._sched_priority:  # a loop that cannot keep up never sleeps:
+                            self._sched_suspended = True  # at real-time priority it would
+                            self._schedule()  # hold its core; until the next real-time factor
+                            log.warning("the physics thread is back on the normal scheduler "
+                                        "until real_time_factor changes")
                 elif late < 0:
                     time.sleep(-late)
             period = self.cfg["publish.stats_period_s"]  # live: read every step
