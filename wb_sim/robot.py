@@ -347,3 +347,15 @@ def _root_link_name(root: ET.Element) -> str:
                 if j.find("child") is not None}
     roots = [n for n in links if n not in children]
     return roots[0] if roots else (links[0] if links else "")
+
+
+def rotate_inverse(quaternion: np.ndarray, vector: np.ndarray) -> tuple[float, float, float]:
+    """``R^T vector`` for the rotation ``R`` of the unit quaternion (x, y, z, w):
+    rotation by the conjugate, ``v + w t + u x t`` with ``u = -(x, y, z)`` and
+    ``t = 2 u x v``. Scalar arithmetic: for one 3-vector, cheaper than building R."""
+    x, y, z, w = quaternion.tolist()
+    a, b, c = vector.tolist()
+    tx, ty, tz = 2.0 * (z * b - y * c), 2.0 * (x * c - z * a), 2.0 * (y * a - x * b)
+    return (a + w * tx + z * ty - y * tz,
+            b + w * ty + x * tz - z * tx,
+            c + w * tz + y * tx - x * ty)

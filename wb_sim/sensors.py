@@ -22,7 +22,7 @@ import numpy as np
 import pinocchio as pin
 
 from .config import ImuConfig
-from .robot import RobotModel
+from .robot import RobotModel, rotate_inverse
 
 
 @dataclass(frozen=True)
@@ -148,14 +148,7 @@ class Imu:
         ``w``, ``dw`` the base's angular velocity and acceleration (base axes),
         orientation ``R R_p``, gyro ``R_p^T w`` and proper acceleration
         ``R_p^T (R_prev^T (a_origin - g) + dw x r + w x (w x r))`` at the step's start."""
-        # R_prev^T (a - g): rotation by the conjugate quaternion (x, y, z, w), with
-        # u = -(x, y, z): a + w t + u x t, t = 2 u x a (scalars: cheaper than a matrix)
-        x, y, z, w = q_prev[3:7].tolist()
-        a, b, c = (a_prev[:3] - self.gravity).tolist()
-        tx, ty, tz = 2.0 * (z * b - y * c), 2.0 * (x * c - z * a), 2.0 * (y * a - x * b)
-        acc = np.array([a + w * tx + z * ty - y * tz,
-                        b + w * ty + x * tz - z * tx,
-                        c + w * tz + y * tx - x * ty])
+        acc = np.array(rotate_inverse(q_prev[3:7], a_prev[:3] - self.gravity))
         gyro = v[3:6]
         orientation = q[3:7]
         if self._offset is not None:  # the IMU origin's own acceleration

@@ -33,7 +33,7 @@ from .actuation import Actuation
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
-from .robot import RobotModel
+from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
 
@@ -386,15 +386,7 @@ class Simulator:
         pinocchio's free-flyer velocity (in base axes); a new array."""
         out = v.copy()
         if self.robot.floating_base:
-            # R^T v_world, R the rotation of the unit quaternion (x, y, z, w) = q[3:7]:
-            # rotate by the conjugate, v + w t + u x t with u = -(x, y, z), t = 2 u x v
-            # (scalar arithmetic: cheaper than building R for one vector)
-            x, y, z, w = q[3:7].tolist()
-            a, b, c = v[:3].tolist()
-            tx, ty, tz = 2.0 * (z * b - y * c), 2.0 * (x * c - z * a), 2.0 * (y * a - x * b)
-            out[:3] = (a + w * tx + z * ty - y * tz,
-                       b + w * ty + x * tz - z * tx,
-                       c + w * tz + y * tx - x * ty)
+            out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
         return out
 
     def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:

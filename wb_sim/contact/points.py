@@ -233,17 +233,12 @@ class ContactPoints:
             R, p = placements[s].rotation, placements[s].translation
             # joint-frame wrench [F; r x F + t] -> surface frame: [R^T F; R^T (tau - p x F)]
             K[6 * s:6 * s + 3, 4 * k:4 * k + 3, i] = R.T
-            K[6 * s + 3:6 * s + 6, 4 * k:4 * k + 3, i] = R.T @ _skew(self.r_local[i] - p)
+            K[6 * s + 3:6 * s + 6, 4 * k:4 * k + 3, i] = R.T @ pin.skew(self.r_local[i] - p)
             K[6 * s + 3:6 * s + 6, 4 * k:4 * k + 3, n + i] = R.T
         self._wrench_map = K.reshape(6 * S, 8 * J * n)
         self._wrench_forces = np.zeros((3, 2 * n))  # [f (world) | sphere torques], columns
-        self._neg_radius_nx = -_skew(self.ground.normal)  # -n x
+        self._neg_radius_nx = -pin.skew(self.ground.normal)  # -n x
         self._radius_row = self.radius[None, :].copy()
-
-
-def _skew(p: np.ndarray) -> np.ndarray:
-    """[p]x, the matrix of p x ."""
-    return np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
 
 
 #: skew(p) = sum_k p_k _LEVI_CIVITA[k]
