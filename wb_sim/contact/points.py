@@ -201,6 +201,11 @@ class ContactPoints:
         rows = (np.asarray(idx)[:, None] + self._component_offsets).reshape(-1)
         return self._Jp[rows]
 
+    def normal_velocity(self, v: np.ndarray) -> np.ndarray:
+        """(n,) velocity of each point along the ground normal under the generalized
+        velocity ``v``, at the configuration of the last :meth:`update`, m/s."""
+        return self._Jp[2 * self.n:].dot(v)
+
     def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
         """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
         return force_gT.reshape(-1).dot(self._Jp)
