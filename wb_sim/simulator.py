@@ -5,15 +5,13 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
 
     tau    = sat(tau_cmd) + passive(q, v) + J_link^T w   (w: pushes, see
                                                 apply_external_wrench)
-    M^-1   (computeMinverse; also the kinematics and joint Jacobians at q)
-    v_free = v + h M^-1 (tau - h(q, v))   (armature + h*D: implicit joint damping)
+    v_free = v + h ABA(q, v, tau)   (armature + h*D: implicit joint damping)
+    M^-1   (from ABA's factorization) if a contact point or a limit needs it
     v_free += M^-1 p_limits        (joints beyond a limit: implicit spring-dampers)
     v'     = v_free + M^-1 J_c^T p  (contact impulses p: the contact model's
                                     solve, implicit in the contact forces)
     q'     = integrate(q, h v')     (pinocchio: quaternion stays unit)
     floating base: its origin moves with its world velocity (see _stepping_model)
-
-With no contact point and no joint beyond a limit, ``v' = v + h ABA(q, v, tau)``.
 
 The state is never left non-finite: a bad torque vector raises
 :class:`CommandError` before anything changes, and a step whose result is
@@ -30,7 +28,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg.blas import dsymm as _symm  # C = A B, reads the upper triangle of A
 from scipy.linalg.blas import dsymv as _symv  # y = A x, reads the upper triangle of A
 
 from .actuation import Actuation
@@ -419,29 +416,25 @@ class Simulator:
         tau[:] = 0.0
         tau[self._jv] += tau_joints
         h = self._dt0
-        if not pts.n and limits is None:  # nothing to solve for: ABA
-            if pushes:
-                pin.computeJointJacobians(model, data, q)
-                self._add_pushes(tau, pushes)
-            a = pin.aba(model, data, q, v, tau, pin.Convention.WORLD)
-            return v + h * a, self._u, self._force
-        # M^-1 serves the free velocity, the limits and the contact solve; its upper
-        # triangle (all computeMinverse writes) is enough for the symmetric BLAS products
-        Minv_upper = pin.computeMinverse(model, data, q)  # also oMi and J at q
         if pushes:
+            pin.computeJointJacobians(model, data, q)
             self._add_pushes(tau, pushes)
-        v_free = _symv(1.0, Minv_upper, tau - pin.nonLinearEffects(model, data, q, v))
-        v_free *= h
+        # ABA (WORLD convention) also leaves the kinematics and the joint Jacobians at q in
+        # data, and the factorization computeMinverse(model, data) reuses: M^-1 for the
+        # limits and the contact solve costs 4 us more, not a second pass
+        v_free = pin.aba(model, data, q, v, tau, pin.Convention.WORLD) * h
         v_free += v
+        if not pts.n and limits is None:  # nothing to solve for
+            return v_free, self._u, self._force
+        Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
         if limits is not None:
             idx, d = limits
             cols = self.robot.idx_v[idx]
             block = Minv_upper[np.ix_(cols, cols)]
             block = np.triu(block) + np.triu(block, 1).T  # rows/cols ascending: upper = upper
-            p = act.limit_impulses(d, v_free[cols], block, self.dt)
-            E = np.zeros((model.nv, len(cols)))
-            E[cols, np.arange(len(cols))] = p
-            v_free += _symm(1.0, Minv_upper, E).sum(axis=1)
+            impulse = np.zeros(model.nv)
+            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+            v_free += _symv(1.0, Minv_upper, impulse)
         if not pts.n:
             return v_free, self._u, self._force
         pts.update(model, data, None)

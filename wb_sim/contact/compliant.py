@@ -88,12 +88,15 @@ class CompliantContact:
         self.reference_depth = params.reference_depth
         self.max_penetration = params.max_penetration
         n = points.n
-        self.depth = np.zeros(n)  #: (n,) penetration at the last solve, m (> 0 below ground)
+        self.depth = np.full(n, -np.inf)  #: (n,) penetration at the last solve, m (> 0 below)
         self._status = np.zeros(n, dtype=np.int8)
         self._all = np.arange(n)
         #: (n, 2) friction direction of each point that slipped at the last step, else 0:
         #: the next step's active set starts from it
         self._slip_dir = np.zeros((n, 2))
+        self._any_slip = False
+        self._all_stick = np.ones(n, dtype=np.int8)
+        self._coef_dt = None
         self._zero_dv = np.zeros(points.nv)
         self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
 
@@ -121,11 +124,14 @@ class CompliantContact:
         self.k, self.c = float(stiffness), float(damping)
         self.kt, self.ct = float(tangential_stiffness), float(tangential_damping)
         self.mu = float(friction_coefficient)
+        self._cone = np.array([1.0, 1.0, -self.mu**2])  # . p^2 = |p_t|^2 - mu^2 p_n^2
+        self._coef_dt = None  # the per-row constants are rebuilt at the next step
 
     def initial_state(self) -> np.ndarray:
         """Tangential ground deformation of every point at rest, (2, n) m, rows
         along the plane's tangents t1, t2. Clears the slip warm start."""
         self._slip_dir[:] = 0.0
+        self._any_slip = False
         return np.zeros((2, self.points.n))
 
     # ------------------------------------------------------------------ readings
@@ -158,85 +164,127 @@ class CompliantContact:
             ``(dv, force, u_next)``: the velocity change (nv,) the impulses cause,
             the point forces (n, 3) in ground coordinates (t1, t2, n; the
             impulses over dt), N, and the next deformation state (2, n).
+
+        Layout: the contact rows are component-major, as the points' Jacobian is
+        (all t1 rows, all t2 rows, all normal rows), so the law is a few whole-row
+        operations; the active-set loop (impacts, take-offs, slips) works
+        point-major on a permuted copy.
         """
         pts = self.points
         n, h = pts.n, dt
-        self.depth = d = pts.plane_z - pts.position_gT[2]
-        self._status = status = np.zeros(n, dtype=np.int8)
-        force = np.zeros((n, 3))
-        u_next = np.zeros((2, n))
-        active = d > 0.0
-        k = int(np.count_nonzero(active))
-        Bn_unit, Bt_unit = self.k * h + self.c, self.kt * h + self.ct
-        if k == 0 or Bn_unit <= 0.0:  # nothing touches, or a ground that pushes nothing
-            return self._zero_dv, force, u_next
-        idx = self._all if k == n else np.flatnonzero(active)
-        Jc = pts.jacobian_g(idx)  # (3k, nv), rows t1, t2, n per point
-        MinvJt = _symm(1.0, Minv_upper, Jc.T)  # (nv, 3k)
-        A = Jc.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
-        dk = d[idx] if k < n else d
-        s = np.sqrt(dk * (1.0 / self.reference_depth))
-        # per row (point-major t1, t2, n): B and B^-1 f0
-        B = np.empty((k, 3))
-        B[:, 0] = B[:, 1] = s * Bt_unit
-        B[:, 2] = s * Bn_unit
-        target = np.empty((k, 3))  # B^-1 f0, m/s
-        uk = u[:, idx] if k < n else u
-        frictional = Bt_unit > 0.0 and self.mu > 0.0
-        if frictional:
-            target[:, :2] = uk.T * (-self.kt / Bt_unit)
+        d = np.subtract(pts.plane_z, pts.position_gT[2], out=self.depth)
+        if h != self._coef_dt:
+            self._coefficients(h)
+        if not self._pushes:  # stiffness and damping both zero: the ground pushes nothing
+            return self._nothing(n)
+        if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
+            idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
         else:
-            target[:, :2] = 0.0
-        target[:, 2] = dk * (self.k / Bn_unit)
-        rhs = target.reshape(-1) - Jc.dot(v_free)
-        Bf = B.reshape(-1)
-        if frictional:
-            diag = 1.0 / (h * Bf)
-            A.flat[::3 * k + 1] += diag
-            was = self._slip_dir[idx] if k < n else self._slip_dir
-            if was.any():  # some slipped at the last step: start from that active set
-                p, slipping = self._active_set(A, rhs, diag, target[:, :2], k, was)
-                p3 = p.reshape(k, 3)
-                self._slip_dir[:] = 0.0
-                self._slip_dir[idx[slipping]] = self._last_direction[slipping]
-            else:
-                p = solve_spd(A, rhs)
-                p3 = p.reshape(k, 3)
-                if p3[:, 2].min() < 0.0 or np.any(
-                        np.hypot(p3[:, 0], p3[:, 1]) > self.mu * p3[:, 2]):
-                    p, slipping = self._active_set(A, rhs, diag, target[:, :2], k,
-                                                  None, p)
-                    p3 = p.reshape(k, 3)
-                    self._slip_dir[idx[slipping]] = self._last_direction[slipping]
-                else:
-                    slipping = False
-        else:  # frictionless: only the normal rows; a loaded point slides freely
-            A = A[2::3, 2::3].copy()
-            A.flat[::k + 1] += 1.0 / (h * Bf[2::3])
-            p = np.zeros(3 * k)
-            p[2::3] = self._normal_only(A, rhs[2::3])
-            p3 = p.reshape(k, 3)
-            slipping = True
+            idx = np.flatnonzero(d > 0.0)
+            k = len(idx)
+            if k == 0:
+                return self._nothing(n)
+            Jg = pts.jacobian_component_major(idx)
+            dk, uk = d[idx], u[:, idx]
+        MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
+        A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
+        inv_s = np.sqrt(dk * (1.0 / self.reference_depth))
+        np.divide(1.0, inv_s, out=inv_s)
+        diag = (self._diag_coef * inv_s).reshape(-1)  # (h B)^-1 per row
+        A.flat[::3 * k + 1] += diag
+        target = np.empty((3, k))  # B^-1 f0, m/s
+        np.multiply(uk, self._target_t, out=target[:2])
+        np.multiply(dk, self._target_n, out=target[2])
+        rhs = target.reshape(-1) - Jg.dot(v_free)
+        p = None
+        if self._frictional and not self._any_slip:
+            _, p, info = _posv(A, rhs)
+            P = p.reshape(3, k)
+            if info != 0 or min(P[2].tolist()) <= 0.0 or max(self._cone.dot(P * P).tolist()) > 0.0:
+                p = None  # outside the cone, pulling, or numerically singular: the loop
+        if p is None:
+            p, slipping = self._general(A, rhs, diag, target, k, idx)
+            P = p.reshape(3, k)
+            loaded = P[2] > 0.0
+            codes = (loaded * (1 + (loaded & slipping))).astype(np.int8)
+        else:
+            codes = None  # all sticking
         dv = MinvJt.dot(p)
-        loaded = p3[:, 2] > 0.0
-        codes = (loaded * (1 + (loaded & slipping))).astype(np.int8)
-        status[idx] = codes
-        force[idx] = p3 * (1.0 / h)
-        if frictional and self.kt > 0.0:
-            # sticking: u' = u + h w'_t (the spring followed the point); slipping: the
-            # ground relaxes towards the deformation whose spring-damper gives the slip
-            # force, backward Euler of -f_t / s = k_t u' + c_t (u' - u) / h (stable for
-            # every c_t: explicit Euler of it diverged below c_t = k_t h / 2)
-            w_next_t = (Jc.dot(v_free + dv)).reshape(k, 3)[:, :2]
-            stick = (codes == 1)[:, None]
-            slip = (codes == 2)[:, None]
-            un = (uk.T + h * w_next_t) * stick
+        P *= 1.0 / h  # now forces, N
+        if codes is None and idx is None:
+            self._status = self._all_stick
+            force = P.T
+        else:
+            self._status = status = np.zeros(n, dtype=np.int8)
+            status[self._all if idx is None else idx] = 1 if codes is None else codes
+            force = np.zeros((n, 3))
+            force[self._all if idx is None else idx] = P.T
+        if not self._springy:
+            return dv, force, np.zeros((2, n))
+        # sticking: u' = u + h w'_t (the spring followed the point); a sticking row of the
+        # solve says f_t = f0_t - B w'_t, so w'_t = target_t - p_t / (h B)
+        un = P[:2] * (-h * h)
+        un *= diag[:2 * k].reshape(2, k)
+        un += uk * (1.0 + h * self._target_t)
+        if codes is not None:
+            # slipping: the ground relaxes towards the deformation whose spring-damper gives
+            # the slip force, backward Euler of -f_t / s = k_t u' + c_t (u' - u) / h (stable
+            # for every c_t: explicit Euler of it diverged below c_t = k_t h / 2); out of
+            # contact: 0
+            slip = codes == 2
             if slip.any():
-                relaxed = (uk.T * (self.ct / h) - p3[:, :2] / (h * s[:, None])) \
-                    / (self.kt + self.ct / h)
-                un += relaxed * slip
-            u_next[:, idx] = un.T
+                relaxed = (uk * (self.ct / h) - P[:2] * inv_s) / (self.kt + self.ct / h)
+                un[:, slip] = relaxed[:, slip]
+            un[:, codes == 0] = 0.0
+        if idx is None:
+            return dv, force, un
+        u_next = np.zeros((2, n))
+        u_next[:, idx] = un
         return dv, force, u_next
+
+    def _nothing(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        self._status = np.zeros(n, dtype=np.int8)
+        self._slip_dir[:] = 0.0
+        self._any_slip = False
+        return self._zero_dv, np.zeros((n, 3)), np.zeros((2, n))
+
+    def _coefficients(self, h: float) -> None:
+        """Per-row constants of the law at step h: (h B / s)^-1 and B^-1 f0 / (u or d)."""
+        bn, bt = self.k * h + self.c, self.kt * h + self.ct
+        self._pushes = bn > 0.0
+        self._frictional = bt > 0.0 and self.mu > 0.0
+        self._springy = self._frictional and self.kt > 0.0
+        self._diag_coef = np.array([[1.0 / (h * bt) if bt > 0 else 0.0]] * 2
+                                   + [[1.0 / (h * bn) if bn > 0 else 0.0]])
+        self._target_t = -self.kt / bt if self._frictional else 0.0
+        self._target_n = self.k / bn if bn > 0 else 0.0
+        self._coef_dt = h
+
+    def _general(self, A, rhs, diag, target, k, idx) -> tuple[np.ndarray, np.ndarray]:
+        """Impulses (3k,) component-major and the (k,) slipping mask, through the
+        point-major active-set loop; keeps the slip warm start for the next step."""
+        perm = (np.arange(3)[None, :] * k + np.arange(k)[:, None]).reshape(-1)
+        A_pm, rhs_pm = A[np.ix_(perm, perm)], rhs[perm]
+        if self._frictional:
+            was = (self._slip_dir if idx is None else self._slip_dir[idx]) \
+                if self._any_slip else None
+            p_pm = None
+            if was is None:
+                _, p_pm, _ = _posv(A_pm, rhs_pm)
+            p_pm, slipping = self._active_set(A_pm, rhs_pm, diag[perm], target[:2].T.copy(), k,
+                                              was, p_pm)
+            self._slip_dir[:] = 0.0
+            where = self._all if idx is None else idx
+            self._slip_dir[where[slipping]] = self._last_direction[slipping]
+            self._any_slip = bool(slipping.any())
+        else:  # frictionless: only the normal rows; a loaded point slides freely
+            An = A[2 * k:, 2 * k:].copy()
+            p_pm = np.zeros(3 * k)
+            p_pm[2::3] = self._normal_only(An, rhs[2 * k:])
+            slipping = np.ones(k, dtype=bool)
+        p = np.empty(3 * k)
+        p[perm] = p_pm
+        return p, slipping
 
     def _normal_only(self, A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """Normal impulses of a frictionless contact: points that would pull leave."""
@@ -273,6 +321,8 @@ class CompliantContact:
         if was is None:
             slipping = np.zeros(k, dtype=bool)
             direction = np.zeros((k, 2))
+            if p is None:
+                p = solve_spd(A, rhs)
         else:
             slipping = np.hypot(was[:, 0], was[:, 1]) > 0.0
             direction = was.copy()
