@@ -188,14 +188,15 @@ class CompliantContact:
             dk, uk = d[idx], u[:, idx]
         MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
         A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
-        inv_s = np.sqrt(dk * (1.0 / self.reference_depth))
-        np.divide(1.0, inv_s, out=inv_s)
-        diag = (self._diag_coef * inv_s).reshape(-1)  # (h B)^-1 per row
+        # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
+        diag = (self._diag_coef * np.power(dk, -0.5)).reshape(-1)
         A.flat[::3 * k + 1] += diag
+        rhs = Jg.dot(v_free)  # -> B^-1 f0 - w_free, component-major rows
+        np.negative(rhs, out=rhs)
         target = np.empty((3, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
-        rhs = target.reshape(-1) - Jg.dot(v_free)
+        rhs += target.reshape(-1)
         p = None
         if self._frictional and not self._any_slip:
             _, p, info = _posv(A, rhs)
@@ -233,6 +234,7 @@ class CompliantContact:
             # contact: 0
             slip = codes == 2
             if slip.any():
+                inv_s = np.sqrt(self.reference_depth / dk)
                 relaxed = (uk * (self.ct / h) - P[:2] * inv_s) / (self.kt + self.ct / h)
                 un[:, slip] = relaxed[:, slip]
             un[:, codes == 0] = 0.0
@@ -249,13 +251,14 @@ class CompliantContact:
         return self._zero_dv, np.zeros((n, 3)), np.zeros((2, n))
 
     def _coefficients(self, h: float) -> None:
-        """Per-row constants of the law at step h: (h B / s)^-1 and B^-1 f0 / (u or d)."""
+        """Per-row constants of the law at step h: (h B)^-1 d^1/2 and B^-1 f0 / (u or d)."""
         bn, bt = self.k * h + self.c, self.kt * h + self.ct
         self._pushes = bn > 0.0
         self._frictional = bt > 0.0 and self.mu > 0.0
         self._springy = self._frictional and self.kt > 0.0
-        self._diag_coef = np.array([[1.0 / (h * bt) if bt > 0 else 0.0]] * 2
-                                   + [[1.0 / (h * bn) if bn > 0 else 0.0]])
+        root = math.sqrt(self.reference_depth)
+        self._diag_coef = np.array([[root / (h * bt) if bt > 0 else 0.0]] * 2
+                                   + [[root / (h * bn) if bn > 0 else 0.0]])
         self._target_t = -self.kt / bt if self._frictional else 0.0
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._coef_dt = h
@@ -469,18 +472,35 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
         if columns:
             T = np.column_stack(columns)
             p = T @ np.linalg.solve(A[rows] @ T, b[rows])
-        pulling = [j for j in range(m) if state[j] != "off" and p[3 * j + 2] < 0.0]
-        if pulling:
-            for j in pulling:
-                state[j] = "off"
-            continue
-        slips = [j for j in range(m) if state[j] == "stick"
+        # friction first: sticking points leaving the cone slip, slipping points whose
+        # end-of-step tangential velocity goes along their friction stick again
+        w_next = J @ v_free + G @ p
+        slips = [j for j in range(m) if state[j] == "stick" and p[3 * j + 2] >= 0.0
                  and math.hypot(p[3 * j], p[3 * j + 1]) > mu * p[3 * j + 2]]
-        if not slips:
+        backs = [j for j in range(m) if state[j] == "slip"
+                 and float(w_next[3 * j:3 * j + 2] @ direction[j]) > 0.0]
+        if slips or backs:
+            for j in slips:
+                state[j] = "slip"
+                direction[j] = p[3 * j:3 * j + 2] / math.hypot(p[3 * j], p[3 * j + 1])
+            for j in backs:
+                state[j] = "stick"
+            continue
+        pulling = [j for j in range(m) if state[j] != "off" and p[3 * j + 2] < 0.0]
+        if not pulling:
             break
-        for j in slips:
+        for j in pulling:
+            state[j] = "off"
+    # what the passes left: no pulling, nothing outside the cone
+    for j in range(m):
+        if state[j] == "off":
+            p[3 * j:3 * j + 3] = 0.0
+        p[3 * j + 2] = max(p[3 * j + 2], 0.0)
+        pt = math.hypot(p[3 * j], p[3 * j + 1])
+        if pt > mu * p[3 * j + 2]:
+            direction[j] = p[3 * j:3 * j + 2] / pt
+            p[3 * j:3 * j + 2] *= mu * p[3 * j + 2] / pt
             state[j] = "slip"
-            direction[j] = p[3 * j:3 * j + 2] / math.hypot(p[3 * j], p[3 * j + 1])
     dv = Minv @ J.T @ p
     for j, i in enumerate(touching):
         force[i] = p[3 * j:3 * j + 3] / h
