@@ -179,17 +179,24 @@ class CompliantContact:
             return self._nothing(n)
         if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
+            ds = dk
         else:
-            idx = np.flatnonzero(d > 0.0)
+            # a point above the ground whose free motion takes it below during the step takes
+            # part too, at the depth it would reach (ds, for s): the solve then closes its gap
+            # instead of finding it deep in the ground a step later, with a spring loaded by
+            # the late detection (a stiff contact then launched the body back up)
+            d_free = d - h * pts.normal_velocity(v_free)
+            idx = np.flatnonzero((d > 0.0) | (d_free > 0.0))
             k = len(idx)
             if k == 0:
                 return self._nothing(n)
             Jg = pts.jacobian_component_major(idx)
             dk, uk = d[idx], u[:, idx]
+            ds = np.where(dk > 0.0, dk, d_free[idx])
         MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
         A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
         # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
-        diag = (self._diag_coef * np.power(dk, -0.5)).reshape(-1)
+        diag = (self._diag_coef * np.power(ds, -0.5)).reshape(-1)
         A.flat[::3 * k + 1] += diag
         rhs = Jg.dot(v_free)  # -> B^-1 f0 - w_free, component-major rows
         np.negative(rhs, out=rhs)
@@ -234,7 +241,7 @@ class CompliantContact:
             # contact: 0
             slip = codes == 2
             if slip.any():
-                inv_s = np.sqrt(self.reference_depth / dk)
+                inv_s = np.sqrt(self.reference_depth / ds)
                 relaxed = (uk * (self.ct / h) - P[:2] * inv_s) / (self.kt + self.ct / h)
                 un[:, slip] = relaxed[:, slip]
             un[:, codes == 0] = 0.0
@@ -434,14 +441,17 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
     h, n = dt, points.n
     depth = points.plane_z - points.position_gT[2]
     force, u_next = np.zeros((n, 3)), np.zeros((2, n))
-    touching = [i for i in range(n) if depth[i] > 0.0]
+    J_n = points.jacobian_g()[2::3]  # normal rows
+    reach = {i: depth[i] if depth[i] > 0.0 else depth[i] - h * float(J_n[i] @ v_free)
+             for i in range(n)}
+    touching = [i for i in range(n) if reach[i] > 0.0]
     if not touching or k_n * h + c_n <= 0.0:
         return np.zeros(len(v_free)), force, u_next
     J = points.jacobian_g(np.array(touching))
     G = J @ Minv @ J.T
     diag, target = [], []
     for i in touching:
-        s = math.sqrt(depth[i] / reference_depth)
+        s = math.sqrt(reach[i] / reference_depth)
         bt, bn = s * (k_t * h + c_t), s * (k_n * h + c_n)
         diag += [1 / (h * bt), 1 / (h * bt), 1 / (h * bn)]
         target += [-k_t * u[0, i] / (k_t * h + c_t), -k_t * u[1, i] / (k_t * h + c_t),
@@ -507,7 +517,7 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
         if k_t <= 0.0 or state[j] == "off":
             continue
         if state[j] == "slip":
-            s = math.sqrt(depth[i] / reference_depth)
+            s = math.sqrt(reach[i] / reference_depth)
             u_next[:, i] = (c_t / h * u[:, i] - force[i, :2] / s) / (k_t + c_t / h)
         else:
             u_next[:, i] = u[:, i] + h * (J[3 * j:3 * j + 3] @ (v_free + dv))[:2]
