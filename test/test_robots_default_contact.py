@@ -116,3 +116,27 @@ def test_robot_stands_5_s_on_default_contact(robot):
     assert drift < 0.02, f"base moved {drift * 1e3:.1f} mm from its settled height"
     assert slide < 5e-3, f"feet slid {slide * 1e3:.2f} mm"
     assert np.abs(ratio - 1.0).max() < 1e-2, (ratio.min(), ratio.max())
+
+
+def test_rigid_solo12_standing_reports_sticking_feet():
+    """Rigid contact: a standing Solo12's feet are reported sticking (the stick
+    threshold follows the solver tolerance; at 10x tighter than it, 89 % of the
+    foot-steps read 'slip'), while a foot that really slides reads 'slip'."""
+    params, frames, kp, kd = solo12()
+    sim = wb_sim.Simulator.from_params(dict(params, **{"contact.model": "rigid"}))
+    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, kp, kd)
+    states = []
+    for i in range(2000):
+        st = sim.state
+        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+        if i >= 1000:
+            states += sim.contact_points_state().status
+    assert states.count("stick") >= 0.99 * len(states), \
+        {s: states.count(s) for s in set(states)}
+    # pushed sideways hard, with no friction to speak of: the feet slide and say so
+    sim.set_contact_parameters(friction_coefficient=0.05)
+    for _ in range(50):
+        sim.apply_external_wrench("base_link", force=[20.0, 0.0, 0.0])
+        st = sim.state
+        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+    assert "slip" in sim.contact_points_state().status
