@@ -12,6 +12,7 @@ shows the run in a browser (the URL is printed), paced to real time.
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import time
 
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     print(f"wb_sim: {path}: {sim.robot.model.name}, {sim.nj} joints, {sim.mass:.2f} kg, "
           f"contact '{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
     z0 = sim.state.base_position[2]
-    heights = []
+    heights = collections.deque(maxlen=per_second)  # the last second only: memory stays flat
     rec = Recorder(sim) if args.record or args.plot else None
     if rec is not None:
         rec.record(sim, q0)
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
           f"real-time factor {sim.t / wall:.1f})")
     if sim.robot.floating_base:
-        last = np.array(heights[-per_second:])
+        last = np.array(heights)
         print(f"base height {st.base_position[2]:.4f} m (start {z0:.4f} m), "
               f"drift over the last second {np.ptp(last) * 1e3:.3f} mm")
     wrenches = sim.contact_wrenches()
