@@ -25,6 +25,7 @@ from .errors import WbSimError
 from .progress import Progress
 from .recording import Recorder
 from .simulator import Simulator
+from .stand import StandMonitor
 
 
 def main(argv=None) -> int:
@@ -54,7 +55,8 @@ def main(argv=None) -> int:
     print(f"wb_sim: {path}: {sim.robot.model.name}, {sim.nj} joints, {sim.mass:.2f} kg, "
           f"contact '{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
     z0 = sim.state.base_position[2]
-    heights = collections.deque(maxlen=per_second)  # the last second only: memory stays flat
+    heights = collections.deque(maxlen=per_second)  # the last second: memory bounded
+    monitor = StandMonitor(sim.joint_names, sim.actuation.effort_limit, sim.robot.floating_base)
     rec = Recorder(sim) if args.record or args.plot else None
     if rec is not None:
         rec.record(sim, q0)
@@ -80,6 +82,7 @@ def main(argv=None) -> int:
             if viewer is not None:
                 _view(viewer, sim, t0)
             heights.append(sim.q[2] if floating else 0.0)
+            monitor.watch(sim)
             if rec is not None:
                 rec.record(sim, q0)
             bar.update(sim.t, base_z)
@@ -112,11 +115,11 @@ def main(argv=None) -> int:
         pts = sim.contact_points_state()
         print(f"max sink {max(pts.depth.max(), 0) * 1e3:.2f} mm, point states: "
               f"{', '.join(f'{s} x{pts.status.count(s)}' for s in sorted(set(pts.status)))}")
-    fell = sim.robot.floating_base and st.base_position[2] < z0 - 0.1
-    print("result: FELL" if fell else "result: stands")
+    verdict = monitor.verdict()
+    print(f"result: {verdict.summary()}")
     if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
         return 2
-    return 1 if fell else 0
+    return 0 if verdict.stands else 1
 
 
 def _view(viewer, sim: Simulator, t0: float) -> None:
