@@ -108,7 +108,7 @@ def flooder(topic: str, rate_hz: float, duration: float, joint_names: list[str],
         return getattr(impl, "publish_raw", None) or p.publish
 
     publish, publish_valid = raw(pub), raw(valid_pub)
-    deadline = time.monotonic() + 10.0
+    deadline = time.monotonic() + 60.0
     while (pub.get_subscription_count() < 1 or valid_pub.get_subscription_count() < 1) \
             and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -152,6 +152,10 @@ class _Node:
         for line in self.proc.stdout:
             m = LINE.search(line)
             self.lines.append((float(m["time"]), m["text"]) if m else (time.time(), line.strip()))
+
+    def join(self, timeout: float = 10.0) -> None:
+        """Wait until the process's output is read to its end."""
+        self._t.join(timeout)
 
     def wait_for(self, text: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -219,6 +223,7 @@ def run(topics, rates, duration: float, period: float, sync: str, robot: str = "
     env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
     env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
     env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
     rtf = 0.0 if sync == "lockstep" else 1.0
     lockstep = sync == "lockstep"
     # realtime: the valid commands come from the flooder itself (1 kHz, counted), so

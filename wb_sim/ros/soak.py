@@ -74,12 +74,22 @@ def main(argv=None) -> int:
     env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
     env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
     env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
+    flooders: list[subprocess.Popen] = []
+    if args.flood_hz > 0:  # started first: their start-up load must not meet the robot's first steps
+        import wb_sim
+        names = ",".join(wb_sim.Simulator.from_yaml(config_path(args.robot)).joint_names)
+        for topic in ("joint_commands", "effort_commands", "external_wrench"):
+            flooders.append(subprocess.Popen(
+                [sys.executable, "-m", "wb_sim.ros.flood_bench", "--flooder", topic,
+                 str(args.flood_hz), str(args.duration + 60.0), names, "0", "0"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        time.sleep(5.0)
     node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
                   "-p", f"publish.stats_period_s:={args.period}",
                   "-p", "command.wait_for_first:=true"], env)
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    flooders: list[subprocess.Popen] = []
     stop = {"now": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -90,14 +100,6 @@ def main(argv=None) -> int:
             print("soak: the node got no command:\n" + "\n".join(t for _, t in node.lines[-20:]),
                   file=sys.stderr)
             return 2
-        if args.flood_hz > 0:
-            import wb_sim
-            names = ",".join(wb_sim.Simulator.from_yaml(config_path(args.robot)).joint_names)
-            for topic in ("joint_commands", "effort_commands", "external_wrench"):
-                flooders.append(subprocess.Popen(
-                    [sys.executable, "-m", "wb_sim.ros.flood_bench", "--flooder", topic,
-                     str(args.flood_hz), str(args.duration), names, "0", "0"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         print(f"soak: {args.robot}, {args.duration:g} s, flood {args.flood_hz:g} Hz per topic; "
               f"node pid {node.proc.pid}, controller pid {ctrl.pid}", flush=True)
         t0 = time.monotonic()
@@ -116,6 +118,7 @@ def main(argv=None) -> int:
         alive = node.proc.poll() is None and ctrl.poll() is None
     finally:
         _stop(*flooders, ctrl, node.proc)
+        node.join()  # every line the node wrote
     elapsed = time.monotonic() - t0
 
     steps = misses = 0.0
@@ -143,6 +146,8 @@ def main(argv=None) -> int:
                 rejected[key] = rejected.get(key, 0) + int(k)
         del a
     ts = [s[0] for s in samples]
+    if os.environ.get("WB_SIM_SOAK_DEBUG"):
+        print("\n".join(t for _, t in node.lines))
     print(f"soak: {elapsed:.0f} s wall, both processes alive to the end: {alive}")
     for label, col in (("node", 1), ("controller", 2)):
         ys = [s[col] for s in samples]
