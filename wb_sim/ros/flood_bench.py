@@ -96,11 +96,14 @@ def flooder(topic: str, rate_hz: float, duration: float, joint_names: list[str],
         depth=1, reliability=ReliabilityPolicy.RELIABLE))
     from rclpy.serialization import serialize_message
     data = _malformed(topic, joint_names)
+    # the valid commands from their own writer, as a controller's would be (one writer of
+    # depth 1 for both would overwrite a valid message not yet delivered)
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
     if topic == "effort_commands":
-        valid_pub, valid = pub, serialize_message(Float64MultiArray(data=efforts))
+        valid_pub = node.create_publisher(Float64MultiArray, "effort_commands", qos)
+        valid = serialize_message(Float64MultiArray(data=efforts))
     else:
-        valid_pub = pub if name == "joint_commands" else node.create_publisher(
-            JointState, "joint_commands", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+        valid_pub = node.create_publisher(JointState, "joint_commands", qos)
         valid = serialize_message(JointState(name=joint_names, effort=efforts))
 
     def raw(p):

@@ -23,6 +23,7 @@ import gc
 import math
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -39,6 +40,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import WrenchStamped
@@ -439,7 +441,9 @@ class SimNode(Node):
         self._polled = []
         if cfg["topics.joint_commands"]:
             self._polled.append(self.create_subscription(
-                JointState, cfg["topics.joint_commands"], self._on_joint_commands, COMMAND_QOS))
+                JointState, cfg["topics.joint_commands"],
+                self._on_joint_commands_raw if self._match_stamp else self._on_joint_commands,
+                COMMAND_QOS, raw=self._match_stamp))
         if cfg["topics.effort_commands"]:
             self._polled.append(self.create_subscription(
                 Float64MultiArray, cfg["topics.effort_commands"], self._on_effort_commands,
@@ -551,6 +555,22 @@ class SimNode(Node):
         self._cmd_stamp_ns = None  # stamp of the newest command, for the latency figure
         self._cmd_seq = 0
         self._applied_seq = 0
+
+    def _on_joint_commands_raw(self, data: bytes) -> None:
+        """Lockstep with stamp matching: the stamp is read from the serialized message
+        (sec, nanosec right after the 4-byte CDR header) and only an answer to the
+        waiting state is deserialized: a flood of wrongly stamped commands then costs
+        ~1 us a message instead of a deserialization (at 20 kHz it cut the lockstep
+        loop from 512 to 3 steps/s)."""
+        try:
+            sec, nanosec = (_STAMP_LE if data[1] else _STAMP_BE).unpack_from(data, 4)
+        except (struct.error, IndexError):
+            return self._reject("joint_commands", cv.CommandRejected(
+                f"a truncated message of {len(data)} bytes", "malformed"))
+        if sec * cv.NS_PER_S + nanosec != self._state_stamp_ns:
+            self._stats.stale += 1  # an answer to an older state (or no stamp at all)
+            return None
+        self._on_joint_commands(deserialize_message(data, JointState))
 
     def _on_joint_commands(self, msg: JointState) -> None:
         if self._match_stamp:  # first, as it is the cheapest check
@@ -890,7 +910,9 @@ class SimNode(Node):
 
 
 _LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
+_STAMP_LE, _STAMP_BE = struct.Struct("<iI"), struct.Struct(">iI")
 _TOPIC_OF_CALLBACK = {"_on_joint_commands": "joint_commands",
+                      "_on_joint_commands_raw": "joint_commands",
                       "_on_effort_commands": "effort_commands",
                       "_on_external_wrench": "external_wrench"}
 
