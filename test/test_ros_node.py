@@ -533,6 +533,9 @@ class TestStanding:
         for pub, msg, text in bad:
             _publish_until_logged(s, pub, msg, text)
         assert "keeping the last valid torques" in s.node.log()
+        # the reasons are logged once a second per kind, so this may take under 3 s: watch
+        # the robot for 3 s of odometry at least
+        ros.spin_until(lambda: len(odom.msgs) > 320, 10.0)
         ros.stop_recording(odom)
         # the node lives on, still publishing, and the robot never left the band
         assert s.node.alive(), s.describe()
