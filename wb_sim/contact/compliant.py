@@ -190,7 +190,7 @@ class CompliantContact:
         self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
         if h != self._coef_dt:
             self._coefficients(h)
-        if not self._pushes:  # stiffness and damping both zero: the ground pushes nothing
+        if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
             return self._nothing(n)
         if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
@@ -276,7 +276,7 @@ class CompliantContact:
     def _coefficients(self, h: float) -> None:
         """Per-row constants of the law at step h: (h B)^-1 d^1/2 and B^-1 f0 / (u or d)."""
         bn, bt = self.k * h + self.c, self.kt * h + self.ct
-        self._pushes = bn > 0.0
+        self._normal_on = bn > 0.0
         self._frictional = bt > 0.0 and self.mu > 0.0
         self._springy = self._frictional and self.kt > 0.0
         root = math.sqrt(self.reference_depth)
@@ -294,9 +294,7 @@ class CompliantContact:
         if self._frictional:
             was = (self._slip_dir if idx is None else self._slip_dir[idx]) \
                 if self._any_slip else None
-            p_pm = None
-            if was is None:
-                _, p_pm, _ = _posv(A_pm, rhs_pm)
+            p_pm = None if was is not None else solve_spd(A_pm, rhs_pm)
             p_pm, slipping = self._active_set(A_pm, rhs_pm, diag[perm], target[:2].T.copy(), k,
                                               was, p_pm)
             where = self._all if idx is None else idx
