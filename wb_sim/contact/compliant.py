@@ -211,14 +211,13 @@ class CompliantContact:
         MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
         A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
         # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
-        diag = (self._diag_coef * np.power(ds, -0.5)).reshape(-1)
-        A.flat[::3 * k + 1] += diag
-        rhs = Jg.dot(v_free)  # -> B^-1 f0 - w_free, component-major rows
-        np.negative(rhs, out=rhs)
+        diag = np.divide(self._diag_coef, np.sqrt(ds)).reshape(-1)  # (3, k) -> 3k
+        Ad = A.reshape(-1)[::3 * k + 1]  # a view of the diagonal
+        Ad += diag
         target = np.empty((3, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
-        rhs += target.reshape(-1)
+        rhs = target.reshape(-1) - Jg.dot(v_free)  # B^-1 f0 - w_free, component-major rows
         p = None
         if self._frictional and not self._any_slip:
             _, p, info = _posv(A, rhs)
