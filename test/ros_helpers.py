@@ -57,14 +57,22 @@ def fresh_domain_id() -> int:
             return d
 
 
+#: working directory of the processes the tests start: outside the source tree, so that
+#: ``python -m wb_sim...`` runs the installed package (CI installs it non-editable)
+RUN_DIR = Path(os.environ.get("TMPDIR", "/tmp"))
+
+
 def ros_env(domain_id: int) -> dict[str, str]:
-    """Environment of a node process: its own domain, DDS discovery on this host only."""
+    """Environment of a node process: its own domain, DDS discovery on this host only.
+    The source tree is not on its path: it runs wb_sim as installed."""
     env = dict(os.environ)
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env.pop("ROS_LOCALHOST_ONLY", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "")
-                                                       .split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                        if p and Path(p).resolve() != ROOT)
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
@@ -87,7 +95,7 @@ class Proc:
         self.started = time.time()
         self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, env=ros_env(domain_id),
-                                      cwd=ROOT, start_new_session=True)
+                                      cwd=log_dir, start_new_session=True)
 
     @property
     def pid(self) -> int:
