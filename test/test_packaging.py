@@ -19,31 +19,16 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from ros_helpers import copy_package_sources
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what setup.py reads: the package and its data files
-SOURCES = ("setup.py", "setup.cfg", "package.xml", "README.md", "resource", "launch", "config",
-           "urdf", "rviz", "wb_sim")
 DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "urdf": "*.urdf", "rviz": "*.rviz"}
-
-
-def _copy_sources(dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
-    for name in SOURCES:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        else:
-            shutil.copy2(src, dest / name)
-    return dest
 
 
 def _source_modules() -> set[str]:
@@ -64,7 +49,7 @@ def _console_scripts() -> set[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     tmp = tmp_path_factory.mktemp("wheel")
-    src = _copy_sources(tmp / "src")
+    src = copy_package_sources(tmp / "src")
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                           "-q", "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True,
                          timeout=300)
