@@ -180,7 +180,8 @@ def test_not_converged_steps_complete_and_are_counted():
     ("contact.baumgarte_gain", 1.5, "contact.baumgarte_gain"),
     ("contact.max_iterations", 0, "contact.max_iterations"),
     ("contact.tolerance", 0.0, "contact.tolerance"),
-    ("contact.compliance", -1e-6, "contact.compliance"),
+    ("contact.regularization", -1e-6, "contact.regularization"),
+    ("contact.regularization", 2.0, "contact.regularization"),
     ("contact.activation_margin", -0.01, "contact.activation_margin"),
 ])
 def test_bad_rigid_parameters_are_refused_by_name(key, value, match):

@@ -38,12 +38,13 @@ G = 9.81
 # ---------------------------------------------------------------------------
 
 
-def yaml_gains(robot: str) -> tuple[float, float]:
-    """(kp, kd) of the ``wb_sim_pd_controller`` block of config/<robot>.yaml."""
+def yaml_gains(robot: str) -> tuple[np.ndarray, np.ndarray]:
+    """(kp, kd) of the ``wb_sim_pd_controller`` block of config/<robot>.yaml: a
+    scalar or one value per joint each."""
     with open(wb_sim.config_path(robot)) as f:
         doc = yaml.safe_load(f)
     p = doc["wb_sim_pd_controller"]["ros__parameters"]
-    return float(p["kp"]), float(p["kd"])
+    return np.asarray(p["kp"], dtype=float), np.asarray(p["kd"], dtype=float)
 
 
 def hold_controller(sim, kp, kd, q_ref=None) -> PDGravityController:

@@ -13,10 +13,12 @@ friction, position limits and motor armature.
   stability bound (I = the joint's effective inertia).
 * Position limits: a unilateral spring-damper beyond the limit that only
   pushes back, ``k = I / tau^2``, ``c = 2 zeta I / tau`` with the joint's
-  effective inertia ``I = 1 / (M^-1)_jj`` at the initial configuration,
+  effective inertia ``I = 1 / (M^-1)_jj`` at the current configuration,
   ``tau = joints.limit_time_constant`` and ``zeta = joints.limit_damping_ratio``.
-  ``tau`` must be at least ``4 dt``; with the default ``5 dt`` at 1 kHz the
-  explicit spring stays stable if the effective inertia drops up to 8-fold.
+  It is integrated implicitly, all joints beyond a limit together, with the
+  step's M^-1 (:meth:`Actuation.limit_impulses`): stable at every posture and
+  rate, whatever the inertia does (an explicit spring tuned at the initial
+  posture diverged when swinging a leg lowered the hip's inertia).
 """
 
 from __future__ import annotations
@@ -68,14 +70,8 @@ class Actuation:
         self.lower = robot.position_lower.copy()
         self.upper = robot.position_upper.copy()
         self.limited = np.isfinite(self.lower) | np.isfinite(self.upper)
-        self.limit_stiffness = np.zeros(nj)
-        self.limit_damping = np.zeros(nj)
-        if cfg.limit_time_constant < 4 * dt:
-            raise ConfigError(
-                f"parameter 'joints.limit_time_constant' = {cfg.limit_time_constant:g} s is "
-                f"shorter than 4 dt = {4 * dt:g} s: the explicit limit spring would be unstable")
         #: whether :meth:`passive_torques` returns anything
-        self.has_passive = self.has_damping or self.has_friction or self.limits_enabled
+        self.has_passive = self.has_damping or self.has_friction
         self._tau_limit = cfg.limit_time_constant
         self._zeta_limit = cfg.limit_damping_ratio
 
@@ -84,11 +80,8 @@ class Actuation:
         return self.armature + self.dt * self.damping
 
     def set_effective_inertia(self, inertia: np.ndarray) -> None:
-        """Derive limit gains and friction smoothing from the joints' effective
-        inertias ``1 / (M^-1)_jj`` (kg*m^2) of the stepping model."""
-        tau = self._tau_limit
-        self.limit_stiffness = np.where(self.limited, inertia / tau**2, 0.0)
-        self.limit_damping = np.where(self.limited, 2 * self._zeta_limit * inertia / tau, 0.0)
+        """Derive the friction smoothing from the joints' effective inertias
+        ``1 / (M^-1)_jj`` (kg*m^2) of the stepping model."""
         self.friction_velocity = np.maximum(self.friction_velocity,
                                             self.friction * self.dt / inertia)
 
@@ -100,28 +93,62 @@ class Actuation:
         return np.minimum(np.maximum(tau, -lim), lim)
 
     def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
-        """Explicit joint torques: -D qdot (its implicit part is in the armature),
-        Coulomb friction and limit reactions, (nj,); ``None`` when all are off."""
+        """Explicit joint torques: -D qdot (its implicit part is in the armature) and
+        Coulomb friction, (nj,); ``None`` when both are off."""
         if not self.has_passive:
             return None
         tau = -self.damping * vj
         if self.has_friction:
             tau -= self.friction * np.tanh(vj / self.friction_velocity)
-        if self.limits_enabled:
-            # d = clip(q, lower, upper) - q: > 0 below the lower limit, < 0 above the
-            # upper one, 0 within (the common case: one dot product tells)
-            d = np.minimum(np.maximum(qj, self.lower), self.upper)
-            d -= qj
-            if d.dot(d) > 0.0:
-                # k d - c qdot beyond a limit, kept only while it pushes back:
-                # sign(d) max(sign(d) (k d - c qdot), 0)
-                sign = np.sign(d)
-                push = self.limit_stiffness * d - self.limit_damping * vj
-                push *= sign
-                np.maximum(push, 0.0, out=push)
-                push *= sign
-                tau += push
         return tau
+
+    def limit_violations(self, qj: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Joints beyond a position limit: their indices (k,) in joint order and the
+        signed distances back to the limit (k,), ``> 0`` below the lower limit and
+        ``< 0`` above the upper one; ``None`` if none is (or limits are off)."""
+        if not self.limits_enabled:
+            return None
+        # d = clip(q, lower, upper) - q: 0 within the limits (one dot product tells)
+        d = np.minimum(np.maximum(qj, self.lower), self.upper)
+        d -= qj
+        if not d.dot(d) > 0.0:
+            return None
+        idx = np.flatnonzero(d)
+        return idx, d[idx]
+
+    def limit_impulses(self, d: np.ndarray, v_free: np.ndarray, Minv: np.ndarray,
+                       dt: float) -> np.ndarray:
+        """Impulses (k,) of the limit spring-dampers of the joints beyond a limit,
+        signed like ``d``, by backward Euler with the current effective inertias.
+
+        Args:
+            d: (k,) signed distances back to the limits (:meth:`limit_violations`), rad or m.
+            v_free: (k,) those joints' end-of-step velocities without the limits.
+            Minv: (k, k) symmetric block of M^-1 on those joints.
+        Per joint ``f = k d' - c qdot'`` along sign(d) with ``d' = d - h qdot'``,
+        ``k = I / tau^2``, ``c = 2 zeta I / tau``, ``I = 1 / Minv_jj``; with
+        ``qdot' = v_free + Minv p`` the impulses solve
+        ``(Minv + (h B)^-1) p = B^-1 k d - qdot_free`` (``B = k h + c``), and a
+        joint whose impulse would pull leaves the system (unilateral)."""
+        sign = np.sign(d)
+        inertia = 1.0 / np.diag(Minv)
+        tau, h = self._tau_limit, dt
+        stiffness = inertia / tau**2
+        B = stiffness * h + 2.0 * self._zeta_limit * inertia / tau
+        A = Minv * np.outer(sign, sign)
+        A.flat[::len(d) + 1] += 1.0 / (h * B)
+        rhs = stiffness * np.abs(d) / B - sign * v_free
+        keep = np.ones(len(d), dtype=bool)
+        p = np.zeros(len(d))
+        while keep.any():
+            sub = np.flatnonzero(keep)
+            p[:] = 0.0
+            p[sub] = np.linalg.solve(A[np.ix_(sub, sub)], rhs[sub])
+            pulling = keep & (p < 0.0)
+            if not pulling.any():
+                break
+            keep &= ~pulling
+        return sign * np.maximum(p, 0.0)
 
     def check_initial_positions(self, robot: RobotModel, qj: np.ndarray) -> None:
         """With limits enforced, the initial posture must respect them."""

@@ -15,9 +15,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from .contact import CONTACT_MODELS
 from .controllers import PDGravityController
 from .progress import Progress
 from .simulator import Simulator
+from .stand import StandMonitor
 
 ICUB_STAND = {
     "urdf_path": "icub-models:iCubGazeboV2_5",
@@ -87,7 +91,10 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
     z, fz, soles = [], [], []
     l_sole, r_sole = "l_sole", "r_sole"
 
+    monitor = StandMonitor(sim.joint_names, sim.actuation.effort_limit, True)
+
     def log(s: Simulator) -> None:
+        monitor.watch(s)
         z.append(s.q[2])
         fz.append(sum(w.force[2] for w in s.contact_wrenches().values()))
         soles.append(np.concatenate([s.frame_pose(l_sole).translation[:2],
@@ -112,6 +119,8 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
         "vertical_reaction_over_weight_last_1s": float(np.mean(fz[-1000:]) / weight),
         "max_sole_slip_m": float(slip),
         "fell": bool(z.min() < 0.620438 - 0.1),
+        "stand_verdict": monitor.verdict().summary(),
+        "stands": monitor.verdict().stands,
         "bit_identical_runs": identical,
         "runs_us_per_step": [t / STEPS * 1e6 for t in times],
         "solver": solver_stats,
@@ -125,6 +134,10 @@ def main(argv=None) -> int:
     parser.add_argument("--contact", default="compliant", choices=sorted(CONTACT_MODELS),
                         help="contact model (default: compliant)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs (median reported)")
+    parser.add_argument("--peer", metavar="SCRIPT",
+                        help="also run this peer harness back to back (e.g. "
+                             "../shared/benchmarks/peers/mujoco_icub_stand.py, which needs "
+                             "pip install mujoco) and print the ratio of the two us/step")
     args = parser.parse_args(argv)
     print(f"icub_stand, contact model '{args.contact}', {STEPS} steps of 1 ms, "
           f"median of {args.runs} runs", file=sys.stderr)
@@ -136,13 +149,37 @@ def main(argv=None) -> int:
     print(f"vertical reaction / weight, 1 s: {rep['vertical_reaction_over_weight_last_1s']:.5f}")
     print(f"max horizontal sole slip:        {rep['max_sole_slip_m'] * 1e3:.4f} mm")
     print(f"fell:                            {'yes' if rep['fell'] else 'no'}")
+    print(f"verdict:                         {rep['stand_verdict']}")
     print(f"timed runs bit-identical:        {'yes' if rep['bit_identical_runs'] else 'NO'}")
     if rep["solver"]:
         st = rep["solver"]
         print(f"solver iterations per step:      mean {st['iterations_mean']:.2f}, "
               f"p99 {st['iterations_p99']:.0f}")
         print(f"solves not converged:            {st['nonconverged']} of {st['solves']}")
-    return 0 if rep["bit_identical_runs"] and not rep["fell"] else 1
+    ok = rep["bit_identical_runs"] and rep["stands"]
+    if args.peer:
+        peer = _run_peer(args.peer, args.runs)
+        if peer is None:
+            return 2
+        ratio = rep["us_per_step"] / peer
+        print(f"peer ({Path(args.peer).name}):  {peer:.1f} us/step; wb_sim / peer = {ratio:.2f}")
+    return 0 if ok else 1
+
+
+def _run_peer(script: str, runs: int) -> float | None:
+    """us/step of a peer harness that prints one JSON line with 'us_per_step_median'."""
+    try:
+        out = subprocess.run([sys.executable, script, "--runs", str(runs)], capture_output=True,
+                             text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"wb_sim.bench: peer {script} did not run: {e}", file=sys.stderr)
+        return None
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return float(json.loads(line)["us_per_step_median"])
+    print(f"wb_sim.bench: peer {script} printed no result (exit {out.returncode}):\n"
+          f"{out.stderr[-2000:]}", file=sys.stderr)
+    return None
 
 
 if __name__ == "__main__":

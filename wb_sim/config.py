@@ -115,11 +115,13 @@ PARAMETERS: tuple[Param, ...] = (
           "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg, live=True),
     Param("contact.damping", "float", 400.0, "N*s/m",
           "Normal damping per point at the reference depth (c above).", check=_nonneg, live=True),
-    Param("contact.tangential_stiffness", "float", 4.0e4, "N/m",
-          "Tangential stiffness per point at the reference depth (ground deformation spring).",
+    Param("contact.tangential_stiffness", "float", 1.0e6, "N/m",
+          "Tangential stiffness per point at the reference depth (ground deformation spring). "
+          "A slide that stops springs back by its elastic deformation mu f_n / (s k_t): 0.02 mm "
+          "for a 2 kg box at the default (0.5 mm at 4e4).",
           check=_nonneg, live=True),
     Param("contact.tangential_damping", "float", 400.0, "N*s/m",
-          "Tangential damping per point at the reference depth.", check=_positive, live=True),
+          "Tangential damping per point at the reference depth.", check=_nonneg, live=True),
     Param("contact.friction_coefficient", "float", 1.0, "",
           "Coulomb friction coefficient mu (the tangential force is at most mu f_n).",
           check=_nonneg, live=True),
@@ -127,8 +129,10 @@ PARAMETERS: tuple[Param, ...] = (
           "Penetration at which the nonlinear normal law has the secant stiffness "
           "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
           check=_positive),
-    Param("contact.max_penetration", "float", 0.05, "m",
-          "A contact point deeper than this raises DivergenceError.", check=_positive),
+    Param("contact.max_penetration", "float", 0.2, "m",
+          "A contact point deeper than this raises DivergenceError (a guard against a lost "
+          "robot, not a contact parameter: a 200 kg box dropped 2 m sinks ~7 cm into the "
+          "default compliant ground).", check=_positive),
     Param("contact.solver", "str", "admm", "",
           "rigid: constraint solver of pinocchio >= 4, 'admm' or 'pgs' (projected Gauss-Seidel).",
           check=_one_of("pgs", "admm")),
@@ -143,11 +147,12 @@ PARAMETERS: tuple[Param, ...] = (
     Param("contact.baumgarte_gain", "float", 0.2, "",
           "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
           check=lambda x: None if 0.0 <= x <= 1.0 else "must be in [0, 1]"),
-    Param("contact.compliance", "float", 1.0e-8, "m/N",
-          "rigid: compliance of each contact point; it adds compliance/dt^2 to the Delassus "
-          "matrix's diagonal. The default (a 40 N load sinks 0.4 um) makes the problem of "
-          "coplanar foot corners definite, so the solver converges; larger values soften the "
-          "contact.", check=_nonneg),
+    Param("contact.regularization", "float", 1.0e-3, "",
+          "rigid: regularization of each normal contact row relative to its Delassus diagonal "
+          "(R = eps G_ii): makes the problem of coplanar foot corners definite; a point at rest "
+          "sinks eps G f dt^2 / baumgarte_gain (vanishes as dt -> 0) and an impact keeps a "
+          "fraction ~eps of its speed (no bounce at any rate).",
+          check=lambda x: None if 0.0 <= x <= 1.0 else "must be in [0, 1]"),
     Param("contact.activation_margin", "float", 0.005, "m",
           "rigid: points closer to the ground than this enter the contact problem (their gap "
           "term keeps them from touching early).", check=_nonneg),
@@ -177,9 +182,11 @@ PARAMETERS: tuple[Param, ...] = (
     # --- joints / actuation
     Param("joints.position_limits", "bool", True, "",
           "Enforce URDF position limits with a unilateral spring-damper."),
-    Param("joints.limit_time_constant", "float", 0.005, "s",
-          "Time constant of the limit spring-damper: k = I/tau^2 per joint, "
-          "I = the joint's effective inertia at the initial configuration; at least 4 dt.",
+    Param("joints.limit_time_constant", "float", 0.002, "s",
+          "Time constant of the limit spring-damper: k = I/tau^2, c = 2 zeta I/tau per joint, "
+          "I = the joint's effective inertia at the current configuration; integrated "
+          "implicitly (stable at any rate; below ~2 dt it acts as the stiffest limit dt "
+          "resolves).",
           check=_positive),
     Param("joints.limit_damping_ratio", "float", 1.0, "",
           "Damping ratio of the limit spring-damper.", check=_nonneg),
@@ -343,7 +350,7 @@ class ContactConfig:
     max_iterations: int  #: rigid
     tolerance: float  #: rigid, m/s (impulses: relative, see contact.rigid)
     baumgarte_gain: float  #: rigid
-    compliance: float  #: rigid, m/N
+    regularization: float  #: rigid, relative to the Delassus diagonal
     activation_margin: float  #: rigid, m
 
 

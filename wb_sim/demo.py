@@ -12,6 +12,7 @@ shows the run in a browser (the URL is printed), paced to real time.
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 import time
 
@@ -24,6 +25,7 @@ from .errors import WbSimError
 from .progress import Progress
 from .recording import Recorder
 from .simulator import Simulator
+from .stand import StandMonitor
 
 
 def main(argv=None) -> int:
@@ -53,7 +55,8 @@ def main(argv=None) -> int:
     print(f"wb_sim: {path}: {sim.robot.model.name}, {sim.nj} joints, {sim.mass:.2f} kg, "
           f"contact '{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
     z0 = sim.state.base_position[2]
-    heights = []
+    heights = collections.deque(maxlen=per_second)  # the last second: memory bounded
+    monitor = StandMonitor(sim.joint_names, sim.actuation.effort_limit, sim.robot.floating_base)
     rec = Recorder(sim) if args.record or args.plot else None
     if rec is not None:
         rec.record(sim, q0)
@@ -79,6 +82,7 @@ def main(argv=None) -> int:
             if viewer is not None:
                 _view(viewer, sim, t0)
             heights.append(sim.q[2] if floating else 0.0)
+            monitor.watch(sim)
             if rec is not None:
                 rec.record(sim, q0)
             bar.update(sim.t, base_z)
@@ -98,7 +102,7 @@ def main(argv=None) -> int:
     print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
           f"real-time factor {sim.t / wall:.1f})")
     if sim.robot.floating_base:
-        last = np.array(heights[-per_second:])
+        last = np.array(heights)
         print(f"base height {st.base_position[2]:.4f} m (start {z0:.4f} m), "
               f"drift over the last second {np.ptp(last) * 1e3:.3f} mm")
     wrenches = sim.contact_wrenches()
@@ -111,11 +115,11 @@ def main(argv=None) -> int:
         pts = sim.contact_points_state()
         print(f"max sink {max(pts.depth.max(), 0) * 1e3:.2f} mm, point states: "
               f"{', '.join(f'{s} x{pts.status.count(s)}' for s in sorted(set(pts.status)))}")
-    fell = sim.robot.floating_base and st.base_position[2] < z0 - 0.1
-    print("result: FELL" if fell else "result: stands")
+    verdict = monitor.verdict()
+    print(f"result: {verdict.summary()}")
     if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
         return 2
-    return 1 if fell else 0
+    return 0 if verdict.stands else 1
 
 
 def _view(viewer, sim: Simulator, t0: float) -> None:

@@ -3,14 +3,15 @@ that :meth:`Simulator.step` advances by one fixed step.
 
 One step (``h = dt``), semi-implicit Euler on the manifold::
 
-    kinematics of all contact points   (one computeJointJacobians call)
-    contact forces F, next deformation (the contact model, vectorized)
-    tau = sat(tau_cmd) + passive(q, v) + J^T F + J_link^T w   (w: pushes, see
-                                                   apply_external_wrench)
-    a   = ABA(q, v, tau)              (armature + h*D: implicit joint damping)
-    v'  = v + h a
-    q'  = integrate(q, h v')           (pinocchio: quaternion stays unit)
-    floating base: its origin moves with its world velocity (see _integrate_base)
+    tau    = sat(tau_cmd) + passive(q, v) + J_link^T w   (w: pushes, see
+                                                apply_external_wrench)
+    v_free = v + h ABA(q, v, tau)   (armature + h*D: implicit joint damping)
+    M^-1   (from ABA's factorization) if a contact point or a limit needs it
+    v_free += M^-1 p_limits        (joints beyond a limit: implicit spring-dampers)
+    v'     = v_free + M^-1 J_c^T p  (contact impulses p: the contact model's
+                                    solve, implicit in the contact forces)
+    q'     = integrate(q, h v')     (pinocchio: quaternion stays unit)
+    floating base: its origin moves with its world velocity (see _stepping_model)
 
 The state is never left non-finite: a bad torque vector raises
 :class:`CommandError` before anything changes, and a step whose result is
@@ -36,10 +37,6 @@ from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
-
-#: live contact parameter -> attribute of the contact model holding it
-_CONTACT_ATTR = {"stiffness": "k", "damping": "c", "tangential_stiffness": "kt",
-                 "tangential_damping": "ct", "friction_coefficient": "mu"}
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
 MAX_SPEED = 1.0e4
@@ -114,6 +111,7 @@ class Simulator:
         self.config = config
         self.dt = config.dt
         self._dt0 = np.array(self.dt)  # 0-d: cheaper in numpy products than a float
+        self._inv_dt = np.array(1.0 / self.dt)
         base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
                                  np.array(config.initial.base_position))
         self.robot = RobotModel.from_urdf(
@@ -139,16 +137,14 @@ class Simulator:
         self.ground = ground
         self.contact_points = ContactPoints(robot, config, ground)
         self.contact = make_contact_model(config, self.contact_points)
-        self._impulse_based = bool(getattr(self.contact, "impulse_based", False))
         self._no_points = not self.contact_points.n
         self._max_penetration = self.contact.max_penetration
         self._upper = np.triu(np.ones((self.model.nv, self.model.nv), dtype=bool))
         self.surface_names = self.contact_points.surface_names
-        #: Delassus matrix at the initial configuration (the stability check's)
-        self._delassus_q0 = self._delassus() if self.contact_points.n else None
         self._weight = robot.mass * float(np.linalg.norm(config.gravity))
-        if self.contact_points.n:
-            self.contact.check_stability(self._delassus_q0, self._weight, self.dt)
+        #: what the simulator adjusted or wants said once (the node logs these)
+        self.notes: list[str] = []
+        self._note_contact_resolution()
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
@@ -245,6 +241,13 @@ class Simulator:
         Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
         self.actuation.set_effective_inertia(1.0 / np.diag(Minv)[self.robot.idx_v])
 
+    def _note_contact_resolution(self) -> None:
+        """Add a note if the rate does not resolve the contact at the initial posture."""
+        if self.contact_points.n:
+            note = self.contact.resolution_note(self._delassus(), self._weight, self.dt)
+            if note:
+                self.notes = [n for n in self.notes if not n.startswith("contact:")] + [note]
+
     def _delassus(self) -> np.ndarray:
         """Delassus matrix ``G = J_c M^-1 J_c^T`` (3n, 3n) of all contact points at
         the initial configuration, ground coordinates (t1, t2, n per point), with
@@ -261,30 +264,22 @@ class Simulator:
 
         Keys are the contact model's live parameters, with or without the
         ``contact.`` prefix (``stiffness=5e4`` or ``**{"contact.stiffness": 5e4}``);
-        the others keep their values. The new set is validated and its
-        stability at ``dt`` checked as at construction: on a
-        :class:`ConfigError` nothing changes.
+        the others keep their values. The whole set is validated before any
+        of it is applied: on a :class:`ConfigError` nothing changes. Every
+        finite value >= 0 is stable (the contact is integrated implicitly);
+        :attr:`notes` says if the rate no longer resolves it.
         """
         live = tuple(self.contact.LIVE_PARAMETERS)
-        new = {k: getattr(self.contact, _CONTACT_ATTR[k]) for k in live}
+        new = self.contact.parameters()
         for key, value in values.items():
             short = key.removeprefix("contact.")
             if short not in new:
                 raise ConfigError(f"parameter 'contact.{short}' cannot be changed while running; "
                                   f"live contact parameters: "
                                   f"{', '.join('contact.' + k for k in live)}")
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer,
-                                                                   np.floating)):
-                raise ConfigError(f"parameter 'contact.{short}': expected a number, got {value!r}")
-            new[short] = float(value)
-        old = {k: getattr(self.contact, _CONTACT_ATTR[k]) for k in live}
-        self.contact.set_parameters(**new)  # validates each value
-        if self.contact_points.n:
-            try:
-                self.contact.check_stability(self._delassus_q0, self._weight, self.dt)
-            except ConfigError:
-                self.contact.set_parameters(**old)
-                raise
+            new[short] = value
+        self.contact.set_parameters(**new)  # validates every value, then applies them all
+        self._note_contact_resolution()
 
     def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),
                               duration_s: float | None = None) -> None:
@@ -341,7 +336,8 @@ class Simulator:
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
         # acceleration of the initial state under zero torque, for the IMU
-        self._a, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
+        v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
+        self._a = (v1 - self._v) * self._inv_dt
         self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
 
     @property
@@ -407,41 +403,51 @@ class Simulator:
         return self.robot.joint_positions(q), v[self.robot.idx_v]
 
     def _dynamics(self, q, v, tau_joints, pushes=()):
-        """Generalized acceleration, next contact state and contact forces at (q, v),
-        with the external wrenches ``pushes`` ((frame id, wrench) pairs).
-
-        With an impulse-based contact model the acceleration is the step's mean
-        one, ``(v' - v) / dt``, impulses included."""
-        model, data, pts = self._model_step, self._data_step, self.contact_points
-        if self.actuation.has_passive:
-            tau_joints = tau_joints + self.actuation.passive_torques(*self._joint_qv(q, v))
-        rigid = pts.n and self._impulse_based
-        if pts.n and not rigid:  # compliant: contact forces are explicit
-            pin.computeJointJacobians(model, data, q)
-            pts.update(model, data, v)
-            force_T, u_next = self.contact.forces(self._u, self.dt)
-            tau = pts.generalized_force(force_T)
-            force = force_T.T
-        else:
-            force, u_next = self._force, self._u
-            tau = self._tau_gen
-            tau[:] = 0.0
+        """End-of-step velocity (stepping coordinates), next contact state and contact
+        forces from (q, v), with the external wrenches ``pushes`` ((frame id,
+        wrench) pairs); see the module docstring for the sequence."""
+        model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
+            self.actuation
+        qj, vj = self._joint_qv(q, v)
+        if act.has_passive:
+            tau_joints = tau_joints + act.passive_torques(qj, vj)
+        limits = act.limit_violations(qj)
+        tau = self._tau_gen
+        tau[:] = 0.0
         tau[self._jv] += tau_joints
+        h = self._dt0
         if pushes:
-            if not pts.n or rigid:  # the compliant branch computed the Jacobians at q
-                pin.computeJointJacobians(model, data, q)
-            for fid, wrench in pushes:  # J^T w, the frame Jacobian in the frame's axes
-                tau += pin.getFrameJacobian(model, data, fid, pin.LOCAL).T @ wrench
-        if not rigid:
-            return pin.aba(model, data, q, v, tau, pin.Convention.WORLD), u_next, force
-        # rigid: M^-1 serves both the free acceleration and the Delassus matrix; its
-        # upper triangle (all computeMinverse writes) is enough for the symmetric BLAS
-        # products, cheaper than symmetrizing it (3 us)
-        Minv_upper = pin.computeMinverse(model, data, q)  # also oMi and J at q
-        a = _symv(1.0, Minv_upper, tau - pin.nonLinearEffects(model, data, q, v))
+            pin.computeJointJacobians(model, data, q)
+            self._add_pushes(tau, pushes)
+        # ABA (WORLD convention) also leaves the kinematics and the joint Jacobians at q in
+        # data, and the factorization computeMinverse(model, data) reuses: M^-1 for the
+        # limits and the contact solve costs 4 us more, not a second pass
+        v_free = pin.aba(model, data, q, v, tau, pin.Convention.WORLD) * h
+        v_free += v
+        if not pts.n and limits is None:  # nothing to solve for
+            return v_free, self._u, self._force
+        Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
+        if limits is not None:
+            idx, d = limits
+            cols = self.robot.idx_v[idx]
+            block = Minv_upper[np.ix_(cols, cols)]
+            block = np.triu(block) + np.triu(block, 1).T  # rows/cols ascending: upper = upper
+            impulse = np.zeros(model.nv)
+            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+            v_free += _symv(1.0, Minv_upper, impulse)
+        if not pts.n:
+            return v_free, self._u, self._force
         pts.update(model, data, None)
-        dv, force = self.contact.solve(Minv_upper, v + self.dt * a, self.dt)
-        return a + dv * (1.0 / self.dt), u_next, force
+        dv, force, u_next = self.contact.solve(Minv_upper, v_free, self._u, self.dt)
+        v_free += dv
+        return v_free, u_next, force
+
+    def _add_pushes(self, tau: np.ndarray, pushes) -> None:
+        """tau += J^T w for each push (the frame Jacobian in the frame's axes), with
+        the joint Jacobians of the current configuration in the stepping data."""
+        for fid, wrench in pushes:
+            tau += pin.getFrameJacobian(self._model_step, self._data_step, fid,
+                                        pin.LOCAL).T @ wrench
 
     def step(self, tau) -> None:
         """Advance one step of ``dt`` with joint torques ``tau`` (N*m or N, in
@@ -466,9 +472,7 @@ class Simulator:
         q, v = self._q, self._v
         pushes = self._active_pushes() if self._pushes else ()
         try:
-            a, u_next, force = self._dynamics(q, v, applied, pushes)
-            v_next = a * self._dt0
-            v_next += v
+            v_next, u_next, force = self._dynamics(q, v, applied, pushes)
             q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
             # q_next = integrate(q, h v_next) is finite whenever q and v_next are
             if not (v_next.dot(v_next) < _MAX_SPEED2  # also catches nan
@@ -479,6 +483,8 @@ class Simulator:
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
+        a = v_next - v
+        a *= self._inv_dt  # the step's mean acceleration (the IMU's)
         self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
         self._q, self._v, self._u = q_next, v_next, u_next
         self._v_public = None
@@ -618,15 +624,17 @@ class Simulator:
         return pin.centerOfMass(self.model, self._data, q).copy()
 
     def forward_dynamics(self, tau, q=None, v=None) -> np.ndarray:
-        """Generalized acceleration (nv,) at (q, v) under joint torques ``tau``,
-        with the contact forces the contact model produces there (its
-        deformation state taken as the current one). Neither the state nor the
-        contact readings change."""
+        """Generalized acceleration (nv,) at (q, v) under joint torques ``tau``: the
+        mean acceleration of one step from there, ``(v' - v) / dt``, with the
+        contact and limit impulses the step produces (the contact's deformation
+        state taken as the current one); without contact and limits, ABA's
+        acceleration. Neither the state nor the contact readings change."""
         q, v = self._qv(q, self.v if v is None else v)
         tau = self.actuation.saturate(np.asarray(tau, dtype=float))
         try:
-            a, _, _ = self._dynamics(q, self._stepping_velocity(q, v), tau,
-                                     self._active_pushes())
+            v_step = self._stepping_velocity(q, v)
+            v_next, _, _ = self._dynamics(q, v_step, tau, self._active_pushes())
+            a = (v_next - v_step) * self._inv_dt
             out = a.copy()
             if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])

@@ -1,18 +1,56 @@
 """Contact models, chosen by the parameter ``contact.model``.
 
-Each model lives in its own module behind the same small interface
-(``initial_state()``, ``forces(u, dt)``, ``status``, ``depth``,
-``check_stability(...)``, ``set_parameters(...)``); :data:`CONTACT_MODELS` is the
-explicit table of the available ones.
+Each model lives in its own module behind the same interface,
+:class:`ContactModel`; :data:`CONTACT_MODELS` is the explicit table of the
+available ones. The simulator calls every model the same way: once per step,
+after ``points.update`` at the step's configuration, ``solve(Minv_upper,
+v_free, u, dt)`` returns the velocity change of the contact impulses, the
+point forces and the next per-point state.
 """
 
 from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
 
 from ..config import SimConfig
 from ..errors import ConfigError
 from .compliant import STATUS_NAMES, CompliantContact
 from .points import ContactPoints, Ground
 from .rigid import RigidContact
+
+class ContactModel(Protocol):
+    """What the simulator needs of a contact model."""
+
+    name: str
+    #: parameters ``ros2 param set`` / ``Simulator.set_contact_parameters`` may change
+    LIVE_PARAMETERS: tuple[str, ...]
+    max_penetration: float  #: m: deeper raises DivergenceError
+    depth: np.ndarray  #: (n,) penetration at the last solve, m (> 0 below the ground)
+
+    def initial_state(self) -> np.ndarray:
+        """(2, n) per-point state at rest (the compliant ground's deformation)."""
+
+    def solve(self, Minv_upper: np.ndarray, v_free: np.ndarray, u: np.ndarray,
+              dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dv (nv,), point forces (n, 3) in ground coordinates, next state (2, n))."""
+
+    @property
+    def max_depth(self) -> float: ...
+
+    @property
+    def status(self) -> np.ndarray:
+        """(n,) 0 none, 1 stick, 2 slip at the last solve."""
+
+    def parameters(self) -> dict[str, float]: ...
+
+    def set_parameters(self, **values: float) -> None:
+        """Validate all, then apply all (ConfigError: nothing changes)."""
+
+    def resolution_note(self, delassus: np.ndarray, weight: float, dt: float) -> str | None:
+        """A sentence for the log if dt does not resolve the contact."""
+
 
 #: contact.model value -> class
 CONTACT_MODELS = {
@@ -32,5 +70,5 @@ def make_contact_model(config: SimConfig, points: ContactPoints):
     return cls(config.contact, points)
 
 
-__all__ = ["CONTACT_MODELS", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
+__all__ = ["CONTACT_MODELS", "ContactModel", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
            "RigidContact", "make_contact_model"]

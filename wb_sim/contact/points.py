@@ -201,6 +201,19 @@ class ContactPoints:
         rows = (np.asarray(idx)[:, None] + self._component_offsets).reshape(-1)
         return self._Jp[rows]
 
+    def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(3k, nv) Jacobian of the points ``idx`` (default: all, the stored array
+        itself, read-only use) in ground coordinates, rows component-major: all t1
+        rows, all t2 rows, all normal rows."""
+        if idx is None:
+            return self._Jp
+        return self._Jp[(self._component_offsets.T + idx[None, :]).reshape(-1)]
+
+    def normal_velocity(self, v: np.ndarray) -> np.ndarray:
+        """(n,) velocity of each point along the ground normal under the generalized
+        velocity ``v``, at the configuration of the last :meth:`update`, m/s."""
+        return self._Jp[2 * self.n:].dot(v)
+
     def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
         """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
         return force_gT.reshape(-1).dot(self._Jp)

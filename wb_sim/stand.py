@@ -1,0 +1,112 @@
+"""An honest "stands" verdict for a standing run.
+
+A robot stands only if, over the whole run,
+
+* its base never dropped more than ``max_drop`` (0.1 m) below where it started
+  (a floating base; a fixed base cannot fall);
+* no contact surface's frame slid more than ``max_slide`` (5 mm) horizontally
+  from where it was once the first ``settle_s`` (0.5 s) had passed (feet that
+  creep away are not standing, whatever the base height says);
+* no joint spent more than ``max_saturated`` (5 %) of the steps at its effort
+  limit (a controller chattering between its limits is not holding a posture).
+
+:class:`StandMonitor` works on plain arrays, so the headless run, the benchmark
+and the ROS launcher (from its topics) judge alike; :meth:`StandMonitor.watch`
+reads them from a :class:`~wb_sim.Simulator`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+
+
+@dataclass(frozen=True)
+class StandVerdict:
+    stands: bool
+    reasons: tuple[str, ...]  #: why not (empty when it stands)
+    base_drop: float  #: m, largest drop of the base below its start (0 for a fixed base)
+    foot_slide: float  #: m, largest horizontal slide of a contact surface after settling
+    saturated: dict[str, float] = field(default_factory=dict)  #: joint -> fraction of steps
+
+    def summary(self) -> str:
+        """One line for a terminal: 'stands (...)' or 'FELL: reasons (...)'."""
+        worst = max(self.saturated.values(), default=0.0)
+        figures = (f"base drop {self.base_drop * 1e3:.1f} mm, feet slid "
+                   f"{self.foot_slide * 1e3:.2f} mm, most saturated joint "
+                   f"{100 * worst:.1f} % of steps")
+        if self.stands:
+            return f"stands ({figures})"
+        return f"DID NOT STAND: {'; '.join(self.reasons)} ({figures})"
+
+
+class StandMonitor:
+    """Accumulates what the verdict needs, one sample per step (see the module docstring).
+
+    Args:
+        joint_names: names of the actuated joints, for the report.
+        effort_limits: (nj,) N*m or N (inf where unlimited).
+        floating_base: whether the base can fall.
+    """
+
+    def __init__(self, joint_names, effort_limits, floating_base: bool = True, *,
+                 max_drop: float = 0.1, max_slide: float = 0.005, max_saturated: float = 0.05,
+                 settle_s: float = 0.5):
+        self.joint_names = tuple(joint_names)
+        self.limits = np.asarray(effort_limits, dtype=float)
+        self.floating = floating_base
+        self.max_drop, self.max_slide, self.max_saturated = max_drop, max_slide, max_saturated
+        self.settle_s = settle_s
+        self._z0 = None
+        self._drop = 0.0
+        self._feet0 = None
+        self._slide = 0.0
+        self._saturated = np.zeros(len(self.joint_names))
+        self._samples = 0
+
+    def update(self, t: float, base_z: float, applied_efforts, foot_positions=None) -> None:
+        """One sample: time (s), base height (m), the efforts applied at the last step
+        ((nj,), after saturation) and, when known, the world positions (S, 3) of the
+        contact surfaces' frames (sampling them every few steps is enough)."""
+        if self._z0 is None:
+            self._z0 = base_z
+        if self.floating:
+            self._drop = max(self._drop, self._z0 - base_z)
+        tau = np.abs(np.asarray(applied_efforts, dtype=float))
+        self._saturated += tau >= self.limits * (1.0 - 1e-9)
+        self._samples += 1
+        if foot_positions is not None and t >= self.settle_s:
+            feet = np.asarray(foot_positions, dtype=float)
+            if self._feet0 is None:
+                self._feet0 = feet.copy()
+            slide = np.hypot(*(feet - self._feet0)[:, :2].T)
+            self._slide = max(self._slide, float(slide.max(initial=0.0)))
+
+    def watch(self, sim, feet_every: int = 10) -> None:
+        """:meth:`update` from a Simulator after its step (the feet every ``feet_every`` steps)."""
+        feet = None
+        if sim.contact_points.n and sim.step_count % feet_every == 0:
+            model, data = sim.model, sim._data
+            pin.forwardKinematics(model, data, sim.q)
+            feet = [pin.updateFramePlacement(model, data, sim.robot.frame_id(f)).translation
+                    for f in sim.contact_points.surface_frames]
+        self.update(sim.t, float(sim.q[2]) if sim.robot.floating_base else 0.0,
+                    sim.applied_torques, feet)
+
+    def verdict(self) -> StandVerdict:
+        fractions = self._saturated / max(self._samples, 1)
+        saturated = {n: float(f) for n, f in zip(self.joint_names, fractions) if f > 0.0}
+        reasons = []
+        if self.floating and self._drop > self.max_drop:
+            reasons.append(f"the base dropped {self._drop:.3f} m (more than {self.max_drop:g} m)")
+        if self._slide > self.max_slide:
+            reasons.append(f"a foot slid {self._slide * 1e3:.1f} mm (more than "
+                           f"{self.max_slide * 1e3:g} mm)")
+        over = [f"{n} {100 * f:.0f} %" for n, f in saturated.items() if f > self.max_saturated]
+        if over:
+            reasons.append(f"joints at their effort limit more than "
+                           f"{100 * self.max_saturated:g} % of the time: {', '.join(over)}")
+        return StandVerdict(stands=not reasons, reasons=tuple(reasons), base_drop=self._drop,
+                            foot_slide=self._slide, saturated=saturated)
