@@ -314,6 +314,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("external_wrench.duration_s", "float", 0.1, "s",
           "How long a wrench on topics.external_wrench acts, from the step it arrives.",
           check=_positive, live=True),
+    Param("stop_after_s", "float", 0.0, "s",
+          "Simulated time at which the node stops and exits with code 0, after a last stats "
+          "line (wb_sim_run --duration); 0 = run until stopped.", check=_nonneg),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
@@ -508,6 +511,29 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_LOADER = None
+
+
+def _loader():
+    """PyYAML's safe loader, reading floats as YAML 1.2 and ROS's parameter parser do:
+    ``1.0e6`` and ``1e6`` are numbers (YAML 1.1, PyYAML's default, makes them strings)."""
+    global _LOADER
+    if _LOADER is None:
+        import re
+
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        Loader.add_implicit_resolver(
+            "tag:yaml.org,2002:float",
+            re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$"),
+            list("-+0123456789."))
+        _LOADER = Loader
+    return _LOADER
+
+
 def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, Any]:
     """Read the ``<node_name>: ros__parameters:`` block of a ROS 2 parameter file.
 
@@ -523,9 +549,12 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     except OSError as e:
         raise ConfigError(f"cannot read parameter file '{path}': {e.strerror}") from e
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_loader())
     except yaml.YAMLError as e:
-        raise ConfigError(f"parameter file '{path}' is not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        why = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ConfigError(f"parameter file '{path}' is not valid YAML: {why}{where}") from e
     block = None
     if isinstance(doc, Mapping):
         for name in (node_name, f"/{node_name}", "/**"):

@@ -47,7 +47,8 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
 from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
-                      load_config, load_node_config)
+                      _unknown_key_error, is_node_key, load_config, load_node_config,
+                      read_yaml_params)
 from ..errors import ConfigError, DivergenceError, ModelError, WbSimError
 from ..robot import urdf_for_ros
 from ..simulator import Simulator
@@ -121,8 +122,11 @@ class _Stats:
 class SimNode(Node):
     """The simulator node (name ``wb_sim``)."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(self, params_files: tuple[str, ...] = (), **kwargs: Any):
+        """``params_files``: the ``--params-file`` arguments, in order (a relative
+        ``urdf_path`` is relative to the file that sets it)."""
         super().__init__("wb_sim", **kwargs)
+        self._params_files = tuple(params_files)
         flat = self._declare_parameters()
         self.sim = Simulator(load_config(flat))  # it leaves the node's own keys to us
         self.cfg = load_node_config(flat)
@@ -182,14 +186,47 @@ class SimNode(Node):
     # ------------------------------------------------------------------ parameters
 
     def _declare_parameters(self) -> dict[str, Any]:
+        given = dict(self._parameter_overrides)  # from --params-file, -p, launch
+        defaults: dict[str, Any] = {}
+        if not given.keys() & {"urdf_path", "robot_description"}:
+            # `ros2 run wb_sim wb_sim_node` alone: the default robot, as turtlesim does
+            from .. import default_config_path
+            defaults = read_yaml_params(default_config_path())
+            self.get_logger().info(
+                f"no robot given (urdf_path / robot_description): simulating the default "
+                f"humanoid of {default_config_path()}; `ros2 launch wb_sim sim.launch.py "
+                f"robot:=...` or --params-file <robot>.yaml simulates another")
         flat: dict[str, Any] = {}
         for p in PARAMETERS + NODE_PARAMETERS:
-            flat[p.key] = self.declare_parameter(p.key, p.default, _descriptor(p.key, p)).value
+            flat[p.key] = self.declare_parameter(p.key, defaults.get(p.key, p.default),
+                                                 _descriptor(p.key, p)).value
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
                 key = f"{s}.{p.key}"
-                flat[key] = self.declare_parameter(key, p.default, _descriptor(key, p)).value
+                flat[key] = self.declare_parameter(key, defaults.get(key, p.default),
+                                                   _descriptor(key, p)).value
+        # a key the node does not know is refused, as the Python API refuses it (rclpy
+        # would ignore it: a misspelt `contact: stifness:` silently kept the default)
+        unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
+        if unknown:
+            raise _unknown_key_error(unknown[0], sorted(flat))
+        flat["urdf_path"] = self._urdf_relative_to_its_file(flat["urdf_path"])
         return flat
+
+    def _urdf_relative_to_its_file(self, urdf_path: str) -> str:
+        """A relative ``urdf_path`` is relative to the parameter file that sets it (the
+        last one of ``--params-file`` that does), as in the Python API; one given with
+        ``-p`` stays relative to the working directory."""
+        if not urdf_path or ":" in urdf_path or os.path.isabs(urdf_path):
+            return urdf_path
+        for f in reversed(self._params_files):
+            try:
+                set_here = read_yaml_params(f, self.get_name()).get("urdf_path")
+            except ConfigError:
+                continue
+            if set_here == os.path.realpath(os.path.join(os.path.dirname(f), urdf_path)):
+                return set_here
+        return urdf_path
 
     def _on_set_parameters(self, params) -> SetParametersResult:
         core, node = {}, {}
@@ -719,6 +756,11 @@ class SimNode(Node):
                 break  # shut down under us (Ctrl-C, SIGTERM): rcl calls fail
             anchor_k += 1
             stats.steps += 1
+            stop_after = self.cfg["stop_after_s"]
+            if stop_after > 0 and self._now_ns() >= round(stop_after * cv.NS_PER_S):
+                self._report(time.perf_counter())
+                log.info(f"stop_after_s = {stop_after:g} s of simulated time reached")
+                break
             rtf = self.cfg["real_time_factor"]
             now = time.perf_counter()
             if rtf > 0:
@@ -812,7 +854,7 @@ def main(args=None) -> int:
     node = None
     try:
         try:
-            node = SimNode()
+            node = SimNode(params_files=_params_files(sys.argv if args is None else args))
         except WbSimError as e:
             rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
             return 2
@@ -836,6 +878,11 @@ def main(args=None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+def _params_files(argv) -> tuple[str, ...]:
+    """The ``--params-file`` arguments of a command line, in order."""
+    return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
 
 
 def _spin(executor, node: SimNode, stop: threading.Event) -> None:
