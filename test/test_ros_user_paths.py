@@ -167,3 +167,40 @@ def test_node_alone_simulates_the_default_humanoid(tmp_path):
     rc, log = _node(tmp_path, argv, "simulating wb_humanoid")
     assert rc == 0, log
     assert "no robot given" in log and "simulating wb_humanoid (23 joints" in log, log
+
+
+def test_reset_after_a_divergence_resumes_stepping(tmp_path):
+    """A 0.5 mm penetration limit: the humanoid, left without torques, diverges on
+    landing (1-2 mm of sink) and the node pauses; ~/reset brings it back and the
+    clock runs on without ~/pause false (until it lands and diverges again)."""
+    from rosgraph_msgs.msg import Clock
+
+    from std_srvs.srv import Trigger
+
+    from ros_helpers import RosClient, stamp_ns
+    domain = fresh_domain_id()
+    node = Proc("wb_sim", sim_node_argv("contact.max_penetration:=0.0005",
+                                        "publish.stats_period_s:=0.0"), domain, tmp_path)
+    ros = RosClient(domain)
+    try:
+        assert node.wait_for_log("simulation diverged and is paused", 60), node.describe()
+        clock = ros.record(Clock, "/clock")
+        res = ros.call(Trigger, "/wb_sim/reset", Trigger.Request())
+        assert res.success and "the simulation resumes after the divergence" in res.message, \
+            res.message
+        t_reset = float(res.message.split("t = ")[1].split(" s")[0])
+        assert ros.spin_until(
+            lambda: sum(stamp_ns(m) > t_reset * 1e9 + 1e6 for m in clock.msgs) >= 5, 10), \
+            f"no simulated time after the reset at {t_reset} s\n{node.describe()}"
+        assert node.wait_for_log("simulation diverged and is paused", 10, count=2)
+    finally:
+        ros.close()
+        node.close()
+
+
+def test_no_contact_surfaces_warns_that_the_robot_will_fall(tmp_path):
+    cfg = _yaml(tmp_path, "bare.yaml", f"    urdf_path: {ROOT / 'urdf' / 'humanoid.urdf'}\n"
+                                       "    contact_surfaces: []\n")
+    rc, log = _node(tmp_path, sim_node_argv(params_file=cfg), "simulating wb_humanoid")
+    assert rc == 0, log
+    assert "no contact surfaces" in log and "will fall through the ground" in log, log

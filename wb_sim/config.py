@@ -291,11 +291,18 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "Hold the physics at t = 0 until the first valid command arrives (for a controller "
           "that starts after the simulator; the launch file sets it with controller:=pd)."),
     Param("command.timeout_s", "float", 0.1, "s",
-          "Watchdog: with no valid command for this long (simulated time), apply "
-          "command.on_timeout; 0 = never.", check=_nonneg, live=True),
-    Param("command.on_timeout", "str", "zero", "",
-          "'zero': zero torques | 'hold_last': keep the last valid torques.",
-          check=_one_of("zero", "hold_last"), live=True),
+          "Watchdog: the last valid command is held this long (simulated time); with no new "
+          "one by then, command.timeout_action applies until commands return; 0 = never.",
+          check=_nonneg, live=True),
+    Param("command.timeout_action", "str", "damp", "",
+          "After command.timeout_s without a valid command: 'damp': joint damping "
+          "tau = -command.timeout_damping qdot (what a real robot's drives do on a lost "
+          "link: the robot sinks slowly instead of dropping) | 'hold': keep the last valid "
+          "torques | 'zero': zero torques.",
+          check=_one_of("damp", "hold", "zero"), live=True),
+    Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
+          "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
+          "within the effort limits.", check=_nonneg, live=True),
     Param("sync.mode", "str", "realtime", "",
           "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
           "the physics waits for one valid command before the next step (deterministic "

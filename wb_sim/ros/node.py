@@ -132,6 +132,7 @@ class SimNode(Node):
         self.cfg = load_node_config(flat)
         self._lock = threading.RLock()
         self._running = False
+        self._diverged = False  # paused by a divergence (~/reset resumes)
         self._paused = threading.Event()  # set = paused
         self._wake = threading.Event()
         sim = self.sim
@@ -173,6 +174,11 @@ class SimNode(Node):
         self._publish_latched()
         self._publish(every=True)
         self.viewer = self._make_viewer()
+        if sim.robot.floating_base and sim.contact_points.n == 0:
+            self.get_logger().warning(
+                "no contact surfaces (parameter 'contact_surfaces' is empty): the floating "
+                "base will fall through the ground; give the feet surfaces as in "
+                "config/humanoid.yaml, or set floating_base: false for a fixed robot")
         self.get_logger().info(
             f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
@@ -197,14 +203,19 @@ class SimNode(Node):
                 f"humanoid of {default_config_path()}; `ros2 launch wb_sim sim.launch.py "
                 f"robot:=...` or --params-file <robot>.yaml simulates another")
         flat: dict[str, Any] = {}
+
+        def declare(key: str, p) -> None:
+            value = self.declare_parameter(key, defaults.get(key, p.default),
+                                           _descriptor(key, p)).value
+            if value is None and p.kind in ("floats", "strs"):
+                value = []  # `key: []` in a YAML file: rclpy has no type for an empty list
+            flat[key] = value
+
         for p in PARAMETERS + NODE_PARAMETERS:
-            flat[p.key] = self.declare_parameter(p.key, defaults.get(p.key, p.default),
-                                                 _descriptor(p.key, p)).value
+            declare(p.key, p)
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
-                key = f"{s}.{p.key}"
-                flat[key] = self.declare_parameter(key, defaults.get(key, p.default),
-                                                   _descriptor(key, p)).value
+                declare(f"{s}.{p.key}", p)
         # a key the node does not know is refused, as the Python API refuses it (rclpy
         # would ignore it: a misspelt `contact: stifness:` silently kept the default)
         unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
@@ -591,16 +602,20 @@ class SimNode(Node):
     def _torques(self) -> np.ndarray:
         """The torques of this step: the last valid command, or the watchdog's choice."""
         timeout = self.cfg["command.timeout_s"]
+        action = self.cfg["command.timeout_action"]
         if self._have_cmd and timeout > 0 and not self._tripped and \
                 self._now_ns() - self._last_cmd_ns > timeout * cv.NS_PER_S:
             self._tripped = True
-            hold = self.cfg["command.on_timeout"] == "hold_last"
+            what = {"hold": "holding the last torques", "zero": "torques set to zero",
+                    "damp": f"joint damping ({self.cfg['command.timeout_damping']:g} N*m*s/rad)"}
             self.get_logger().warning(
-                f"no valid command for {timeout:g} s of simulated time: "
-                f"{'holding the last torques' if hold else 'torques set to zero'}")
-        if self._tripped and self.cfg["command.on_timeout"] == "zero":
+                f"no valid command for {timeout:g} s of simulated time: {what[action]} "
+                f"(command.timeout_action: {action})")
+        if self._tripped and action != "hold":
             # forget them too: a later command for some joints must not bring back the others
             self._tau_cmd = np.zeros(self.sim.nj)
+            if action == "damp":
+                return -self.cfg["command.timeout_damping"] * self.sim.joint_velocities
             return self._tau_cmd
         if self._cmd_seq != self._applied_seq:
             self._applied_seq = self._cmd_seq
@@ -623,9 +638,14 @@ class SimNode(Node):
             self._clear_commands()
             self._publish(every=True)
             t_reset = self._now_ns() / 1e9
+            resumed = self._diverged  # the divergence paused it: the reset undoes that
+            if resumed:
+                self._diverged = False
+                self._paused.clear()
         self._wake.set()
         response.success = True
-        response.message = f"reset to the initial state at t = {t_reset:.3f} s"
+        response.message = f"reset to the initial state at t = {t_reset:.3f} s" + (
+            "; the simulation resumes after the divergence" if resumed else "")
         self.get_logger().info(response.message)
         return response
 
@@ -661,6 +681,7 @@ class SimNode(Node):
             self.sim.step(self._torques())
         except DivergenceError as e:
             self._paused.set()
+            self._diverged = True
             msg = f"simulation diverged and is paused (call ~/reset): {e}"
             self.get_logger().error(msg)
             return False, msg
