@@ -21,7 +21,9 @@ raises :class:`DivergenceError` and keeps the previous state.
 
 from __future__ import annotations
 
+import copy
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -31,7 +33,8 @@ import pinocchio as pin
 from scipy.linalg.blas import dsymv as _symv  # y = A x, reads the upper triangle of A
 
 from .actuation import Actuation
-from .config import SimConfig, load_config, read_yaml_params
+from .config import (PARAMETER_BY_KEY, SimConfig, coerce_parameter, load_config,
+                     read_yaml_params)
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .robot import RobotModel, rotate_inverse
@@ -40,6 +43,13 @@ from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
 MAX_SPEED = 1.0e4
+#: a contact point deeper than this in the initial state gets a warning, m
+INITIAL_PENETRATION_WARNING = 2.0e-3
+
+
+class InitialPenetrationWarning(UserWarning):
+    """The initial state puts a contact point into the ground."""
+
 _MAX_SPEED2 = MAX_SPEED**2
 
 
@@ -95,6 +105,57 @@ class State:
         return self.base_pose.rotation @ self.v[3:6]
 
 
+@dataclass(frozen=True, eq=False)
+class SimState:
+    """A snapshot of everything that determines a simulation's future; see
+    :meth:`Simulator.get_state`. Arrays are copies; ``q`` and ``v`` are in the
+    stepping coordinates (a floating base's linear velocity in world axes)."""
+
+    step_count: int
+    q: np.ndarray
+    v: np.ndarray
+    u: np.ndarray  #: (2, n) contact deformation state
+    pushes: tuple  #: (frame id, wrench, steps left) still to come
+    pushes_applied: tuple
+    q_prev: np.ndarray  #: the last step's start (its readings were computed there)
+    v_prev: np.ndarray
+    u_prev: np.ndarray
+    a: np.ndarray  #: the last step's mean acceleration (the IMU's)
+    force: np.ndarray  #: (n, 3) the last step's contact forces, ground coordinates
+    tau_applied: np.ndarray
+    contact: tuple  #: the contact model's snapshot (warm starts, last readings)
+    imu: tuple | None  #: (noise generator state, current noise)
+    signature: tuple  #: (nq, nv, points, dt, contact model, imu): what it fits
+
+    @property
+    def t(self) -> float:
+        """Simulated time, s (step_count dt)."""
+        return self.step_count * self.signature[3]
+
+
+def _real(x, name: str):
+    """``x`` unchanged, or CommandError if it is complex (numpy would drop the
+    imaginary part with only a warning)."""
+    if np.iscomplexobj(x):
+        raise CommandError(f"{name} must be real, got a complex value")
+    return x
+
+
+def _vector(x, name: str, n: int, what: str = "") -> np.ndarray:
+    """``x`` as a finite real float vector of length ``n``, or CommandError naming ``name``."""
+    try:
+        out = np.asarray(_real(x, name), dtype=float)
+    except (TypeError, ValueError) as e:
+        raise CommandError(f"{name} must be a vector of {n} real numbers: {e}") from None
+    if out.shape != (n,):
+        raise CommandError(f"{name} must have shape ({n},){' (' + what + ')' if what else ''}, "
+                           f"got shape {out.shape}")
+    if not np.isfinite(out).all():
+        bad = np.flatnonzero(~np.isfinite(out)).tolist()
+        raise CommandError(f"{name} has non-finite entries at indices {bad}")
+    return out
+
+
 def _rpy_quaternion(rpy) -> np.ndarray:
     return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
 
@@ -116,7 +177,8 @@ class Simulator:
                                  np.array(config.initial.base_position))
         self.robot = RobotModel.from_urdf(
             config.urdf_path, config.robot_description, config.floating_base,
-            base_placement=None if config.floating_base else base_placement)
+            base_placement=None if config.floating_base else base_placement,
+            mimic=config.joints.mimic)
         robot = self.robot
         #: physical model (armature only), for the dynamics queries
         self.model = robot.model
@@ -162,6 +224,23 @@ class Simulator:
         self._pushes: list[list] = []
         self._pushes_applied: tuple = ()  # (frame id, wrench) of the last step
         self.reset()
+        self._warn_initial_penetration()
+
+    def _warn_initial_penetration(self) -> None:
+        """Warn when the initial state puts a contact point deep into the ground:
+        the contact pushes it out in the first steps (37 mm launched the humanoid
+        23 cm up), which is seldom what a user meant."""
+        if self._no_points:
+            return
+        depth = np.asarray(self.contact.depth, dtype=float)
+        worst = int(np.argmax(depth))
+        if depth[worst] > INITIAL_PENETRATION_WARNING:
+            surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+            warnings.warn(
+                f"contact surface '{surface}' starts {depth[worst] * 1e3:.1f} mm inside the "
+                f"ground: the contact will push it out in the first steps; raise "
+                f"initial.base_position (or lower ground.height) so that the feet start on or "
+                f"just above the ground", InitialPenetrationWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ building
 
@@ -271,14 +350,24 @@ class Simulator:
         """
         live = tuple(self.contact.LIVE_PARAMETERS)
         new = self.contact.parameters()
+        old = dict(new)
+        # every value is checked against the parameter table (type, finite, range) before
+        # anything changes: the change is whole or not at all
         for key, value in values.items():
             short = key.removeprefix("contact.")
             if short not in new:
                 raise ConfigError(f"parameter 'contact.{short}' cannot be changed while running; "
                                   f"live contact parameters: "
                                   f"{', '.join('contact.' + k for k in live)}")
-            new[short] = value
-        self.contact.set_parameters(**new)  # validates every value, then applies them all
+            p = PARAMETER_BY_KEY[f"contact.{short}"]
+            new[short] = coerce_parameter(p.key, p, value)
+        try:
+            self.contact.set_parameters(**new)  # validates every value, then applies them all
+        except Exception as e:
+            self.contact.set_parameters(**old)
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"contact parameters {values!r} refused: {e}") from e
         self._note_contact_resolution()
 
     def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),
@@ -294,14 +383,18 @@ class Simulator:
         """
         fid = self.robot.frame_id(link)
         try:
-            wrench = np.concatenate([np.asarray(force, dtype=float).reshape(3),
-                                     np.asarray(torque, dtype=float).reshape(3)])
+            wrench = np.concatenate([np.asarray(_real(force, "force"), dtype=float).reshape(3),
+                                     np.asarray(_real(torque, "torque"), dtype=float).reshape(3)])
         except (TypeError, ValueError) as e:
             raise CommandError(f"external wrench on '{link}': force and torque must be "
                                f"3-vectors: {e}") from None
         if not np.isfinite(wrench).all():
             raise CommandError(f"external wrench on '{link}': non-finite value {wrench.tolist()}")
-        duration = self.dt if duration_s is None else float(duration_s)
+        try:
+            duration = self.dt if duration_s is None else float(_real(duration_s, "duration_s"))
+        except (TypeError, ValueError):
+            raise CommandError(f"external wrench on '{link}': duration_s must be a number of "
+                               f"seconds > 0, got {duration_s!r}") from None
         if not (math.isfinite(duration) and duration > 0):
             raise CommandError(f"external wrench on '{link}': duration must be > 0 s, "
                                f"got {duration_s!r}")
@@ -458,9 +551,11 @@ class Simulator:
         would leave the domain of validity.
         """
         try:
+            if tau.__class__ is not np.ndarray or tau.dtype.kind != "f":
+                tau = _real(tau, "torques")  # no silent loss of an imaginary part
             tau = np.asarray(tau, dtype=float)
         except (TypeError, ValueError) as e:
-            raise CommandError(f"torques must be a vector of {self.nj} numbers: {e}") from None
+            raise CommandError(f"torques must be a vector of {self.nj} numbers (real): {e}") from None
         if tau.shape != self._tau_shape:
             raise CommandError(f"torques must have shape ({self.nj},) in joint_names order, "
                                f"got shape {tau.shape}")
@@ -471,6 +566,7 @@ class Simulator:
         applied = self.actuation.saturate(tau)
         q, v = self._q, self._v
         pushes = self._active_pushes() if self._pushes else ()
+        saved = self.contact.snapshot()
         try:
             v_next, u_next, force = self._dynamics(q, v, applied, pushes)
             q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
@@ -479,7 +575,7 @@ class Simulator:
                     and (self._no_points or self.contact.max_depth <= self._max_penetration)):
                 self._raise_divergence(v_next)
         except DivergenceError:
-            self._recompute_readings()  # readings stay those of the last valid step
+            self._restore_readings(saved)  # readings stay those of the last valid step
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
@@ -574,15 +670,10 @@ class Simulator:
     # ------------------------------------------------------------------ dynamics queries
 
     def _qv(self, q, v=None):
-        q = self._q if q is None else np.asarray(q, dtype=float)
-        if q.shape != (self.model.nq,):
-            raise CommandError(f"q must have shape ({self.model.nq},), got {q.shape}")
+        q = self._q if q is None else _vector(q, "q", self.model.nq)
         if v is None:
             return q, None
-        v = np.asarray(v, dtype=float)
-        if v.shape != (self.model.nv,):
-            raise CommandError(f"v must have shape ({self.model.nv},), got {v.shape}")
-        return q, v
+        return q, _vector(v, "v", self.model.nv)
 
     def mass_matrix(self, q=None) -> np.ndarray:
         """Joint-space mass matrix M(q) (nv, nv), armature included (pinocchio conventions)."""
@@ -630,7 +721,9 @@ class Simulator:
         state taken as the current one); without contact and limits, ABA's
         acceleration. Neither the state nor the contact readings change."""
         q, v = self._qv(q, self.v if v is None else v)
-        tau = self.actuation.saturate(np.asarray(tau, dtype=float))
+        tau = self.actuation.saturate(_vector(tau, "tau", self.nj, "joint torques in joint_names "
+                                                                   "order"))
+        saved = self.contact.snapshot()
         try:
             v_step = self._stepping_velocity(q, v)
             v_next, _, _ = self._dynamics(q, v_step, tau, self._active_pushes())
@@ -640,19 +733,73 @@ class Simulator:
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
             return out
         finally:
-            self._recompute_readings()
+            self._restore_readings(saved)
 
-    def _recompute_readings(self) -> None:
-        """Re-evaluate the last accepted step's contact readings (positions, forces,
-        depths, states) after an evaluation that overwrote them. Deterministic:
-        the same inputs give the same readings."""
-        u = self._u
-        self._u = self._u_prev
-        try:
-            _, _, self._force = self._dynamics(self._q_prev, self._v_prev, self._tau_applied,
-                                               self._pushes_applied)
-        finally:
-            self._u = u
+    def _restore_readings(self, saved: tuple) -> None:
+        """After an evaluation that was not kept (a diverging step, a dynamics query):
+        the contact model back to its snapshot, the points' kinematics back at the
+        configuration the last step started from (where its readings were computed)."""
+        self.contact.restore(saved)
+        if self.contact_points.n:
+            pin.computeJointJacobians(self._model_step, self._data_step, self._q_prev)
+            self.contact_points.update(self._model_step, self._data_step, None)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def get_state(self) -> "SimState":
+        """Everything that determines the future of this simulation, as a snapshot:
+        time, q and v, the contact's deformation and warm starts, the pushes still
+        to come, the IMU noise generator, and the readings of the last step.
+        :meth:`set_state` with it continues bit-identically (the snapshot holds
+        copies; it can be kept, restored many times, or restored after a reset)."""
+        imu = self.imu_sensor
+        return SimState(
+            step_count=self._k, q=self._q.copy(), v=self._v.copy(), u=self._u.copy(),
+            pushes=tuple((f, w.copy(), n) for f, w, n in self._pushes),
+            pushes_applied=tuple((f, w.copy()) for f, w in self._pushes_applied),
+            q_prev=self._q_prev.copy(), v_prev=self._v_prev.copy(), u_prev=self._u_prev.copy(),
+            a=np.array(self._a), force=np.array(self._force),
+            tau_applied=self._tau_applied.copy(),
+            contact=copy.deepcopy(self.contact.snapshot()),
+            imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
+                                          imu._noise.copy()),
+            signature=self._signature())
+
+    def set_state(self, state: "SimState") -> None:
+        """Restore a snapshot of :meth:`get_state` (of this simulator, or of one built
+        from the same configuration). Raises :class:`CommandError` for a snapshot of
+        another model; the state is then untouched."""
+        if not isinstance(state, SimState):
+            raise CommandError(f"set_state takes a SimState from get_state(), got "
+                               f"{type(state).__name__}")
+        if state.signature != self._signature():
+            raise CommandError("set_state: the snapshot is of another robot, contact set or "
+                               "time step (nq, nv, points, dt differ)")
+
+        def frozen(x):
+            x = np.array(x)
+            x.setflags(write=False)
+            return x
+
+        self._k = state.step_count
+        self._q, self._v = frozen(state.q), frozen(state.v)
+        self._v_public = None
+        self._u = state.u.copy()
+        self._pushes = [[f, w.copy(), n] for f, w, n in state.pushes]
+        self._pushes_applied = tuple((f, w.copy()) for f, w in state.pushes_applied)
+        self._q_prev, self._v_prev = frozen(state.q_prev), frozen(state.v_prev)
+        self._u_prev = state.u_prev.copy()
+        self._a, self._force = state.a.copy(), state.force.copy()
+        self._tau_applied = frozen(state.tau_applied)
+        if self.imu_sensor is not None and state.imu is not None:
+            rng_state, noise = state.imu
+            self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
+            self.imu_sensor._noise = noise.copy()
+        self._restore_readings(copy.deepcopy(state.contact))
+
+    def _signature(self) -> tuple:
+        return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
+                self.contact.name, self.imu_sensor is not None)
 
     @property
     def mass(self) -> float:
