@@ -282,12 +282,27 @@ def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
                      progress=False)
 
 
-def test_plots(tmp_path):
+def test_plots_and_recordings(tmp_path):
     pytest.importorskip("matplotlib")
-    camp = dict(SMALL, plots=True, random={})
+    from wb_sim.recording import History
+    camp = dict(SMALL, plots=True, record=True, random={})
     res = run_campaign(camp, workers=2, out=tmp_path, progress=False)
     names = sorted(p.name for p in res.plots)
     assert "success_vs_pushes.0.magnitude.png" in names
     assert "hist_max_tilt_deg.png" in names
     assert all(p.stat().st_size > 5000 for p in res.plots)
-    shutil.rmtree(tmp_path / "plots")
+    recs = sorted((tmp_path / "recordings").glob("case_*.npz"))
+    assert len(recs) == 12
+    h = History.load(recs[-1])
+    assert h.n == 60 and h.t[-1] == pytest.approx(0.06)
+    # the recording is the run of the table: its base height ends where the trace did
+    row = res.rows[-1]
+    assert row["case_hash"] in recs[-1].name
+
+
+def test_parquet_table(reference):
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow not installed: CSV only")
+    out, res = reference
+    t = pq.read_table(out / "results.parquet").to_pydict()
+    assert t["case_id"] == list(range(24))
+    assert t["max_tilt_deg"] == [r["max_tilt_deg"] for r in res.rows]

@@ -78,7 +78,7 @@ import xml.etree.ElementTree as ET
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -124,8 +124,7 @@ class CaseInfo:
     params: Mapping[str, Any]  #: the case's perturbed and fixed values (``set``, grid, random)
 
 
-@dataclass(frozen=True)
-class Observation:
+class Observation(NamedTuple):
     """What the controller sees (delayed by ``sensor_delay_steps``)."""
     t: float
     q: np.ndarray  #: pinocchio configuration (base xyz, quaternion xyzw, joints)
@@ -642,9 +641,11 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     trace_tau = np.empty((n, sim.nj))
     trace_q[0] = sim.q
 
+    imu = sim.imu if wants_imu else (lambda: None)
+
     def observe():
         return Observation(sim.t, sim.q, sim.v, sim.joint_positions, sim.joint_velocities,
-                           sim.imu() if wants_imu else None)
+                           imu())
 
     sd, cd = special["sensor_delay_steps"], special["command_delay_steps"]
     obs_fifo = deque([observe()] * (sd + 1), maxlen=sd + 1)
@@ -654,6 +655,8 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     saturated_steps = losses = 0
     loaded = np.zeros(ns, dtype=bool)
     nj = sim.nj
+    ratio = np.empty(nj)
+    normal = np.empty(ns)
 
     def metrics(diverged: bool) -> dict:
         verdict = monitor.verdict()
@@ -692,7 +695,9 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
-            r = float((np.abs(applied) * inv_limits).max(initial=0.0))
+            np.abs(applied, out=ratio)
+            ratio *= inv_limits
+            r = float(ratio.max()) if nj else 0.0
             if r > peak:
                 peak = r
             if r >= sat_level:
@@ -709,8 +714,9 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             if ns:
                 # sim._force: the points' forces of the last step, ground coordinates
                 # (tangential 1, 2, normal); what contact_wrench_array() maps, 10x cheaper
-                f = per_surface.dot(sim._force[:, 2]) > threshold
-                losses += int(np.count_nonzero(loaded & ~f))
+                f = np.greater(per_surface.dot(sim._force[:, 2], out=normal), threshold)
+                if (loaded > f).any():  # loaded before, not now
+                    losses += int(np.count_nonzero(loaded > f))
                 loaded = f
             obs_fifo.append(observe())
     except DivergenceError as e:
@@ -974,29 +980,32 @@ def plot_campaign(campaign: Campaign, rows: list, directory: Path) -> list:
                                for v in vals):
             continue  # vectors and strings: no axis
         x = np.array(vals, dtype=float)
-        s = np.array([bool(r["stands"]) for r in ok], dtype=float)
+        series = {"stands": np.array([bool(r["stands"]) for r in ok], dtype=float)}
+        if all("fell" in r for r in ok):
+            series["fell"] = np.array([bool(r["fell"]) for r in ok], dtype=float)
         uniq = np.unique(x)
         if len(uniq) <= 12:
+            groups = [x == u for u in uniq]
             centres = uniq
-            rate = np.array([s[x == u].mean() for u in uniq])
-            count = np.array([np.sum(x == u) for u in uniq])
         else:
             edges = np.linspace(x.min(), x.max(), 11)
             idx = np.clip(np.digitize(x, edges) - 1, 0, 9)
             keep = [i for i in range(10) if np.any(idx == i)]
+            groups = [idx == i for i in keep]
             centres = np.array([(edges[i] + edges[i + 1]) / 2 for i in keep])
-            rate = np.array([s[idx == i].mean() for i in keep])
-            count = np.array([np.sum(idx == i) for i in keep])
         fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(centres, 100 * rate, "o-")
-        for c, r, m in zip(centres, rate, count):
-            ax.annotate(f"n={m}", (c, 100 * r), textcoords="offset points", xytext=(0, 6),
+        for name, s in series.items():
+            rate = np.array([s[g].mean() for g in groups])
+            ax.plot(centres, 100 * rate, "o-" if name == "stands" else "s--", label=name)
+        for c, g in zip(centres, groups):
+            ax.annotate(f"n={int(g.sum())}", (c, 0), textcoords="offset points", xytext=(0, -14),
                         ha="center", fontsize=7)
+        ax.legend()
         ax.set_xlabel(key)
-        ax.set_ylabel("stands, % of cases")
-        ax.set_ylim(-5, 105)
+        ax.set_ylabel("% of the cases")
+        ax.set_ylim(-12, 105)
         ax.grid(True, alpha=0.3)
-        ax.set_title(f"success rate against {key}")
+        ax.set_title(f"stands / fell against {key}")
         p = directory / f"success_vs_{key.replace('/', '_')}.png"
         fig.tight_layout()
         fig.savefig(p, dpi=90)
