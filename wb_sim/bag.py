@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -192,8 +193,10 @@ def history_from_bag(path: str | Path) -> History:
                                  np.array(params.get("initial.base_position", [0.0] * 3),
                                           dtype=float))
     try:
-        robot = RobotModel.from_urdf(robot_description=urdf, floating_base=floating,
-                                     base_placement=base_placement)
+        with warnings.catch_warnings():  # the simulator said what it did with mimic joints
+            warnings.simplefilter("ignore")
+            robot = RobotModel.from_urdf(robot_description=urdf, floating_base=floating,
+                                         base_placement=base_placement, mimic="independent")
     except WbSimError as e:
         raise RecordingError(f"'{path}': the recorded robot_description: {e}") from None
     model = robot.model

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -79,6 +80,25 @@ def _between(lo, hi):
     return check
 
 
+def _range(lo, hi):
+    """A float range check [lo, hi] (sanity bounds: beyond them a value is a typo,
+    and products such as mu**2 or 1 / rate could overflow or vanish)."""
+    def check(x):
+        return None if lo <= x <= hi else f"must be in [{lo:g}, {hi:g}]"
+
+    check.float_bounds = (lo, hi)
+    return check
+
+
+#: largest friction coefficient: mu**2 stays far from overflow, and a cone this
+#: wide already never lets a foot slip (real materials: 0.1-2)
+MAX_FRICTION_COEFFICIENT = 1.0e3
+#: contact points per surface and in all: the Delassus matrix is (3n)^2 doubles, and
+#: a 45 x 45 grid per foot took 195 s and 3.6 GB before failing
+MAX_SURFACE_POINTS = 400
+MAX_CONTACT_POINTS = 1000
+
+
 def _one_of(*choices):
     def check(x):
         return None if x in choices else f"must be one of {', '.join(map(repr, choices))}"
@@ -98,7 +118,8 @@ PARAMETERS: tuple[Param, ...] = (
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
           "to the world at initial.base_position / initial.base_rpy."),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
-          "Physics rate; the step is dt = 1 / physics_rate_hz.", check=_positive),
+          "Physics rate; the step is dt = 1 / physics_rate_hz, in [1, 1e6] Hz.",
+          check=_range(1.0, 1.0e6)),
     Param("gravity", "floats", [0.0, 0.0, -9.81], "m/s^2", "Gravity in the world frame.",
           length=3),
     # --- ground
@@ -123,8 +144,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("contact.tangential_damping", "float", 400.0, "N*s/m",
           "Tangential damping per point at the reference depth.", check=_nonneg, live=True),
     Param("contact.friction_coefficient", "float", 1.0, "",
-          "Coulomb friction coefficient mu (the tangential force is at most mu f_n).",
-          check=_nonneg, live=True),
+          "Coulomb friction coefficient mu (the tangential force is at most mu f_n), "
+          "in [0, 1000].", check=_range(0.0, MAX_FRICTION_COEFFICIENT), live=True),
     Param("contact.reference_depth", "float", 1.0e-3, "m",
           "Penetration at which the nonlinear normal law has the secant stiffness "
           "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
@@ -178,7 +199,8 @@ PARAMETERS: tuple[Param, ...] = (
           "Constant gyroscope bias, IMU frame.", length=3),
     Param("imu.linear_acceleration_bias", "floats", [0.0, 0.0, 0.0], "m/s^2",
           "Constant accelerometer bias, IMU frame.", length=3),
-    Param("imu.seed", "int", 0, "", "Seed of the IMU noise generator (reset() re-seeds)."),
+    Param("imu.seed", "int", 0, "", "Seed of the IMU noise generator (reset() re-seeds).",
+          check=_between(0, 2**63 - 1)),
     # --- joints / actuation
     Param("joints.position_limits", "bool", True, "",
           "Enforce URDF position limits with a unilateral spring-damper."),
@@ -189,7 +211,7 @@ PARAMETERS: tuple[Param, ...] = (
           "resolves).",
           check=_positive),
     Param("joints.limit_damping_ratio", "float", 1.0, "",
-          "Damping ratio of the limit spring-damper.", check=_nonneg),
+          "Damping ratio of the limit spring-damper, in [0, 100].", check=_range(0.0, 100.0)),
     Param("joints.effort_limits", "bool", True, "",
           "Saturate torques at the effort limits (URDF or joints.effort_limit)."),
     Param("joints.effort_limit", "floats", [], "N*m or N",
@@ -206,6 +228,11 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.friction_velocity", "float", 0.01, "rad/s",
           "Velocity scale of the smoothed Coulomb friction f tanh(qdot/v_s); raised per joint "
           "to at least f dt / I where needed for explicit stability.", check=_positive),
+    Param("joints.mimic", "str", "refuse", "",
+          "A moving URDF mimic joint: 'refuse' (ModelError: pinocchio's forward dynamics has no "
+          "mimic coupling) | 'independent' (simulate it as an independent actuated joint; the "
+          "coupling is not enforced, a warning says so).",
+          check=_one_of("refuse", "independent")),
     Param("joints.armature", "floats", [0.0], "kg*m^2",
           "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
           "joint.", check=_nonneg_all),
@@ -228,9 +255,20 @@ SURFACE_PARAMETERS: tuple[Param, ...] = (
     Param("points", "floats", [], "m", "points: flat [x1, y1, z1, x2, ...] in the frame."),
 )
 
+_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
 def _topic(x):
-    if x and (x.endswith("/") or "//" in x or " " in x):
-        return "must be a valid ROS topic name ('' disables the stream)"
+    """A ROS 2 topic name (the rules of rcl's topic name validation, without
+    substitutions): tokens of letters, digits and '_' not starting with a digit,
+    separated by single '/', optionally absolute ('/') or private ('~/')."""
+    if not x:
+        return None
+    body = x[2:] if x.startswith("~/") else x[1:] if x.startswith("/") else x
+    if not body or any(not _TOPIC_TOKEN.match(t) for t in body.split("/")):
+        return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
+                "start with a digit, separated by single '/', optionally starting with '/' or "
+                "'~/' ('' disables the stream)")
     return None
 
 
@@ -321,6 +359,7 @@ NODE_PARAMETERS: tuple[Param, ...] = (
 )
 
 _PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
+PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key (the simulator's live checks)
 _NODE_PARAM_BY_KEY = {p.key: p for p in NODE_PARAMETERS}
 _SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
 
@@ -403,6 +442,7 @@ class ImuConfig:
 
 @dataclass(frozen=True)
 class JointsConfig:
+    mimic: str
     position_limits: bool
     limit_time_constant: float
     limit_damping_ratio: float
@@ -494,6 +534,11 @@ def _coerce(key: str, p: Param, value: Any) -> Any:
         if why:
             raise bad(why)
     return out
+
+
+def coerce_parameter(key: str, p: Param, value: Any) -> Any:
+    """``value`` checked and converted as parameter ``p`` (ConfigError naming ``key``)."""
+    return _coerce(key, p, value)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -622,6 +667,11 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
         raise _unknown_key_error(key, known)
 
     surfaces = tuple(_surface(name, flat) for name in surface_names)
+    n_points = sum(s.grid[0] * s.grid[1] if s.shape == "box" else
+                   len(s.points) if s.shape == "points" else 1 for s in surfaces)
+    if n_points > MAX_CONTACT_POINTS:
+        raise ConfigError(f"parameter 'contact_surfaces': {n_points} contact points in all is "
+                          f"more than {MAX_CONTACT_POINTS}; use coarser grids")
 
     if bool(values["urdf_path"]) == bool(values["robot_description"]):
         raise ConfigError(
@@ -674,6 +724,11 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
                 f"parameter '{name}.grid': expected two whole numbers >= 1 (not both 1), "
                 f"got {list(grid)}")
         v["grid"] = (int(grid[0]), int(grid[1]))
+        if v["grid"][0] * v["grid"][1] > MAX_SURFACE_POINTS:
+            raise ConfigError(
+                f"parameter '{name}.grid': {v['grid'][0]} x {v['grid'][1]} points is more than "
+                f"{MAX_SURFACE_POINTS} per surface; a few points per edge are enough for a "
+                f"flat foot (2 x 2 = the corners)")
     elif shape == "sphere":
         if v["radius"] <= 0:
             raise ConfigError(f"parameter '{name}.radius': a sphere needs a radius > 0")
@@ -683,6 +738,9 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
             raise ConfigError(
                 f"parameter '{name}.points': expected a non-empty flat list of x, y, z "
                 f"triples, got {len(pts)} numbers")
+        if len(pts) // 3 > MAX_SURFACE_POINTS:
+            raise ConfigError(f"parameter '{name}.points': {len(pts) // 3} points is more than "
+                              f"{MAX_SURFACE_POINTS} per surface")
     else:  # pragma: no cover - check() covers it
         raise AssertionError(shape)
     v["points"] = tuple(tuple(v["points"][i:i + 3]) for i in range(0, len(v["points"]), 3))

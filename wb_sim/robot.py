@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import sysconfig
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,7 @@ def resolve_urdf_path(urdf_path: str) -> Path:
     return path
 
 
-def _check_urdf_xml(xml: str, origin: str) -> ET.Element:
+def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
     try:
         root = ET.fromstring(xml)
     except ET.ParseError as e:
@@ -158,7 +159,76 @@ def _check_urdf_xml(xml: str, origin: str) -> ET.Element:
             raise ModelError(
                 f"{origin}: joint '{j.get('name')}' has unsupported type '{jtype}'; "
                 f"supported: {', '.join(SUPPORTED_JOINT_TYPES)}")
+        _check_joint(j, origin, mimic)
+    for link in root.findall("link"):
+        _check_inertial(link, origin)
     return root
+
+
+def _numbers(text, count: int, what: str) -> np.ndarray:
+    """``count`` finite numbers from a URDF attribute, or ModelError naming ``what``."""
+    try:
+        x = np.array([float(t) for t in str(text).split()])
+    except ValueError:
+        x = np.array([])
+    if x.shape != (count,) or not np.isfinite(x).all():
+        raise ModelError(f"{what} must be {count} finite number{'s' * (count > 1)}, got {text!r}")
+    return x
+
+
+def _check_joint(j: ET.Element, origin: str, mimic: str = "refuse") -> None:
+    """A moving joint needs a non-zero axis. A moving mimic joint is refused
+    (``mimic='refuse'``) or simulated as an independent joint with a warning
+    (``'independent'``): pinocchio 4.1 can build mimic joints but its forward
+    dynamics (ABA), which the step uses, does not support them, and without its
+    mimic flag it makes the joint independent, silently dropping the coupling.
+    (A ``<mimic>`` on a fixed joint, as in Talos' grippers, couples nothing.)"""
+    name, jtype = j.get("name"), j.get("type")
+    if j.find("mimic") is not None and jtype != "fixed":
+        what = f"{origin}: joint '{name}' mimics '{j.find('mimic').get('joint')}'"
+        if mimic != "independent":
+            raise ModelError(
+                f"{what}; mimic couplings are not supported (pinocchio's forward dynamics has "
+                f"none): set parameter 'joints.mimic' to 'independent' to simulate it as an "
+                f"independent actuated joint, or remove the <mimic> element")
+        warnings.warn(f"{what}: simulated as an independent actuated joint (joints.mimic: "
+                      f"independent); the coupling is not enforced", stacklevel=4)
+    axis = j.find("axis")
+    if jtype != "fixed" and axis is not None:
+        xyz = _numbers(axis.get("xyz", "1 0 0"), 3, f"{origin}: joint '{name}': <axis xyz>")
+        if np.linalg.norm(xyz) < 1e-9:
+            raise ModelError(f"{origin}: joint '{name}' has a zero axis {axis.get('xyz')!r}; "
+                             f"give <axis xyz> a non-zero direction")
+
+
+def _check_inertial(link: ET.Element, origin: str) -> None:
+    """A link's <inertial> must be physical: a finite mass >= 0 and a symmetric
+    positive semi-definite inertia (pinocchio would take 'abc' as no mass and
+    accept a negative one; the first step then diverges for no visible reason)."""
+    inertial = link.find("inertial")
+    if inertial is None:
+        return
+    name = link.get("name")
+    mass = inertial.find("mass")
+    if mass is not None:
+        m = _numbers(mass.get("value"), 1, f"{origin}: link '{name}': <mass value>")[0]
+        if m < 0:
+            raise ModelError(f"{origin}: link '{name}' has a negative mass {m:g} kg; "
+                             f"a mass must be >= 0")
+    inertia = inertial.find("inertia")
+    if inertia is not None:
+        keys = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+        v = {}
+        for k in keys:
+            v[k] = _numbers(inertia.get(k, "0"), 1, f"{origin}: link '{name}': <inertia {k}>")[0]
+        matrix = np.array([[v["ixx"], v["ixy"], v["ixz"]], [v["ixy"], v["iyy"], v["iyz"]],
+                           [v["ixz"], v["iyz"], v["izz"]]])
+        eig = np.linalg.eigvalsh(matrix)
+        if eig[0] < -1e-9 * max(1.0, abs(eig[-1])) or eig[0] < -1e-6 * abs(eig[-1]):
+            raise ModelError(
+                f"{origin}: link '{name}' has an inertia that is not positive semi-definite "
+                f"(eigenvalues {', '.join(f'{e:.3g}' for e in eig)} kg*m^2); check the signs "
+                f"and magnitudes of ixx ... izz")
 
 
 @dataclass(frozen=True, eq=False)
@@ -231,12 +301,14 @@ class RobotModel:
     @classmethod
     def from_urdf(cls, urdf_path: str = "", robot_description: str = "",
                   floating_base: bool = True,
-                  base_placement: pin.SE3 | None = None) -> "RobotModel":
+                  base_placement: pin.SE3 | None = None,
+                  mimic: str = "refuse") -> "RobotModel":
         """Build from a URDF file (``urdf_path``) or string (``robot_description``).
 
         For a fixed base, ``base_placement`` (world <- root link) places the
         root link in the world; for a floating base it is ignored (the initial
-        base pose is part of the state).
+        base pose is part of the state). ``mimic``: what a moving mimic joint
+        gets, 'refuse' (ModelError) or 'independent' (parameter ``joints.mimic``).
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
@@ -247,7 +319,7 @@ class RobotModel:
             origin: str = f"'{path}'"
         else:
             path, xml, origin = None, robot_description, "robot_description"
-        root = _check_urdf_xml(xml, origin)
+        root = _check_urdf_xml(xml, origin, mimic)
         try:
             if floating_base:
                 model = pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -32,7 +33,8 @@ import pinocchio as pin
 from scipy.linalg.blas import dsymv as _symv  # y = A x, reads the upper triangle of A
 
 from .actuation import Actuation
-from .config import SimConfig, load_config, read_yaml_params
+from .config import (PARAMETER_BY_KEY, SimConfig, coerce_parameter, load_config,
+                     read_yaml_params)
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .robot import RobotModel, rotate_inverse
@@ -41,6 +43,13 @@ from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
 MAX_SPEED = 1.0e4
+#: a contact point deeper than this in the initial state gets a warning, m
+INITIAL_PENETRATION_WARNING = 2.0e-3
+
+
+class InitialPenetrationWarning(UserWarning):
+    """The initial state puts a contact point into the ground."""
+
 _MAX_SPEED2 = MAX_SPEED**2
 
 
@@ -124,6 +133,29 @@ class SimState:
         return self.step_count * self.signature[3]
 
 
+def _real(x, name: str):
+    """``x`` unchanged, or CommandError if it is complex (numpy would drop the
+    imaginary part with only a warning)."""
+    if np.iscomplexobj(x):
+        raise CommandError(f"{name} must be real, got a complex value")
+    return x
+
+
+def _vector(x, name: str, n: int, what: str = "") -> np.ndarray:
+    """``x`` as a finite real float vector of length ``n``, or CommandError naming ``name``."""
+    try:
+        out = np.asarray(_real(x, name), dtype=float)
+    except (TypeError, ValueError) as e:
+        raise CommandError(f"{name} must be a vector of {n} real numbers: {e}") from None
+    if out.shape != (n,):
+        raise CommandError(f"{name} must have shape ({n},){' (' + what + ')' if what else ''}, "
+                           f"got shape {out.shape}")
+    if not np.isfinite(out).all():
+        bad = np.flatnonzero(~np.isfinite(out)).tolist()
+        raise CommandError(f"{name} has non-finite entries at indices {bad}")
+    return out
+
+
 def _rpy_quaternion(rpy) -> np.ndarray:
     return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
 
@@ -145,7 +177,8 @@ class Simulator:
                                  np.array(config.initial.base_position))
         self.robot = RobotModel.from_urdf(
             config.urdf_path, config.robot_description, config.floating_base,
-            base_placement=None if config.floating_base else base_placement)
+            base_placement=None if config.floating_base else base_placement,
+            mimic=config.joints.mimic)
         robot = self.robot
         #: physical model (armature only), for the dynamics queries
         self.model = robot.model
@@ -191,6 +224,23 @@ class Simulator:
         self._pushes: list[list] = []
         self._pushes_applied: tuple = ()  # (frame id, wrench) of the last step
         self.reset()
+        self._warn_initial_penetration()
+
+    def _warn_initial_penetration(self) -> None:
+        """Warn when the initial state puts a contact point deep into the ground:
+        the contact pushes it out in the first steps (37 mm launched the humanoid
+        23 cm up), which is seldom what a user meant."""
+        if self._no_points:
+            return
+        depth = np.asarray(self.contact.depth, dtype=float)
+        worst = int(np.argmax(depth))
+        if depth[worst] > INITIAL_PENETRATION_WARNING:
+            surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+            warnings.warn(
+                f"contact surface '{surface}' starts {depth[worst] * 1e3:.1f} mm inside the "
+                f"ground: the contact will push it out in the first steps; raise "
+                f"initial.base_position (or lower ground.height) so that the feet start on or "
+                f"just above the ground", InitialPenetrationWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ building
 
@@ -300,14 +350,24 @@ class Simulator:
         """
         live = tuple(self.contact.LIVE_PARAMETERS)
         new = self.contact.parameters()
+        old = dict(new)
+        # every value is checked against the parameter table (type, finite, range) before
+        # anything changes: the change is whole or not at all
         for key, value in values.items():
             short = key.removeprefix("contact.")
             if short not in new:
                 raise ConfigError(f"parameter 'contact.{short}' cannot be changed while running; "
                                   f"live contact parameters: "
                                   f"{', '.join('contact.' + k for k in live)}")
-            new[short] = value
-        self.contact.set_parameters(**new)  # validates every value, then applies them all
+            p = PARAMETER_BY_KEY[f"contact.{short}"]
+            new[short] = coerce_parameter(p.key, p, value)
+        try:
+            self.contact.set_parameters(**new)  # validates every value, then applies them all
+        except Exception as e:
+            self.contact.set_parameters(**old)
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"contact parameters {values!r} refused: {e}") from e
         self._note_contact_resolution()
 
     def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),
@@ -323,14 +383,18 @@ class Simulator:
         """
         fid = self.robot.frame_id(link)
         try:
-            wrench = np.concatenate([np.asarray(force, dtype=float).reshape(3),
-                                     np.asarray(torque, dtype=float).reshape(3)])
+            wrench = np.concatenate([np.asarray(_real(force, "force"), dtype=float).reshape(3),
+                                     np.asarray(_real(torque, "torque"), dtype=float).reshape(3)])
         except (TypeError, ValueError) as e:
             raise CommandError(f"external wrench on '{link}': force and torque must be "
                                f"3-vectors: {e}") from None
         if not np.isfinite(wrench).all():
             raise CommandError(f"external wrench on '{link}': non-finite value {wrench.tolist()}")
-        duration = self.dt if duration_s is None else float(duration_s)
+        try:
+            duration = self.dt if duration_s is None else float(_real(duration_s, "duration_s"))
+        except (TypeError, ValueError):
+            raise CommandError(f"external wrench on '{link}': duration_s must be a number of "
+                               f"seconds > 0, got {duration_s!r}") from None
         if not (math.isfinite(duration) and duration > 0):
             raise CommandError(f"external wrench on '{link}': duration must be > 0 s, "
                                f"got {duration_s!r}")
@@ -487,9 +551,11 @@ class Simulator:
         would leave the domain of validity.
         """
         try:
+            if tau.__class__ is not np.ndarray or tau.dtype.kind != "f":
+                tau = _real(tau, "torques")  # no silent loss of an imaginary part
             tau = np.asarray(tau, dtype=float)
         except (TypeError, ValueError) as e:
-            raise CommandError(f"torques must be a vector of {self.nj} numbers: {e}") from None
+            raise CommandError(f"torques must be a vector of {self.nj} numbers (real): {e}") from None
         if tau.shape != self._tau_shape:
             raise CommandError(f"torques must have shape ({self.nj},) in joint_names order, "
                                f"got shape {tau.shape}")
@@ -604,15 +670,10 @@ class Simulator:
     # ------------------------------------------------------------------ dynamics queries
 
     def _qv(self, q, v=None):
-        q = self._q if q is None else np.asarray(q, dtype=float)
-        if q.shape != (self.model.nq,):
-            raise CommandError(f"q must have shape ({self.model.nq},), got {q.shape}")
+        q = self._q if q is None else _vector(q, "q", self.model.nq)
         if v is None:
             return q, None
-        v = np.asarray(v, dtype=float)
-        if v.shape != (self.model.nv,):
-            raise CommandError(f"v must have shape ({self.model.nv},), got {v.shape}")
-        return q, v
+        return q, _vector(v, "v", self.model.nv)
 
     def mass_matrix(self, q=None) -> np.ndarray:
         """Joint-space mass matrix M(q) (nv, nv), armature included (pinocchio conventions)."""
@@ -660,7 +721,8 @@ class Simulator:
         state taken as the current one); without contact and limits, ABA's
         acceleration. Neither the state nor the contact readings change."""
         q, v = self._qv(q, self.v if v is None else v)
-        tau = self.actuation.saturate(np.asarray(tau, dtype=float))
+        tau = self.actuation.saturate(_vector(tau, "tau", self.nj, "joint torques in joint_names "
+                                                                   "order"))
         saved = self.contact.snapshot()
         try:
             v_step = self._stepping_velocity(q, v)

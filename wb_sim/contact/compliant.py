@@ -190,7 +190,7 @@ class CompliantContact:
         self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
         if h != self._coef_dt:
             self._coefficients(h)
-        if not self._pushes:  # stiffness and damping both zero: the ground pushes nothing
+        if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
             return self._nothing(n)
         if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
@@ -211,14 +211,13 @@ class CompliantContact:
         MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
         A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
         # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
-        diag = (self._diag_coef * np.power(ds, -0.5)).reshape(-1)
-        A.flat[::3 * k + 1] += diag
-        rhs = Jg.dot(v_free)  # -> B^-1 f0 - w_free, component-major rows
-        np.negative(rhs, out=rhs)
+        diag = np.divide(self._diag_coef, np.sqrt(ds)).reshape(-1)  # (3, k) -> 3k
+        Ad = A.reshape(-1)[::3 * k + 1]  # a view of the diagonal
+        Ad += diag
         target = np.empty((3, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
-        rhs += target.reshape(-1)
+        rhs = target.reshape(-1) - Jg.dot(v_free)  # B^-1 f0 - w_free, component-major rows
         p = None
         if self._frictional and not self._any_slip:
             _, p, info = _posv(A, rhs)
@@ -276,7 +275,7 @@ class CompliantContact:
     def _coefficients(self, h: float) -> None:
         """Per-row constants of the law at step h: (h B)^-1 d^1/2 and B^-1 f0 / (u or d)."""
         bn, bt = self.k * h + self.c, self.kt * h + self.ct
-        self._pushes = bn > 0.0
+        self._normal_on = bn > 0.0
         self._frictional = bt > 0.0 and self.mu > 0.0
         self._springy = self._frictional and self.kt > 0.0
         root = math.sqrt(self.reference_depth)
@@ -294,9 +293,7 @@ class CompliantContact:
         if self._frictional:
             was = (self._slip_dir if idx is None else self._slip_dir[idx]) \
                 if self._any_slip else None
-            p_pm = None
-            if was is None:
-                _, p_pm, _ = _posv(A_pm, rhs_pm)
+            p_pm = None if was is not None else solve_spd(A_pm, rhs_pm)
             p_pm, slipping = self._active_set(A_pm, rhs_pm, diag[perm], target[:2].T.copy(), k,
                                               was, p_pm)
             where = self._all if idx is None else idx

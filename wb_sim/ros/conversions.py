@@ -26,7 +26,12 @@ NS_PER_S = 1_000_000_000
 
 
 class CommandRejected(ValueError):
-    """An incoming command that is not applied; the message says why."""
+    """An incoming command that is not applied; the message says why, ``kind``
+    is a short reason for counting rejections (e.g. 'non-finite')."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
 
 
 # ----------------------------------------------------------------------------- time
@@ -267,15 +272,15 @@ def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.
     """
     names, effort = msg.name, msg.effort
     if len(names) == 0:
-        raise CommandRejected("no joint names")
+        raise CommandRejected("no joint names", "no names")
     if len(effort) != len(names):
-        raise CommandRejected(f"{len(names)} names but {len(effort)} efforts")
+        raise CommandRejected(f"{len(names)} names but {len(effort)} efforts", "length mismatch")
     try:
         idx = np.fromiter((index[n] for n in names), dtype=np.intp, count=len(names))
     except KeyError as e:
-        raise CommandRejected(f"unknown joint {e.args[0]!r}") from None
+        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
     if len(set(names)) != len(names):
-        raise CommandRejected("duplicated joint names")
+        raise CommandRejected("duplicated joint names", "duplicated names")
     values = np.asarray(effort, dtype=float)
     _check_finite(values, names)
     return idx, values
@@ -286,7 +291,7 @@ def parse_effort_commands(msg: Float64MultiArray, names: Sequence[str]) -> np.nd
     values = np.asarray(msg.data, dtype=float)
     if values.shape != (len(names),):
         raise CommandRejected(f"expected {len(names)} efforts (command.joint_names), "
-                              f"got {values.size}")
+                              f"got {values.size}", "wrong length")
     _check_finite(values, names)
     return values
 
@@ -295,7 +300,7 @@ def _check_finite(values: np.ndarray, names: Sequence[str]) -> None:
     if not math.isfinite(float(values.dot(values))):
         bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
         raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
-                              else "efforts too large")
+                              else "efforts too large", "non-finite")
 
 
 def parse_external_wrench(msg: WrenchStamped) -> tuple[str, np.ndarray, np.ndarray]:
@@ -304,12 +309,12 @@ def parse_external_wrench(msg: WrenchStamped) -> tuple[str, np.ndarray, np.ndarr
     simulator's to check."""
     link = msg.header.frame_id
     if not link:
-        raise CommandRejected("header.frame_id is empty: it must name the pushed link")
+        raise CommandRejected("header.frame_id is empty: it must name the pushed link", "empty frame")
     f, t = msg.wrench.force, msg.wrench.torque
     force = np.array([f.x, f.y, f.z])
     torque = np.array([t.x, t.y, t.z])
     if not (np.isfinite(force).all() and np.isfinite(torque).all()):
-        raise CommandRejected(f"non-finite wrench on '{link}'")
+        raise CommandRejected(f"non-finite wrench on '{link}'", "non-finite")
     return link, force, torque
 
 

@@ -30,6 +30,7 @@ import gc
 import signal
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pinocchio as pin
@@ -128,8 +129,11 @@ class PDController(Node):
         self.destroy_subscription(sub)
         self.destroy_client(client)
         try:
-            self.robot = RobotModel.from_urdf(robot_description=urdf[-1],
-                                              floating_base=bool(p["floating_base"]))
+            with warnings.catch_warnings():  # the simulator has said what it does with mimics
+                warnings.simplefilter("ignore")
+                self.robot = RobotModel.from_urdf(robot_description=urdf[-1],
+                                                  floating_base=bool(p["floating_base"]),
+                                                  mimic="independent")
             q_ref = np.zeros(self.robot.nj)
             for name, x in zip(p["initial.joint_names"] or [], p["initial.joint_positions"] or []):
                 q_ref[self.robot.joint_index(name)] = x

@@ -1,0 +1,172 @@
+"""``python -m wb_sim.ros.soak``: a long run of the node and the example controller (issue 13).
+
+Starts ``wb_sim_node`` (``--robot``, real-time factor 1, a stats line every
+``--period`` s) and the example PD controller as separate processes, and
+optionally a process sending malformed messages at ``--flood-hz`` on every
+input topic at once (the node must count and drop them for the whole run).
+Every ``--period`` s it samples the resident memory (VmRSS) of the node and
+the controller and reads the node's stats line: achieved real-time factor,
+deadline misses and the base height. At the end (``--duration`` s, or
+Ctrl-C) it prints:
+
+* memory: the node's and the controller's RSS first / last / max and the
+  slope of a least-squares line over the second half of the run (MB/h);
+* misses: deadline misses per 1000 steps over the run, and the worst period;
+* stands: the base height's range over the run and whether it stayed within
+  ``--band`` m of its first reading (the humanoid stands under the controller);
+* the rejections the node counted, and whether both processes are alive.
+
+Exit code 0 when both processes lived to the end and the robot stood.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from .. import config_path
+from .flood_bench import APPLIED, REJECTED, _Node, _stop
+
+REPORT = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s \(t = (?P<t>[\d.]+) s\), "
+                    r"deadline misses (?P<miss>[\d.]+) per 1000 steps")
+BASE = re.compile(r"base at \((?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+)\) m")
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ys over ts (s), per hour; over the second half."""
+    n = len(ts)
+    ts, ys = ts[n // 2:], ys[n // 2:]
+    if len(ts) < 2:
+        return float("nan")
+    mt, my = sum(ts) / len(ts), sum(ys) / len(ys)
+    den = sum((t - mt) ** 2 for t in ts)
+    return 3600.0 * sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / den if den else float("nan")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.soak", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--robot", default="humanoid")
+    ap.add_argument("--duration", type=float, default=3600.0, help="wall seconds (3600)")
+    ap.add_argument("--period", type=float, default=60.0, help="stats and memory period, s (60)")
+    ap.add_argument("--flood-hz", type=float, default=0.0,
+                    help="malformed messages per second on each input topic (0: none)")
+    ap.add_argument("--band", type=float, default=0.02, help="standing band of the base height, m")
+    args = ap.parse_args(argv)
+
+    files = ["--params-file", str(config_path(args.robot))]
+    env = dict(os.environ)
+    env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+    env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
+    flooders: list[subprocess.Popen] = []
+    if args.flood_hz > 0:  # started first: their start-up load must not meet the robot's first steps
+        import wb_sim
+        names = ",".join(wb_sim.Simulator.from_yaml(config_path(args.robot)).joint_names)
+        for topic in ("joint_commands", "effort_commands", "external_wrench"):
+            flooders.append(subprocess.Popen(
+                [sys.executable, "-m", "wb_sim.ros.flood_bench", "--flooder", topic,
+                 str(args.flood_hz), str(args.duration + 60.0), names, "0", "0"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+        time.sleep(5.0)
+    node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+                  "-p", f"publish.stats_period_s:={args.period}",
+                  "-p", "command.wait_for_first:=true"], env)
+    ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    stop = {"now": False}
+    signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    samples: list[tuple[float, float, float]] = []  # (t, node MB, controller MB)
+    t0 = time.monotonic()
+    try:
+        if not node.wait_for("first command received", 60):
+            print("soak: the node got no command:\n" + "\n".join(t for _, t in node.lines[-20:]),
+                  file=sys.stderr)
+            return 2
+        print(f"soak: {args.robot}, {args.duration:g} s, flood {args.flood_hz:g} Hz per topic; "
+              f"node pid {node.proc.pid}, controller pid {ctrl.pid}", flush=True)
+        t0 = time.monotonic()
+        next_sample = t0
+        while not stop["now"] and time.monotonic() - t0 < args.duration:
+            if node.proc.poll() is not None or ctrl.poll() is not None:
+                break
+            if time.monotonic() >= next_sample:
+                t = time.monotonic() - t0
+                samples.append((t, _rss_mb(node.proc.pid), _rss_mb(ctrl.pid)))
+                print(f"soak: t = {t:7.0f} s  RSS node {samples[-1][1]:6.1f} MB, controller "
+                      f"{samples[-1][2]:6.1f} MB", flush=True)
+                next_sample += args.period
+            time.sleep(0.5)
+        samples.append((time.monotonic() - t0, _rss_mb(node.proc.pid), _rss_mb(ctrl.pid)))
+        alive = node.proc.poll() is None and ctrl.poll() is None
+    finally:
+        _stop(*flooders, ctrl, node.proc)
+        node.join()  # every line the node wrote
+    elapsed = time.monotonic() - t0
+
+    steps = misses = 0.0
+    worst = 0.0
+    zs: list[float] = []
+    rtfs: list[float] = []
+    rejected: dict[str, int] = {}
+    for _, text in node.lines:
+        m = REPORT.search(text)
+        if not m:
+            continue
+        n = float(m["wall"]) * float(m["rtf"]) * 1000.0  # steps at 1 kHz
+        steps += n
+        misses += float(m["miss"]) * n / 1000.0
+        worst = max(worst, float(m["miss"]))
+        rtfs.append(float(m["rtf"]))
+        b = BASE.search(text)
+        if b:
+            zs.append(float(b["z"]))
+        a = APPLIED.search(text)
+        r = REJECTED.search(text)
+        if r:
+            for item in r["list"].split(", "):
+                key, _, k = item.rpartition(" ")
+                rejected[key] = rejected.get(key, 0) + int(k)
+        del a
+    ts = [s[0] for s in samples]
+    if os.environ.get("WB_SIM_SOAK_DEBUG"):
+        print("\n".join(t for _, t in node.lines))
+    print(f"soak: {elapsed:.0f} s wall, both processes alive to the end: {alive}")
+    for label, col in (("node", 1), ("controller", 2)):
+        ys = [s[col] for s in samples]
+        print(f"  memory {label:10s} RSS first {ys[0]:.1f} MB, last {ys[-1]:.1f} MB, max "
+              f"{max(ys):.1f} MB, slope over the second half {_slope_per_hour(ts, ys):+.2f} MB/h")
+    if rtfs:
+        print(f"  real-time factor per period: min {min(rtfs):.3f}, max {max(rtfs):.3f} "
+              f"({len(rtfs)} periods)")
+        print(f"  deadline misses {1000.0 * misses / steps:.2f} per 1000 steps over the run "
+              f"({misses:.0f} of {steps:.0f}), worst period {worst:.2f}")
+    stood = bool(zs) and max(zs) - zs[0] < args.band and zs[0] - min(zs) < args.band
+    if zs:
+        print(f"  base height: first {zs[0]:.4f} m, range {min(zs):.4f} .. {max(zs):.4f} m; "
+              f"stood (within {args.band:g} m): {stood}")
+    if rejected:
+        print("  rejected messages counted: " +
+              ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())))
+    return 0 if alive and stood else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
