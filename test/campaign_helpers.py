@@ -40,3 +40,12 @@ def echoed_times(sim, trace):
     """With time_echo: the observation time behind the torque applied at steps 0, 1, 10."""
     tau = trace["applied_torques"][:, 0] / 1000.0
     return {"step0": float(tau[0]), "step1": float(tau[1]), "step10": float(tau[10])}
+
+
+def gyro_echo(sim, case):
+    """Zero torques but the first joint's: 1000 x the gyroscope's x reading the controller saw."""
+    def ctrl(obs):
+        tau = np.zeros(sim.nj)
+        tau[0] = 1000.0 * obs.imu.angular_velocity[0]
+        return tau
+    return ctrl

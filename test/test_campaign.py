@@ -294,6 +294,38 @@ def test_delays_seen_by_the_controller(tmp_path):
         assert r["seen.step10"] == pytest.approx((10 - c - s) * dt, abs=1e-12), (c, s)
 
 
+def test_controller_rate_zero_order_hold(tmp_path):
+    """rate_hz 250 at 1 kHz: the controller runs at steps 0, 4, 8, ... and its torques are held
+    in between."""
+    camp = {"robot": "humanoid", "duration_s": 0.02, "plots": False,
+            "controller": {"callable": "campaign_helpers:time_echo", "rate_hz": 250.0},
+            "custom_metrics": {"seen": "campaign_helpers:echoed_times"}}
+    row = run_campaign(camp, workers=1, out=tmp_path, progress=False).rows[0]
+    assert (row["seen.step0"], row["seen.step1"]) == (0.0, 0.0)
+    assert row["seen.step10"] == pytest.approx(0.008, abs=1e-12)
+
+
+def test_imu_bias_reaches_a_custom_controller(tmp_path):
+    camp = {"robot": "humanoid", "duration_s": 0.02, "plots": False,
+            "controller": "campaign_helpers:gyro_echo",
+            "grid": {"imu.angular_velocity_bias": [[0.0, 0.0, 0.0], [0.005, 0.0, 0.0]]},
+            "custom_metrics": {"seen": "campaign_helpers:echoed_times"}}
+    a, b = run_campaign(camp, workers=1, out=tmp_path, progress=False).rows
+    # before the first step the robot is at rest: the gyro reads its bias alone
+    assert a["seen.step0"] == 0.0 and b["seen.step0"] == pytest.approx(0.005, abs=1e-12)
+
+
+def test_robot_yaml_relative_to_the_campaign_file(tmp_path):
+    shutil.copy(wb_sim.config_path("humanoid"), tmp_path / "my_robot.yaml")
+    (tmp_path / "c.yaml").write_text("robot: my_robot.yaml\nduration_s: 0.01\n")
+    camp = load_campaign(tmp_path / "c.yaml")
+    assert camp.spec["robot"] == str(tmp_path / "my_robot.yaml")
+    assert len(camp.cases) == 1
+    with pytest.raises(ConfigError, match="cannot read parameter file"):
+        (tmp_path / "d.yaml").write_text("robot: missing.yaml\n")
+        load_campaign(tmp_path / "d.yaml")
+
+
 def test_mass_scaling_edits_the_urdf():
     """Torso mass x 1.5 and its CoM moved by [0.01, 0, -0.02] m in its frame: the robot's
     mass and centre of mass move by what the URDF's numbers say."""
