@@ -22,7 +22,7 @@ setup(
     # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
-        "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "ray"],
+        "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "ray", "pyarrow"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",

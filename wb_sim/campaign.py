@@ -50,7 +50,9 @@ A controller ``module:callable`` is a factory ``make(sim, case, **params)`` retu
 ``ctrl(obs) -> torques`` (nj,), called every step, or every ``round(1 / (rate_hz dt))`` steps with
 the torques held in between (``rate_hz`` 0: every step). ``obs`` is an :class:`Observation`
 (t, q, v, joint positions and velocities, the IMU reading or None), ``case`` a :class:`CaseInfo`.
-A custom metric ``module:callable`` is called as ``fn(sim, trace)`` after the run and returns a
+The modules named must be importable where the cases run (the local pool's workers inherit
+``sys.path``; on a Ray cluster, install them on every node). A custom metric
+``module:callable`` is called as ``fn(sim, trace)`` after the run and returns a
 number or a dict of numbers (columns ``<name>`` or ``<name>.<key>``); ``trace`` holds ``t``
 (n+1,), ``q`` (n+1, nq) and ``applied_torques`` (n, nj) of the run.
 
