@@ -389,7 +389,11 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
         raise ConfigError(f"campaign {where}: robot '{robot_path}': {e}") from None
     links = _link_names(params)
     from .robot import RobotModel
-    model = RobotModel.from_urdf(cfg.urdf_path, cfg.robot_description, cfg.floating_base)
+    import warnings
+    with warnings.catch_warnings():  # what the model says, each case's simulator says again
+        warnings.simplefilter("ignore")
+        model = RobotModel.from_urdf(cfg.urdf_path, cfg.robot_description, cfg.floating_base,
+                                     mimic=cfg.joints.mimic)
     pushes_in = doc.get("pushes", []) or []
     if not isinstance(pushes_in, list):
         raise _err(where, "pushes", f"expected a list of pushes, got {pushes_in!r}")
