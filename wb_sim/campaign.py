@@ -34,17 +34,18 @@ The keys of ``set``, ``grid`` and ``random`` are
   ``com_offset.<link>`` ([dx, dy, dz], m): its centre of mass moved in the link's frame. Both
   edit the ``<inertial>`` of the URDF text before the simulator is built (the campaign passes it
   as ``robot_description``);
-* ``command_delay_steps``: the torques computed at step k are applied at step k + n (a FIFO after
-  the controller, filled at the start with the first command);
-  ``sensor_delay_steps``: the controller sees the state of step k - n (a FIFO before it, filled
-  with the initial state at the start);
+* ``command_delay_steps``: the torques computed at step k are applied at step k + n (the
+  simulator's ``joints.command_delay_steps``: until then the first command acts);
+  ``sensor_delay_steps``: the controller sees the state of step k - n (a FIFO before it in the
+  campaign runner, filled with the initial state at the start);
 * ``pushes.<i>.<field>``: a field of the i-th push (``time_s``, ``link``, ``force``, ``torque``,
   ``magnitude``, ``direction_deg``, ``duration_s``); magnitude and direction give a horizontal
   force in the link's frame, ``magnitude * [cos(dir), sin(dir), 0]``;
 * ``controller.<name>``: a keyword argument of the controller (``kp``, ``kd`` for the PD).
 
-IMU bias is the simulator's own ``imu.angular_velocity_bias`` / ``imu.linear_acceleration_bias``.
-Delays and mass / CoM changes live in the campaign runner only: the ROS node cannot use them yet.
+IMU bias is the simulator's own ``imu.angular_velocity_bias`` / ``imu.linear_acceleration_bias``
+and the command delay its ``joints.command_delay_steps``, so the ROS node has both too; the sensor
+delay and the mass / CoM changes live in the campaign runner only.
 
 A controller ``module:callable`` is a factory ``make(sim, case, **params)`` returning a callable
 ``ctrl(obs) -> torques`` (nj,), called every step, or every ``round(1 / (rate_hz dt))`` steps with
@@ -96,7 +97,8 @@ METRICS: dict[str, str] = {
     "max_tilt_deg": "largest angle between the base's z axis and the world's vertical, deg",
     "com_deviation_m": "largest horizontal distance of the centre of mass from its start, m",
     "foot_slip_m": "largest horizontal slide of a contact surface's frame after 0.5 s, m",
-    "peak_torque_ratio": "largest |commanded torque| / effort limit over joints and steps",
+    "peak_torque_ratio": "largest |commanded torque| / effort limit over joints and steps (the "
+                         "commands as the controller gives them, before any delay)",
     "time_saturated_s": "simulated time during which some joint was at its effort limit, s",
     "contact_losses": "times a surface that carried load (contact force > 0.1 % of the weight) "
                       "lost it",
@@ -513,7 +515,9 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
     imu_seed_set = False
     for key, v in values.items():
         head, _, rest = key.partition(".")
-        if key in SPECIAL_KEYS:
+        if key == "command_delay_steps":  # the simulator's own (joints.command_delay_steps)
+            params["joints.command_delay_steps"] = v
+        elif key in SPECIAL_KEYS:
             special[key] = v
         elif head in ("mass_scale", "com_offset"):
             special[head][rest] = v
@@ -653,9 +657,8 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         return Observation(sim.t, sim.q, sim.v, sim.joint_positions, sim.joint_velocities,
                            imu())
 
-    sd, cd = special["sensor_delay_steps"], special["command_delay_steps"]
+    sd = special["sensor_delay_steps"]
     obs_fifo = deque([observe()] * (sd + 1), maxlen=sd + 1)
-    cmd_fifo: deque = deque(maxlen=cd + 1)
     min_cos_tilt = 1.0
     com_dev = peak = 0.0
     saturated_steps = losses = 0
@@ -688,20 +691,14 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
                 if tau.shape != (nj,):
                     raise ValueError(f"the controller returned torques of shape {tau.shape}, "
                                      f"expected ({nj},)")
-                if not cmd_fifo:  # the command FIFO starts full of the first command
-                    cmd_fifo.extend([tau] * cd)
-                cmd_fifo.append(tau)
-            elif cd:
-                cmd_fifo.append(cmd_fifo[-1])
-            applied = cmd_fifo[0]
-            sim.step(applied)
+            sim.step(tau)  # the simulator delays it by joints.command_delay_steps
             trace_tau[k] = sim.applied_torques
             q = sim.q
             trace_q[k + 1] = q
             monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
-            np.abs(applied, out=ratio)
+            np.abs(tau, out=ratio)
             ratio *= inv_limits
             r = float(ratio.max()) if nj else 0.0
             if r > peak:
