@@ -249,6 +249,7 @@ def _plain_run(params, push, duration, gains=None):
                              gravity=sim.config.gravity)
     com0 = sim.center_of_mass()
     tilt = dev = peak = 0.0
+    saturated = 0
     lim = np.asarray(sim.actuation.effort_limit)
     for k in range(int(round(duration / sim.dt))):
         if k == int(round(push["time_s"] / sim.dt)):
@@ -259,21 +260,24 @@ def _plain_run(params, push, duration, gains=None):
         tilt = max(tilt, math.degrees(math.acos(min(1.0, R[2, 2]))))
         dev = max(dev, float(np.linalg.norm((sim.center_of_mass() - com0)[:2])))
         peak = max(peak, float(np.max(np.abs(tau) / lim)))
-    return sim, tilt, dev, peak
+        saturated += bool(np.any(np.abs(sim.applied_torques) >= lim))
+    return sim, tilt, dev, peak, saturated * sim.dt
 
 
 def test_metrics_against_a_plain_loop(tmp_path):
     push = {"time_s": 0.05, "link": "pelvis", "force": [0.0, 250.0, 0.0], "duration_s": 0.1}
     camp = {"robot": "humanoid", "duration_s": 0.4, "controller": "pd", "pushes": [push],
-            "set": {"contact.stiffness": 6.0e4}, "plots": False,
+            "set": {"contact.stiffness": 6.0e4, "joints.effort_limit": [12.0]}, "plots": False,
             "custom_metrics": {"top": "campaign_helpers:highest_base"}}
     res = run_campaign(camp, workers=1, out=tmp_path, progress=False)
     row = res.rows[0]
-    sim, tilt, dev, peak = _plain_run({"contact.stiffness": 6.0e4}, push, 0.4)
-    assert tilt > 1.0 and dev > 0.01  # the push does something worth measuring
+    sim, tilt, dev, peak, saturated = _plain_run({"contact.stiffness": 6.0e4,
+                                                     "joints.effort_limit": [12.0]}, push, 0.4)
+    assert tilt > 1.0 and dev > 0.01 and saturated > 0  # the push does something to measure
     assert row["max_tilt_deg"] == pytest.approx(tilt, rel=1e-9, abs=1e-9)
     assert row["com_deviation_m"] == pytest.approx(dev, rel=1e-9)
     assert row["peak_torque_ratio"] == pytest.approx(peak, rel=1e-12)
+    assert row["time_saturated_s"] == pytest.approx(saturated, abs=1e-12)
     assert row["top.samples"] == 401
     assert row["top.z_max"] >= float(sim.q[2])
 

@@ -698,12 +698,16 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
-            np.abs(tau, out=ratio)
+            if k % every == 0:  # the commands as given (they can exceed the limits)
+                np.abs(tau, out=ratio)
+                ratio *= inv_limits
+                r = float(ratio.max()) if nj else 0.0
+                if r > peak:
+                    peak = r
+            # saturation of what acted in this step (after joints.command_delay_steps)
+            np.abs(trace_tau[k], out=ratio)
             ratio *= inv_limits
-            r = float(ratio.max()) if nj else 0.0
-            if r > peak:
-                peak = r
-            if r >= sat_level:
+            if nj and ratio.max() >= sat_level:
                 saturated_steps += 1
             if floating:
                 qx, qy = q[3], q[4]
