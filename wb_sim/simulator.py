@@ -587,9 +587,8 @@ class Simulator:
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
-        a = v_next - v
-        a *= self._inv_dt  # the step's mean acceleration (the IMU's)
-        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
+        # the step's mean acceleration (the IMU's), (v' - v) / dt, when it is read
+        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, None
         self._q, self._v, self._u = q_next, v_next, u_next
         self._v_public = None
         self._force = force
@@ -652,7 +651,15 @@ class Simulator:
         """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""
         if self.imu_sensor is None:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
-        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev, self._a)
+        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev,
+                                    self._acceleration())
+
+    def _acceleration(self) -> np.ndarray:
+        """The last step's mean acceleration (v' - v) / dt (stepping coordinates);
+        at reset, that of the first step under zero torque."""
+        if self._a is None:
+            self._a = (self._v - self._v_prev) * self._inv_dt
+        return self._a
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
@@ -768,7 +775,7 @@ class Simulator:
             pushes=tuple((f, w.copy(), n) for f, w, n in self._pushes),
             pushes_applied=tuple((f, w.copy()) for f, w in self._pushes_applied),
             q_prev=self._q_prev.copy(), v_prev=self._v_prev.copy(), u_prev=self._u_prev.copy(),
-            a=np.array(self._a), force=np.array(self._force),
+            a=np.array(self._acceleration()), force=np.array(self._force),
             tau_applied=self._tau_applied.copy(),
             contact=copy.deepcopy(self.contact.snapshot()),
             imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
