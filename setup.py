@@ -23,9 +23,9 @@ setup(
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
         # setuptools + wheel: test_packaging builds the wheel; colcon: the `colcon build` tests;
-        # ray + pyarrow: the campaign tests run the Ray backend and write Parquet
+        # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint
         "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
-                 "colcon-common-extensions", "ray", "pyarrow"],
+                 "colcon-common-extensions", "ray", "pyarrow", "ruff"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
