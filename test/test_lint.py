@@ -3,17 +3,18 @@ errors, statement errors): the code has none. ruff comes with the test extra."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from ros_helpers import require_modules
+
+require_modules("ruff", why="pip install ruff (the test extra)")
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_finds_nothing():
-    ruff = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
-    assert ruff, "ruff is not installed (pip install wb_sim[test])"
-    out = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", "."],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format",
+                          "concise", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
