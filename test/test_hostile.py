@@ -210,7 +210,7 @@ def _contact(sim):
     ({"no_such": 1.0}, ("'contact.no_such'", "cannot be changed")),
     # a good value with a bad one: neither is applied
     ({"stiffness": 5e4, "friction_coefficient": 1e300}, ("'contact.friction_coefficient'",)),
-    ({"friction_coefficient": 0.5, "tangential_damping": 0.0}, ("'contact.tangential_damping'",)),
+    ({"friction_coefficient": 0.5, "tangential_damping": -1.0}, ("'contact.tangential_damping'",)),
 ])
 def test_set_contact_parameters_is_whole_or_nothing(box, values, fragments):
     before = _contact(box)

@@ -99,7 +99,7 @@ def assert_healthy(s: SimSetup, what: str = "") -> None:
     ("contact.stiffness", "abc", "contact.stiffness"),
     ("contact.stiffness", math.inf, "contact.stiffness"),
     ("contact.damping", [1.0, 2.0], "contact.damping"),
-    ("contact.tangential_damping", 0.0, "contact.tangential_damping"),
+    ("contact.tangential_damping", -1.0, "contact.tangential_damping"),
     ("real_time_factor", -1.0, "real_time_factor"),
     ("real_time_factor", "fast", "real_time_factor"),
     ("real_time_factor", True, "real_time_factor"),

@@ -15,7 +15,7 @@ from .errors import (CommandError, ConfigError, DivergenceError, ModelError, Uns
                      WbSimError)
 from .robot import RobotModel
 from .sensors import ContactPointsReading, ContactWrench, ImuReading
-from .simulator import Simulator, State
+from .simulator import SimState, Simulator, State
 
 __version__ = "0.1.0"
 
@@ -50,7 +50,8 @@ def default_config_path() -> Path:
 
 __all__ = [
     "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactWrench",
-    "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SimConfig", "Simulator",
+    "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SimConfig", "SimState",
+    "Simulator",
     "State", "UnsupportedError", "WbSimError", "config_path", "default_config_path",
     "load_config", "share_dir",
 ]

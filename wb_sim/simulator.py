@@ -21,6 +21,7 @@ raises :class:`DivergenceError` and keeps the previous state.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -102,6 +103,34 @@ class State:
         if not self.robot.floating_base:
             return np.zeros(3)
         return self.base_pose.rotation @ self.v[3:6]
+
+
+@dataclass(frozen=True, eq=False)
+class SimState:
+    """A snapshot of everything that determines a simulation's future; see
+    :meth:`Simulator.get_state`. Arrays are copies; ``q`` and ``v`` are in the
+    stepping coordinates (a floating base's linear velocity in world axes)."""
+
+    step_count: int
+    q: np.ndarray
+    v: np.ndarray
+    u: np.ndarray  #: (2, n) contact deformation state
+    pushes: tuple  #: (frame id, wrench, steps left) still to come
+    pushes_applied: tuple
+    q_prev: np.ndarray  #: the last step's start (its readings were computed there)
+    v_prev: np.ndarray
+    u_prev: np.ndarray
+    a: np.ndarray  #: the last step's mean acceleration (the IMU's)
+    force: np.ndarray  #: (n, 3) the last step's contact forces, ground coordinates
+    tau_applied: np.ndarray
+    contact: tuple  #: the contact model's snapshot (warm starts, last readings)
+    imu: tuple | None  #: (noise generator state, current noise)
+    signature: tuple  #: (nq, nv, points, dt, contact model, imu): what it fits
+
+    @property
+    def t(self) -> float:
+        """Simulated time, s (step_count dt)."""
+        return self.step_count * self.signature[3]
 
 
 def _real(x, name: str):
@@ -537,6 +566,7 @@ class Simulator:
         applied = self.actuation.saturate(tau)
         q, v = self._q, self._v
         pushes = self._active_pushes() if self._pushes else ()
+        saved = self.contact.snapshot()
         try:
             v_next, u_next, force = self._dynamics(q, v, applied, pushes)
             q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
@@ -545,7 +575,7 @@ class Simulator:
                     and (self._no_points or self.contact.max_depth <= self._max_penetration)):
                 self._raise_divergence(v_next)
         except DivergenceError:
-            self._recompute_readings()  # readings stay those of the last valid step
+            self._restore_readings(saved)  # readings stay those of the last valid step
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
@@ -693,6 +723,7 @@ class Simulator:
         q, v = self._qv(q, self.v if v is None else v)
         tau = self.actuation.saturate(_vector(tau, "tau", self.nj, "joint torques in joint_names "
                                                                    "order"))
+        saved = self.contact.snapshot()
         try:
             v_step = self._stepping_velocity(q, v)
             v_next, _, _ = self._dynamics(q, v_step, tau, self._active_pushes())
@@ -702,19 +733,73 @@ class Simulator:
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
             return out
         finally:
-            self._recompute_readings()
+            self._restore_readings(saved)
 
-    def _recompute_readings(self) -> None:
-        """Re-evaluate the last accepted step's contact readings (positions, forces,
-        depths, states) after an evaluation that overwrote them. Deterministic:
-        the same inputs give the same readings."""
-        u = self._u
-        self._u = self._u_prev
-        try:
-            _, _, self._force = self._dynamics(self._q_prev, self._v_prev, self._tau_applied,
-                                               self._pushes_applied)
-        finally:
-            self._u = u
+    def _restore_readings(self, saved: tuple) -> None:
+        """After an evaluation that was not kept (a diverging step, a dynamics query):
+        the contact model back to its snapshot, the points' kinematics back at the
+        configuration the last step started from (where its readings were computed)."""
+        self.contact.restore(saved)
+        if self.contact_points.n:
+            pin.computeJointJacobians(self._model_step, self._data_step, self._q_prev)
+            self.contact_points.update(self._model_step, self._data_step, None)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def get_state(self) -> "SimState":
+        """Everything that determines the future of this simulation, as a snapshot:
+        time, q and v, the contact's deformation and warm starts, the pushes still
+        to come, the IMU noise generator, and the readings of the last step.
+        :meth:`set_state` with it continues bit-identically (the snapshot holds
+        copies; it can be kept, restored many times, or restored after a reset)."""
+        imu = self.imu_sensor
+        return SimState(
+            step_count=self._k, q=self._q.copy(), v=self._v.copy(), u=self._u.copy(),
+            pushes=tuple((f, w.copy(), n) for f, w, n in self._pushes),
+            pushes_applied=tuple((f, w.copy()) for f, w in self._pushes_applied),
+            q_prev=self._q_prev.copy(), v_prev=self._v_prev.copy(), u_prev=self._u_prev.copy(),
+            a=np.array(self._a), force=np.array(self._force),
+            tau_applied=self._tau_applied.copy(),
+            contact=copy.deepcopy(self.contact.snapshot()),
+            imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
+                                          imu._noise.copy()),
+            signature=self._signature())
+
+    def set_state(self, state: "SimState") -> None:
+        """Restore a snapshot of :meth:`get_state` (of this simulator, or of one built
+        from the same configuration). Raises :class:`CommandError` for a snapshot of
+        another model; the state is then untouched."""
+        if not isinstance(state, SimState):
+            raise CommandError(f"set_state takes a SimState from get_state(), got "
+                               f"{type(state).__name__}")
+        if state.signature != self._signature():
+            raise CommandError("set_state: the snapshot is of another robot, contact set or "
+                               "time step (nq, nv, points, dt differ)")
+
+        def frozen(x):
+            x = np.array(x)
+            x.setflags(write=False)
+            return x
+
+        self._k = state.step_count
+        self._q, self._v = frozen(state.q), frozen(state.v)
+        self._v_public = None
+        self._u = state.u.copy()
+        self._pushes = [[f, w.copy(), n] for f, w, n in state.pushes]
+        self._pushes_applied = tuple((f, w.copy()) for f, w in state.pushes_applied)
+        self._q_prev, self._v_prev = frozen(state.q_prev), frozen(state.v_prev)
+        self._u_prev = state.u_prev.copy()
+        self._a, self._force = state.a.copy(), state.force.copy()
+        self._tau_applied = frozen(state.tau_applied)
+        if self.imu_sensor is not None and state.imu is not None:
+            rng_state, noise = state.imu
+            self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
+            self.imu_sensor._noise = noise.copy()
+        self._restore_readings(copy.deepcopy(state.contact))
+
+    def _signature(self) -> tuple:
+        return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
+                self.contact.name, self.imu_sensor is not None)
 
     @property
     def mass(self) -> float:

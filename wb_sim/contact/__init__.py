@@ -45,6 +45,11 @@ class ContactModel(Protocol):
 
     def parameters(self) -> dict[str, float]: ...
 
+    def snapshot(self) -> tuple:
+        """Warm starts and last readings, by reference (never changed in place)."""
+
+    def restore(self, snap: tuple) -> None: ...
+
     def set_parameters(self, **values: float) -> None:
         """Validate all, then apply all (ConfigError: nothing changes)."""
 

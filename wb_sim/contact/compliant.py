@@ -64,6 +64,9 @@ STATUS_NAMES = ("none", "stick", "slip")
 
 #: passes of the active-set loop (separation and slip); 2-3 suffice at an impact
 MAX_PASSES = 12
+#: changes of a point's stick/slip state within one step, after which it keeps it (a
+#: point whose slip reverses its motion and whose stick leaves the cone would cycle)
+MAX_FLIPS = 2
 
 
 def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -130,9 +133,21 @@ class CompliantContact:
     def initial_state(self) -> np.ndarray:
         """Tangential ground deformation of every point at rest, (2, n) m, rows
         along the plane's tangents t1, t2. Clears the slip warm start."""
-        self._slip_dir[:] = 0.0
+        self._slip_dir = np.zeros((self.points.n, 2))
         self._any_slip = False
         return np.zeros((2, self.points.n))
+
+    # ------------------------------------------------------------------ state
+
+    def snapshot(self) -> tuple:
+        """What the next solve and the readings depend on besides (q, v, u): the slip
+        warm start and the last depths and states. Cheap (references: the model never
+        changes these arrays in place, it replaces them)."""
+        return (self._slip_dir, self._any_slip, self.depth, self._status)
+
+    def restore(self, snap: tuple) -> None:
+        """Back to a :meth:`snapshot`."""
+        self._slip_dir, self._any_slip, self.depth, self._status = snap
 
     # ------------------------------------------------------------------ readings
 
@@ -172,30 +187,37 @@ class CompliantContact:
         """
         pts = self.points
         n, h = pts.n, dt
-        d = np.subtract(pts.plane_z, pts.position_gT[2], out=self.depth)
+        self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
         if h != self._coef_dt:
             self._coefficients(h)
-        if not self._pushes:  # stiffness and damping both zero: the ground pushes nothing
+        if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
             return self._nothing(n)
         if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
+            ds = dk
         else:
-            idx = np.flatnonzero(d > 0.0)
+            # a point above the ground whose free motion takes it below during the step takes
+            # part too, at the depth it would reach (ds, for s): the solve then closes its gap
+            # instead of finding it deep in the ground a step later, with a spring loaded by
+            # the late detection (a stiff contact then launched the body back up)
+            d_free = d - h * pts.normal_velocity(v_free)
+            idx = np.flatnonzero((d > 0.0) | (d_free > 0.0))
             k = len(idx)
             if k == 0:
                 return self._nothing(n)
             Jg = pts.jacobian_component_major(idx)
             dk, uk = d[idx], u[:, idx]
+            ds = np.where(dk > 0.0, dk, d_free[idx])
         MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
         A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
-        inv_s = np.sqrt(dk * (1.0 / self.reference_depth))
-        np.divide(1.0, inv_s, out=inv_s)
-        diag = (self._diag_coef * inv_s).reshape(-1)  # (h B)^-1 per row
-        A.flat[::3 * k + 1] += diag
+        # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
+        diag = np.divide(self._diag_coef, np.sqrt(ds)).reshape(-1)  # (3, k) -> 3k
+        Ad = A.reshape(-1)[::3 * k + 1]  # a view of the diagonal
+        Ad += diag
         target = np.empty((3, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
-        rhs = target.reshape(-1) - Jg.dot(v_free)
+        rhs = target.reshape(-1) - Jg.dot(v_free)  # B^-1 f0 - w_free, component-major rows
         p = None
         if self._frictional and not self._any_slip:
             _, p, info = _posv(A, rhs)
@@ -233,6 +255,7 @@ class CompliantContact:
             # contact: 0
             slip = codes == 2
             if slip.any():
+                inv_s = np.sqrt(self.reference_depth / ds)
                 relaxed = (uk * (self.ct / h) - P[:2] * inv_s) / (self.kt + self.ct / h)
                 un[:, slip] = relaxed[:, slip]
             un[:, codes == 0] = 0.0
@@ -244,18 +267,20 @@ class CompliantContact:
 
     def _nothing(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._status = np.zeros(n, dtype=np.int8)
-        self._slip_dir[:] = 0.0
-        self._any_slip = False
+        if self._any_slip:
+            self._slip_dir = np.zeros((n, 2))
+            self._any_slip = False
         return self._zero_dv, np.zeros((n, 3)), np.zeros((2, n))
 
     def _coefficients(self, h: float) -> None:
-        """Per-row constants of the law at step h: (h B / s)^-1 and B^-1 f0 / (u or d)."""
+        """Per-row constants of the law at step h: (h B)^-1 d^1/2 and B^-1 f0 / (u or d)."""
         bn, bt = self.k * h + self.c, self.kt * h + self.ct
-        self._pushes = bn > 0.0
+        self._normal_on = bn > 0.0
         self._frictional = bt > 0.0 and self.mu > 0.0
         self._springy = self._frictional and self.kt > 0.0
-        self._diag_coef = np.array([[1.0 / (h * bt) if bt > 0 else 0.0]] * 2
-                                   + [[1.0 / (h * bn) if bn > 0 else 0.0]])
+        root = math.sqrt(self.reference_depth)
+        self._diag_coef = np.array([[root / (h * bt) if bt > 0 else 0.0]] * 2
+                                   + [[root / (h * bn) if bn > 0 else 0.0]])
         self._target_t = -self.kt / bt if self._frictional else 0.0
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._coef_dt = h
@@ -268,13 +293,11 @@ class CompliantContact:
         if self._frictional:
             was = (self._slip_dir if idx is None else self._slip_dir[idx]) \
                 if self._any_slip else None
-            p_pm = None
-            if was is None:
-                _, p_pm, _ = _posv(A_pm, rhs_pm)
+            p_pm = None if was is not None else solve_spd(A_pm, rhs_pm)
             p_pm, slipping = self._active_set(A_pm, rhs_pm, diag[perm], target[:2].T.copy(), k,
                                               was, p_pm)
-            self._slip_dir[:] = 0.0
             where = self._all if idx is None else idx
+            self._slip_dir = np.zeros((self.points.n, 2))  # a new array: snapshots keep the old
             self._slip_dir[where[slipping]] = self._last_direction[slipping]
             self._any_slip = bool(slipping.any())
         else:  # frictionless: only the normal rows; a loaded point slides freely
@@ -318,6 +341,7 @@ class CompliantContact:
         ``was``: (k, 2) directions of the points that slipped at the last step
         (the starting set), or None with ``p`` the all-sticking solution."""
         removed = np.zeros(k, dtype=bool)
+        flips = np.zeros(k, dtype=int)
         if was is None:
             slipping = np.zeros(k, dtype=bool)
             direction = np.zeros((k, 2))
@@ -331,14 +355,16 @@ class CompliantContact:
         for _ in range(MAX_PASSES):
             p3 = p.reshape(k, 3)
             pt = np.hypot(p3[:, 0], p3[:, 1])
-            new = ~removed & ~slipping & (p3[:, 2] >= 0.0) & (pt > mu * p3[:, 2])
+            free = flips < MAX_FLIPS  # a point that flipped twice keeps its state: no cycling
+            new = free & ~removed & ~slipping & (p3[:, 2] >= 0.0) & (pt > mu * p3[:, 2])
             # end-of-step tangential velocity of the slipping points, w' = w_free + G p
             # = target - rhs + A p - diag p; friction must oppose it
             w_t = (A.dot(p) - diag * p - rhs).reshape(k, 3)[:, :2] + target_t
-            back = slipping & ((w_t * direction).sum(axis=1) > 0.0)
+            back = free & slipping & ((w_t * direction).sum(axis=1) > 0.0)
             if new.any() or back.any():
                 direction[new] = p3[new, :2] / pt[new, None]
                 slipping = (slipping | new) & ~back
+                flips += new | back
             else:
                 pulling = ~removed & (p3[:, 2] < 0.0)
                 if not pulling.any():
@@ -431,14 +457,17 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
     h, n = dt, points.n
     depth = points.plane_z - points.position_gT[2]
     force, u_next = np.zeros((n, 3)), np.zeros((2, n))
-    touching = [i for i in range(n) if depth[i] > 0.0]
+    J_n = points.jacobian_g()[2::3]  # normal rows
+    reach = {i: depth[i] if depth[i] > 0.0 else depth[i] - h * float(J_n[i] @ v_free)
+             for i in range(n)}
+    touching = [i for i in range(n) if reach[i] > 0.0]
     if not touching or k_n * h + c_n <= 0.0:
         return np.zeros(len(v_free)), force, u_next
     J = points.jacobian_g(np.array(touching))
     G = J @ Minv @ J.T
     diag, target = [], []
     for i in touching:
-        s = math.sqrt(depth[i] / reference_depth)
+        s = math.sqrt(reach[i] / reference_depth)
         bt, bn = s * (k_t * h + c_t), s * (k_n * h + c_n)
         diag += [1 / (h * bt), 1 / (h * bt), 1 / (h * bn)]
         target += [-k_t * u[0, i] / (k_t * h + c_t), -k_t * u[1, i] / (k_t * h + c_t),
@@ -448,6 +477,7 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
     m = len(touching)
     state = ["stick"] * m  # or "slip" (p_t = mu p_n dir[j]) or "off" (p = 0)
     direction = [None] * m
+    flips = [0] * m
     p = np.zeros(3 * m)
     for _ in range(MAX_PASSES):
         # unknowns: 3 per sticking point, p_n per slipping one; equations: their rows
@@ -469,25 +499,45 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
         if columns:
             T = np.column_stack(columns)
             p = T @ np.linalg.solve(A[rows] @ T, b[rows])
-        pulling = [j for j in range(m) if state[j] != "off" and p[3 * j + 2] < 0.0]
-        if pulling:
-            for j in pulling:
-                state[j] = "off"
-            continue
-        slips = [j for j in range(m) if state[j] == "stick"
+        # friction first: sticking points leaving the cone slip, slipping points whose
+        # end-of-step tangential velocity goes along their friction stick again
+        w_next = J @ v_free + G @ p
+        slips = [j for j in range(m) if state[j] == "stick" and flips[j] < MAX_FLIPS
+                 and p[3 * j + 2] >= 0.0
                  and math.hypot(p[3 * j], p[3 * j + 1]) > mu * p[3 * j + 2]]
-        if not slips:
+        backs = [j for j in range(m) if state[j] == "slip" and flips[j] < MAX_FLIPS
+                 and float(w_next[3 * j:3 * j + 2] @ direction[j]) > 0.0]
+        if slips or backs:
+            for j in slips:
+                state[j] = "slip"
+                direction[j] = p[3 * j:3 * j + 2] / math.hypot(p[3 * j], p[3 * j + 1])
+            for j in backs:
+                state[j] = "stick"
+            for j in slips + backs:
+                flips[j] += 1
+            continue
+        pulling = [j for j in range(m) if state[j] != "off" and p[3 * j + 2] < 0.0]
+        if not pulling:
             break
-        for j in slips:
+        for j in pulling:
+            state[j] = "off"
+    # what the passes left: no pulling, nothing outside the cone
+    for j in range(m):
+        if state[j] == "off":
+            p[3 * j:3 * j + 3] = 0.0
+        p[3 * j + 2] = max(p[3 * j + 2], 0.0)
+        pt = math.hypot(p[3 * j], p[3 * j + 1])
+        if pt > mu * p[3 * j + 2]:
+            direction[j] = p[3 * j:3 * j + 2] / pt
+            p[3 * j:3 * j + 2] *= mu * p[3 * j + 2] / pt
             state[j] = "slip"
-            direction[j] = p[3 * j:3 * j + 2] / math.hypot(p[3 * j], p[3 * j + 1])
     dv = Minv @ J.T @ p
     for j, i in enumerate(touching):
         force[i] = p[3 * j:3 * j + 3] / h
         if k_t <= 0.0 or state[j] == "off":
             continue
         if state[j] == "slip":
-            s = math.sqrt(depth[i] / reference_depth)
+            s = math.sqrt(reach[i] / reference_depth)
             u_next[:, i] = (c_t / h * u[:, i] - force[i, :2] / s) / (k_t + c_t / h)
         else:
             u_next[:, i] = u[:, i] + h * (J[3 * j:3 * j + 3] @ (v_free + dv))[:2]

@@ -155,6 +155,8 @@ class SimNode(Node):
             self.sim = Simulator(load_config(flat))  # it leaves the node's own keys to us
         for w in caught:  # e.g. a robot starting inside the ground: into the node's log
             self.get_logger().warning(str(w.message))
+        self._notes_logged: set[str] = set()
+        self._log_notes()
         self._duplicate_check_until = created + DUPLICATE_CHECK_S
         self._refuse_duplicate_name(0.0)  # one already discovered: refused before publishing
         self.exit_code = 0
@@ -257,6 +259,14 @@ class SimNode(Node):
                 flat[key] = self.declare_parameter(key, p.default, _descriptor(key, p)).value
         return flat
 
+    def _log_notes(self) -> None:
+        """Log, once each, what the simulator adjusted (e.g. a contact stiffer than the
+        rate resolves: it stays stable and acts as the stiffest one dt resolves)."""
+        for note in self.sim.notes:
+            if note not in self._notes_logged:
+                self.get_logger().info(note)
+                self._notes_logged.add(note)
+
     def _on_set_parameters(self, params) -> SetParametersResult:
         core, node = {}, {}
         for prm in params:
@@ -272,6 +282,7 @@ class SimNode(Node):
             if core:
                 with self._lock:
                     self.sim.set_contact_parameters(**core)
+                self._log_notes()
         except Exception as e:  # noqa: BLE001 - an escaping exception kills the executor
             why = str(e) if isinstance(e, WbSimError) else f"{type(e).__name__}: {e}"
             self.get_logger().warning(f"parameter update refused: {why}")
