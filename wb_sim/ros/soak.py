@@ -48,6 +48,17 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+_written = {"n": 0}
+
+
+def _write_log(path: str, node: _Node) -> None:
+    lines = node.lines[_written["n"]:]
+    if lines:
+        with open(path, "a") as f:
+            f.writelines(f"{t:.3f} {text}\n" for t, text in lines)
+        _written["n"] += len(lines)
+
+
 def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
     """Least-squares slope of ys over ts (s), per hour; over the second half."""
     n = len(ts)
@@ -67,6 +78,8 @@ def main(argv=None) -> int:
     ap.add_argument("--flood-hz", type=float, default=0.0,
                     help="malformed messages per second on each input topic (0: none)")
     ap.add_argument("--band", type=float, default=0.02, help="standing band of the base height, m")
+    ap.add_argument("--log", help="write the node's log lines to this file as they come "
+                                  "(the controller's to FILE.controller)")
     args = ap.parse_args(argv)
 
     files = ["--params-file", str(config_path(args.robot))]
@@ -88,8 +101,9 @@ def main(argv=None) -> int:
     node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
                   "-p", f"publish.stats_period_s:={args.period}",
                   "-p", "command.wait_for_first:=true"], env)
+    ctrl_out = open(f"{args.log}.controller", "w") if args.log else subprocess.DEVNULL
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                            stdout=ctrl_out, stderr=subprocess.STDOUT, env=env)
     stop = {"now": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
@@ -105,6 +119,8 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         next_sample = t0
         while not stop["now"] and time.monotonic() - t0 < args.duration:
+            if args.log:
+                _write_log(args.log, node)
             if node.proc.poll() is not None or ctrl.poll() is not None:
                 break
             if time.monotonic() >= next_sample:
@@ -146,8 +162,12 @@ def main(argv=None) -> int:
                 rejected[key] = rejected.get(key, 0) + int(k)
         del a
     ts = [s[0] for s in samples]
-    if os.environ.get("WB_SIM_SOAK_DEBUG"):
-        print("\n".join(t for _, t in node.lines))
+    if args.log:
+        _write_log(args.log, node)
+    exit_node = node.proc.poll()
+    if exit_node not in (None, 0):
+        print(f"soak: the node exited with code {exit_node}; its last lines:\n" +
+              "\n".join(t for _, t in node.lines[-15:]))
     print(f"soak: {elapsed:.0f} s wall, both processes alive to the end: {alive}")
     for label, col in (("node", 1), ("controller", 2)):
         ys = [s[col] for s in samples]
