@@ -48,6 +48,16 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _realtime(pid: int, priority: int) -> None:
+    """SCHED_FIFO ``priority`` for every thread of process ``pid``."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+        except OSError as e:
+            print(f"soak: cannot give the controller real-time priority: {e}", file=sys.stderr)
+            return
+
+
 _written = {"n": 0}
 
 
@@ -78,6 +88,10 @@ def main(argv=None) -> int:
     ap.add_argument("--flood-hz", type=float, default=0.0,
                     help="malformed messages per second on each input topic (0: none)")
     ap.add_argument("--band", type=float, default=0.02, help="standing band of the base height, m")
+    ap.add_argument("--controller-priority", type=int, default=0,
+                    help="SCHED_FIFO priority for the controller's threads (0: normal scheduler); "
+                         "on a machine loaded by other work a normal-priority controller answers "
+                         "late and the humanoid falls")
     ap.add_argument("--log", help="write the node's log lines to this file as they come "
                                   "(the controller's to FILE.controller)")
     args = ap.parse_args(argv)
@@ -114,6 +128,8 @@ def main(argv=None) -> int:
             print("soak: the node got no command:\n" + "\n".join(t for _, t in node.lines[-20:]),
                   file=sys.stderr)
             return 2
+        if args.controller_priority > 0:
+            _realtime(ctrl.pid, args.controller_priority)
         print(f"soak: {args.robot}, {args.duration:g} s, flood {args.flood_hz:g} Hz per topic; "
               f"node pid {node.proc.pid}, controller pid {ctrl.pid}", flush=True)
         t0 = time.monotonic()
