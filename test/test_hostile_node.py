@@ -335,9 +335,10 @@ def test_a_burst_of_step_calls_while_running_is_refused_each(hostile):
 
 def test_a_second_node_with_the_same_name_is_refused(hostile):
     s = hostile
+    from wb_sim.ros.node import DUPLICATE_CHECK_S
     age = time.time() - s.node.started
-    if age < 5.0:  # two nodes started close together may both refuse (DUPLICATE_CHECK_S)
-        s.ros.spin_for(5.0 - age)
+    if age < DUPLICATE_CHECK_S + 1:  # two nodes started close together may both refuse
+        s.ros.spin_for(DUPLICATE_CHECK_S + 1 - age)
     dup = s.start("duplicate", sim_node_argv())
     try:
         rc = dup.popen.wait(60)
