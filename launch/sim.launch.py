@@ -2,83 +2,132 @@
 
     ros2 launch wb_sim sim.launch.py                       # humanoid + PD controller
     ros2 launch wb_sim sim.launch.py robot:=icub rviz:=true
+    ros2 launch wb_sim sim.launch.py robot:=/path/my_robot.yaml   # your own robot
     ros2 launch wb_sim sim.launch.py controller:=none      # bring your own controller
     ros2 launch wb_sim sim.launch.py config:=/path/my.yaml # override the robot's parameters
     ros2 launch wb_sim sim.launch.py sync:=lockstep        # one step per command (deterministic)
     ros2 launch wb_sim sim.launch.py viewer:=meshcat       # browser view where RViz is absent
 
-The robot's parameters come from share/wb_sim/config/<robot>.yaml; a ``config``
-file is loaded after it, so it overrides any key it sets.
+Parameters, each layer winning over the one before: the robot's file
+(share/wb_sim/config/<robot>.yaml, or the file ``robot`` names), this launcher's
+default (``command.wait_for_first: true``: the physics waits for the first
+command, from the example controller or from yours), the ``config`` file, then
+``sync`` and ``viewer`` when given.
+
+The processes are one unit: when one of them ends, the launch shuts the others
+down, and exits non-zero if that process failed.
 """
 
 import os
 
+from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.conditions import IfCondition
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction
+from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 ROBOTS = ("humanoid", "icub", "talos", "anymal", "panda")
 
 
+class ProcessFailed(RuntimeError):
+    """A process of the launch ended with a non-zero exit code."""
+
+
+def _on_exit(context, *args, **kwargs):
+    """A process ended: shut the launch down; a failure makes ``ros2 launch`` exit non-zero
+    (an exception in launch is what sets its return code)."""
+    event = context.locals.event
+    if event.returncode != 0 and not context.is_shutdown:
+        raise ProcessFailed(f"{event.process_name} exited with code "
+                            f"{event.returncode}; the launch is shut down")
+    return [EmitEvent(event=Shutdown(reason=f"{event.process_name} exited"))]
+
+
+def _robot_file(share: str, robot: str) -> str:
+    if robot.endswith((".yaml", ".yml")):  # the user's own robot
+        path = os.path.abspath(robot)
+        if not os.path.isfile(path):
+            raise RuntimeError(f"robot file not found: {robot}")
+        return path
+    if robot not in ROBOTS:
+        raise RuntimeError(f"unknown robot '{robot}'; choose one of {', '.join(ROBOTS)}, "
+                           f"or give the path of your robot's YAML file")
+    return os.path.join(share, "config", f"{robot}.yaml")
+
+
 def _nodes(context, *args, **kwargs):
     share = get_package_share_directory("wb_sim")
-    robot = LaunchConfiguration("robot").perform(context)
-    if robot not in ROBOTS:
-        raise RuntimeError(f"unknown robot '{robot}'; choose one of {', '.join(ROBOTS)}")
-    params = [os.path.join(share, "config", f"{robot}.yaml")]
-    override = LaunchConfiguration("config").perform(context)
-    if override:
-        if not os.path.isfile(override):
-            raise RuntimeError(f"config file not found: {override}")
-        params.append(override)
-    controller = LaunchConfiguration("controller").perform(context)
-    if controller not in ("pd", "none"):
-        raise RuntimeError(f"unknown controller '{controller}'; choose pd or none")
-    use_sim_time = LaunchConfiguration("use_sim_time").perform(context).lower() == "true"
-    sync = LaunchConfiguration("sync").perform(context)
-    if sync not in ("realtime", "lockstep"):
-        raise RuntimeError(f"unknown sync mode '{sync}'; choose realtime or lockstep")
-    viewer = LaunchConfiguration("viewer").perform(context)
-    if viewer not in ("none", "meshcat"):
-        raise RuntimeError(f"unknown viewer '{viewer}'; choose none or meshcat")
+    arg = {name: LaunchConfiguration(name).perform(context)
+           for name in ("robot", "config", "controller", "use_sim_time", "sync", "viewer", "rviz")}
+    robot_file = _robot_file(share, arg["robot"])
+    user = []
+    if arg["config"]:
+        if not os.path.isfile(arg["config"]):
+            raise RuntimeError(f"config file not found: {arg['config']}")
+        user = [os.path.abspath(arg["config"])]
+    if arg["controller"] not in ("pd", "none"):
+        raise RuntimeError(f"unknown controller '{arg['controller']}'; choose pd or none")
+    if arg["sync"] not in ("", "realtime", "lockstep"):
+        raise RuntimeError(f"unknown sync mode '{arg['sync']}'; choose realtime or lockstep")
+    if arg["viewer"] not in ("", "none", "meshcat"):
+        raise RuntimeError(f"unknown viewer '{arg['viewer']}'; choose none or meshcat")
+    if arg["rviz"].lower() not in ("true", "false"):
+        raise RuntimeError(f"rviz:={arg['rviz']}: choose true or false")
+    rviz = arg["rviz"].lower() == "true"
+    if rviz:  # fail before anything starts
+        try:
+            get_package_prefix("rviz2")
+        except PackageNotFoundError:
+            raise RuntimeError("rviz:=true, but rviz2 is not installed (in a ROS install: "
+                               "apt install ros-$ROS_DISTRO-rviz2); without it use "
+                               "viewer:=meshcat for a browser view") from None
+    use_sim_time = arg["use_sim_time"].lower() == "true"
 
-    # with the example controller, the physics starts at its first command (it starts later)
-    sim_params = params + [{"command.wait_for_first": controller == "pd", "sync.mode": sync,
-                            "viewer": viewer}]
+    # the physics starts with the first command (the example controller starts later,
+    # your own controller too); the user's file may say otherwise
+    launcher_defaults = {"command.wait_for_first": True}
+    explicit = {k: arg[k] for k in ("sync", "viewer") if arg[k]}
+    explicit = {{"sync": "sync.mode"}.get(k, k): v for k, v in explicit.items()}
+    sim_params = [robot_file, launcher_defaults] + user + ([explicit] if explicit else [])
+    on_exit = [OpaqueFunction(function=_on_exit)]
     actions = [Node(package="wb_sim", executable="wb_sim_node", name="wb_sim", output="screen",
-                    parameters=sim_params, emulate_tty=True)]
-    if controller == "pd":
+                    parameters=sim_params, emulate_tty=True, on_exit=on_exit)]
+    if arg["controller"] == "pd":
         actions.append(Node(package="wb_sim", executable="wb_sim_pd_controller",
                             name="wb_sim_pd_controller", output="screen", emulate_tty=True,
-                            parameters=params + [{"use_sim_time": use_sim_time}]))
-    actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="log",
-                        arguments=["-d", os.path.join(share, "rviz", "wb_sim.rviz")],
-                        parameters=[{"use_sim_time": use_sim_time}],
-                        condition=IfCondition(LaunchConfiguration("rviz"))))
+                            parameters=[robot_file] + user + [{"use_sim_time": use_sim_time}],
+                            on_exit=on_exit))
+    if rviz:
+        actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="log",
+                            arguments=["-d", os.path.join(share, "rviz", "wb_sim.rviz")],
+                            parameters=[{"use_sim_time": use_sim_time}], on_exit=on_exit))
     return actions
 
 
 def generate_launch_description():
     return LaunchDescription([
         DeclareLaunchArgument("robot", default_value="humanoid",
-                              description=f"Robot configuration: one of {', '.join(ROBOTS)}"),
+                              description=f"Robot configuration: one of {', '.join(ROBOTS)}, or "
+                                          f"the path of your robot's YAML file"),
         DeclareLaunchArgument("config", default_value="",
                               description="A YAML parameter file (wb_sim: ros__parameters:) "
                                           "overriding the robot's configuration"),
         DeclareLaunchArgument("controller", default_value="pd",
                               description="'pd': start the example PD + gravity-compensation "
-                                          "controller; 'none': bring your own"),
+                                          "controller; 'none': bring your own (the physics "
+                                          "waits for its first command)"),
         DeclareLaunchArgument("rviz", default_value="false", description="Start RViz (true/false)"),
         DeclareLaunchArgument("use_sim_time", default_value="true",
                               description="Run the controller and RViz on the simulated /clock"),
-        DeclareLaunchArgument("sync", default_value="realtime",
+        DeclareLaunchArgument("sync", default_value="",
                               description="'realtime': paced by real_time_factor; 'lockstep': "
-                                          "each step waits for the controller's command"),
-        DeclareLaunchArgument("viewer", default_value="none",
+                                          "each step waits for the controller's command; "
+                                          "'' (default): the configuration's (realtime)"),
+        DeclareLaunchArgument("viewer", default_value="",
                               description="'meshcat': serve a browser view of the robot and "
-                                          "contact forces (URL in the log); 'none'"),
+                                          "contact forces (URL in the log); 'none'; '' "
+                                          "(default): the configuration's (none)"),
         OpaqueFunction(function=_nodes),
     ])

@@ -42,6 +42,73 @@ def require_ros(*extra: str) -> None:
     pytest.skip(why, allow_module_level=True)
 
 
+#: what setup.py reads: the package and its data files (a copy of these builds like the repository)
+PACKAGE_SOURCES = ("setup.py", "setup.cfg", "package.xml", "README.md", "resource", "launch",
+                   "config", "urdf", "rviz", "wb_sim", "test", ".ci", "tools")
+
+
+def copy_package_sources(dest: Path, with_tests: bool = False) -> Path:
+    """Copy the package (without build products, venvs or test artifacts) into ``dest``."""
+    import shutil
+    dest.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "artifacts",
+                                    "venv")
+    for name in PACKAGE_SOURCES:
+        if name in ("test", ".ci", "tools") and not with_tests:
+            continue
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def require_launch_stack() -> None:
+    """Skip the calling module without the ROS 2 launch stack (``ros2`` with the launch,
+    topic, param and service verbs, launch_ros) and colcon, saying how to get them;
+    fail instead when ``WB_SIM_REQUIRE_ROS=1`` (CI)."""
+    import shutil
+    require_ros()
+    missing = []
+    for name in ("launch_ros", "ros2launch", "ros2topic", "ros2param", "ros2service",
+                 "composition_interfaces.srv", "colcon_core", "colcon_ros"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    bindir = Path(sys.executable).parent
+    for exe in ("ros2", "colcon"):
+        if not (bindir / exe).exists() and shutil.which(exe) is None:
+            missing.append(f"the '{exe}' command")
+    if not missing:
+        return
+    why = (f"the ROS 2 launch stack / colcon is missing ({', '.join(missing)}): run "
+           f"tools/setup_venv.sh with ../shared/ros2-launch beside the project (or "
+           f"WB_SIM_ROS2_LAUNCH=DIR), or use a ROS 2 install with colcon")
+    if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
+        pytest.fail(f"{why}; WB_SIM_REQUIRE_ROS=1 requires it", pytrace=False)
+    pytest.skip(why, allow_module_level=True)
+
+
+def require_modules(*names: str, why: str) -> None:
+    """Skip the calling test module if one of ``names`` cannot be imported (a ROS
+    install's ``colcon test`` has no PyPI-only test extras), with ``why`` saying how to
+    get them; fail instead when ``WB_SIM_REQUIRE_EXTRAS=1`` (CI)."""
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            missing.append(f"{name} ({e})")
+    if not missing:
+        return
+    msg = f"not importable: {', '.join(missing)}; {why}"
+    if os.environ.get("WB_SIM_REQUIRE_EXTRAS") == "1":
+        pytest.fail(f"{msg}; WB_SIM_REQUIRE_EXTRAS=1 requires them", pytrace=False)
+    pytest.skip(msg, allow_module_level=True)
+
+
 # ----------------------------------------------------------------------------- domains
 
 _used_domains: set[int] = set()
@@ -57,14 +124,22 @@ def fresh_domain_id() -> int:
             return d
 
 
+#: working directory of the processes the tests start: outside the source tree, so that
+#: ``python -m wb_sim...`` runs the installed package (CI installs it non-editable)
+RUN_DIR = Path(os.environ.get("TMPDIR", "/tmp"))
+
+
 def ros_env(domain_id: int) -> dict[str, str]:
-    """Environment of a node process: its own domain, DDS discovery on this host only."""
+    """Environment of a node process: its own domain, DDS discovery on this host only.
+    The source tree is not on its path: it runs wb_sim as installed."""
     env = dict(os.environ)
     env["ROS_DOMAIN_ID"] = str(domain_id)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env.pop("ROS_LOCALHOST_ONLY", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in env.get("PYTHONPATH", "")
-                                                       .split(os.pathsep) if p])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                        if p and Path(p).resolve() != ROOT)
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
@@ -79,15 +154,17 @@ def ros_env(domain_id: int) -> dict[str, str]:
 class Proc:
     """A child process (a node or a controller) logging stdout + stderr to a file."""
 
-    def __init__(self, name: str, argv: list[str], domain_id: int, log_dir: Path):
+    def __init__(self, name: str, argv: list[str], domain_id: int, log_dir: Path,
+                 cwd: Path | None = None, env: dict[str, str] | None = None):
         self.name = name
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         self.log_path = Path(log_dir) / f"{name}.log"
         self._log = open(self.log_path, "wb")
         self.started = time.time()
         self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env=ros_env(domain_id),
-                                      cwd=ROOT, start_new_session=True)
+                                      stdin=subprocess.DEVNULL,
+                                      env=env or ros_env(domain_id), cwd=cwd or log_dir,
+                                      start_new_session=True)
 
     @property
     def pid(self) -> int:

@@ -100,7 +100,7 @@ def test_duration_and_topic_selection(recorded):
 
 def test_refuses_to_overwrite(tmp_path):
     out = subprocess.run(record_argv("-o", str(tmp_path)), capture_output=True, text=True,
-                         timeout=60, cwd=ROOT)
+                         timeout=60, cwd=tmp_path)
     assert out.returncode == 2
     assert "exists; not overwriting" in out.stderr and out.stderr.count("\n") == 1
 
@@ -250,7 +250,7 @@ def test_run_records_and_plots(tmp_path):
     lockstep.write_text("wb_sim:\n  ros__parameters:\n    sync:\n      mode: lockstep\n")
     out = subprocess.run([sys.executable, "-m", "wb_sim.ros.run", "--duration", "1.0",
                           "--config", str(lockstep), "--record", str(bag), "--plot", str(plots)],
-                         capture_output=True, text=True, timeout=180, cwd=ROOT,
+                         capture_output=True, text=True, timeout=180, cwd=tmp_path,
                          env=ros_env(fresh_domain_id()))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "[record]" in out.stdout and f"closed '{bag}'" in out.stdout
@@ -260,5 +260,5 @@ def test_run_records_and_plots(tmp_path):
     assert len(list(plots.glob("*.png"))) == 5
     # an existing bag is refused before anything starts
     again = subprocess.run([sys.executable, "-m", "wb_sim.ros.run", "--record", str(bag)],
-                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert again.returncode == 2 and "exists; not overwriting" in again.stderr

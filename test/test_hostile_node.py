@@ -104,7 +104,7 @@ def assert_healthy(s: SimSetup, what: str = "") -> None:
     ("real_time_factor", "fast", "real_time_factor"),
     ("real_time_factor", True, "real_time_factor"),
     ("command.timeout_s", math.nan, "command.timeout_s"),
-    ("command.on_timeout", "explode", "command.on_timeout"),
+    ("command.timeout_action", "explode", "command.timeout_action"),
     ("publish.stats_period_s", -1.0, "publish.stats_period_s"),
     ("external_wrench.duration_s", 0.0, "external_wrench.duration_s"),
     ("physics_rate_hz", 1e300, ""),  # read-only

@@ -22,8 +22,13 @@ velocities reach a few hundred) are not held to an absolute 1e-8.
 
 import numpy as np
 import pytest
+from ros_helpers import require_modules
 
-import icub_models  # noqa: E402  (test extra: a missing install must fail, not skip)
+# the test extra (pip install wb_sim[test]); a ROS install's colcon test may not have it
+require_modules("icub_models", "idyntree.bindings",
+                why="pip install icub-models idyntree (the test extra); CI requires them")
+
+import icub_models  # noqa: E402
 import idyntree.bindings as idyn  # noqa: E402
 
 import wb_sim  # noqa: E402

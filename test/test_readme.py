@@ -34,3 +34,33 @@ def test_readme_commands_are_the_ci_commands():
     assert "bash tools/setup_venv.sh && .venv/bin/python -m pytest test -q" in README
     assert "bash tools/setup_venv.sh && .venv/bin/wb_sim_run" in README
     assert "tools/setup_venv.sh" in ci and "-m pytest test -q" in ci
+
+
+def test_readme_python_api_example_stands_and_records_data(tmp_path, monkeypatch):
+    """The README's Python API example, run as written: the humanoid stands through it
+    and the recording it plots holds the whole run (it once collapsed in 1 s and the
+    recorder, never called, wrote empty plots)."""
+    import numpy as np
+    code = README.split("## Python API\n\n```python\n", 1)[1].split("```\n", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(compile(code, "README.md (Python API)", "exec"), ns)
+    hist = ns["hist"]
+    z = np.asarray(hist.base_position)[:, 2]
+    z0 = wb_sim.config.read_yaml_params(wb_sim.config_path("humanoid"))["initial.base_position"][2]
+    assert len(z) >= 2000 and abs(np.asarray(hist.t)[-1] - 2.0) < 2e-3
+    assert np.all(np.abs(z - z0) < 0.02), f"base height {z.min():.4f}-{z.max():.4f} m, start {z0}"
+    pngs = sorted((tmp_path / "plots").glob("*.png"))
+    assert len(pngs) >= 4 and all(p.stat().st_size > 20_000 for p in pngs), \
+        [(p.name, p.stat().st_size) for p in pngs]
+    assert (tmp_path / "run.npz").is_file()
+
+
+def test_plots_of_an_empty_history_are_refused(tmp_path):
+    import pytest
+    from wb_sim.plot import plot_history
+    from wb_sim.recording import Recorder, RecordingError
+    sim = wb_sim.Simulator.from_yaml(wb_sim.default_config_path())
+    with pytest.raises(RecordingError, match="no samples"):
+        plot_history(Recorder(sim).history(), tmp_path / "plots")
+    assert not list(tmp_path.rglob("*.png"))

@@ -629,7 +629,7 @@ class TestStanding:
         ("contact.friction_coefficient", -0.5, "contact.friction_coefficient"),
         ("real_time_factor", -1.0, "real_time_factor"),
         ("command.timeout_s", -0.1, "command.timeout_s"),
-        ("command.on_timeout", "explode", "command.on_timeout"),
+        ("command.timeout_action", "explode", "command.timeout_action"),
     ])
     def test_bad_parameter_values_are_refused(self, stand, name, value, why):
         ros = stand.ros
@@ -681,7 +681,7 @@ class TestStanding:
 
 @pytest.fixture(scope="class")
 def watchdog(tmp_path_factory):
-    yield from _setup(tmp_path_factory, "watchdog", *SPARE_CPU)
+    yield from _setup(tmp_path_factory, "watchdog", *SPARE_CPU, "command.timeout_action:=zero")
 
 
 def _controller_death(s: SimSetup, name: str):
@@ -730,7 +730,8 @@ class TestWatchdog:
         assert 0.098 <= hold <= 0.11, f"last command applied for {hold * 1e3:.1f} ms of sim time"
         assert all(not any(m.effort) for m in msgs[zero:])
         assert (st[-1] - st[zero]) / NS > 0.5
-        assert log.count("no valid command for 0.1 s of simulated time: torques set to zero") == 1, log
+        assert log.count("no valid command for 0.1 s of simulated time: torques set to zero "
+                         "(command.timeout_action: zero)") == 1, log
 
     def test_commands_coming_back_are_applied_and_logged(self, watchdog, core):
         s, ros = watchdog, watchdog.ros
@@ -761,12 +762,12 @@ class TestWatchdog:
 
     def test_hold_last_keeps_the_last_torques(self, watchdog):
         s, ros = watchdog, watchdog.ros
-        r = ros.set_parameter("command.on_timeout", "hold_last")
+        r = ros.set_parameter("command.timeout_action", "hold")
         assert r.successful, r.reason
         try:
             msgs, log = _controller_death(s, "pd_controller_hold")
         finally:
-            assert ros.set_parameter("command.on_timeout", "zero").successful
+            assert ros.set_parameter("command.timeout_action", "zero").successful
         first, zero = _last_command_run(msgs)
         assert zero is None, "hold_last: the efforts went to zero"
         assert first > 50
@@ -775,7 +776,41 @@ class TestWatchdog:
         assert held > 0.8, f"the last torques were held for {held:.3f} s only"
         assert any(msgs[-1].effort)
         assert log.count("no valid command for 0.1 s of simulated time: "
-                         "holding the last torques") == 1, log
+                         "holding the last torques (command.timeout_action: hold)") == 1, log
+
+
+    def test_damp_applies_joint_damping_after_the_timeout(self, watchdog):
+        """The default command.timeout_action: after the timeout, tau = -d qdot (d =
+        command.timeout_damping, 20 N*m*s/rad), from the velocity the step starts from."""
+        s, ros = watchdog, watchdog.ros
+        assert ros.set_parameter("command.timeout_action", "damp").successful
+        try:
+            msgs, log = _controller_death(s, "pd_controller_damp")
+        finally:
+            assert ros.set_parameter("command.timeout_action", "zero").successful
+        assert log.count("no valid command for 0.1 s of simulated time: joint damping "
+                         "(20 N*m*s/rad) (command.timeout_action: damp)") == 1, log
+        st = np.array([stamp_ns(m) for m in msgs])
+        eff = np.array([m.effort for m in msgs])
+        vel = np.array([m.velocity for m in msgs])
+        # the last command, held for the timeout: the run of identical efforts (>= 50 steps)
+        same = np.all(eff[1:] == eff[:-1], axis=1)
+        first = trip = None
+        i = 0
+        while i < len(same):
+            j = i
+            while j < len(same) and same[j]:
+                j += 1
+            if j - i >= 50:
+                first, trip = i, j + 1
+            i = j + 1
+        assert first is not None, "no held last command"
+        assert 0.098 <= (st[trip] - st[first]) / NS <= 0.11
+        k = np.arange(trip + 1, len(msgs))
+        k = k[st[k] - st[k - 1] == DT_NS]  # consecutive steps
+        assert len(k) > 300
+        np.testing.assert_allclose(eff[k], -20.0 * vel[k - 1], atol=1e-9)
+        assert np.abs(eff[k]).max() > 0.1  # the robot moves: damping acts
 
 
 # ============================================================================= services
@@ -901,6 +936,7 @@ class TestShutdown:
 def edge(tmp_path_factory):
     """No stats line at start (period 0), and an effort_commands order of two joints."""
     yield from _setup(tmp_path_factory, "edge", *SPARE_CPU, "publish.stats_period_s:=0.0",
+                      "command.timeout_action:=zero",
                       "command.joint_names:=[r_elbow, l_elbow]")
 
 

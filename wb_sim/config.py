@@ -236,6 +236,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.armature", "floats", [0.0], "kg*m^2",
           "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
           "joint.", check=_nonneg_all),
+    Param("joints.command_delay_steps", "int", 0, "steps",
+          "Transport delay of the torque commands: the torques given to step k act at step "
+          "k + n (until then, the first command given). 0 = none.", check=_between(0, 100000)),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -329,11 +332,18 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "Hold the physics at t = 0 until the first valid command arrives (for a controller "
           "that starts after the simulator; the launch file sets it with controller:=pd)."),
     Param("command.timeout_s", "float", 0.1, "s",
-          "Watchdog: with no valid command for this long (simulated time), apply "
-          "command.on_timeout; 0 = never.", check=_nonneg, live=True),
-    Param("command.on_timeout", "str", "zero", "",
-          "'zero': zero torques | 'hold_last': keep the last valid torques.",
-          check=_one_of("zero", "hold_last"), live=True),
+          "Watchdog: the last valid command is held this long (simulated time); with no new "
+          "one by then, command.timeout_action applies until commands return; 0 = never.",
+          check=_nonneg, live=True),
+    Param("command.timeout_action", "str", "damp", "",
+          "After command.timeout_s without a valid command: 'damp': joint damping "
+          "tau = -command.timeout_damping qdot (what a real robot's drives do on a lost "
+          "link: the robot sinks slowly instead of dropping) | 'hold': keep the last valid "
+          "torques | 'zero': zero torques.",
+          check=_one_of("damp", "hold", "zero"), live=True),
+    Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
+          "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
+          "within the effort limits.", check=_nonneg, live=True),
     Param("sync.mode", "str", "realtime", "",
           "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
           "the physics waits for one valid command before the next step (deterministic "
@@ -352,6 +362,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("external_wrench.duration_s", "float", 0.1, "s",
           "How long a wrench on topics.external_wrench acts, from the step it arrives.",
           check=_positive, live=True),
+    Param("stop_after_s", "float", 0.0, "s",
+          "Simulated time at which the node stops and exits with code 0, after a last stats "
+          "line (wb_sim_run --duration); 0 = run until stopped.", check=_nonneg),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
@@ -453,6 +466,7 @@ class JointsConfig:
     friction: tuple[float, ...]
     friction_velocity: float
     armature: tuple[float, ...]
+    command_delay_steps: int
 
 
 @dataclass(frozen=True)
@@ -553,6 +567,29 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_LOADER = None
+
+
+def _loader():
+    """PyYAML's safe loader, reading floats as YAML 1.2 and ROS's parameter parser do:
+    ``1.0e6`` and ``1e6`` are numbers (YAML 1.1, PyYAML's default, makes them strings)."""
+    global _LOADER
+    if _LOADER is None:
+        import re
+
+        import yaml
+
+        class Loader(yaml.SafeLoader):
+            pass
+
+        Loader.add_implicit_resolver(
+            "tag:yaml.org,2002:float",
+            re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$"),
+            list("-+0123456789."))
+        _LOADER = Loader
+    return _LOADER
+
+
 def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, Any]:
     """Read the ``<node_name>: ros__parameters:`` block of a ROS 2 parameter file.
 
@@ -568,9 +605,12 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     except OSError as e:
         raise ConfigError(f"cannot read parameter file '{path}': {e.strerror}") from e
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_loader())
     except yaml.YAMLError as e:
-        raise ConfigError(f"parameter file '{path}' is not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        why = getattr(e, "problem", None) or " ".join(str(e).split())
+        raise ConfigError(f"parameter file '{path}' is not valid YAML: {why}{where}") from e
     block = None
     if isinstance(doc, Mapping):
         for name in (node_name, f"/{node_name}", "/**"):

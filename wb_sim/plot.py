@@ -348,7 +348,11 @@ def _real_time_factor(h: History, out_dir: Path) -> Path:
 
 def plot_history(history: History, out_dir: str | Path) -> list[Path]:
     """Write the PNG figures of a history into ``out_dir`` (created if needed);
-    returns their paths. ``contact_forces.png`` only when there are contact surfaces."""
+    returns their paths. ``contact_forces.png`` only when there are contact surfaces.
+    An empty history is refused: its plots would be empty axes."""
+    if len(history.t) == 0:
+        raise RecordingError("the history holds no samples (call Recorder.record(sim) after "
+                             "each step); no plots written")
     try:
         import matplotlib
     except ImportError as e:

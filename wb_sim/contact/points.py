@@ -7,10 +7,10 @@ radius: its contact point is the centre minus radius times the ground normal,
 the lowest point, recomputed every step as the foot rolls).
 
 :meth:`ContactPoints.update` computes, once per step and into preallocated
-buffers, the positions and velocities of all points from one call to
-``pinocchio.computeJointJacobians`` (which also does the forward kinematics).
-:meth:`ContactPoints.generalized_force` maps point forces to joint space with
-the same Jacobians, so the step needs no other kinematics.
+buffers, the positions of all points and their Jacobian from the joint
+placements and Jacobians that the step's ABA already left in pinocchio's data;
+the contact models take velocities and Delassus matrices from that Jacobian, so
+the step needs no other kinematics.
 
 Layout, chosen so that a step costs a handful of numpy calls whatever the
 number of points (with 8 points every call is overhead-bound): per-point
@@ -70,11 +70,7 @@ class ContactPoints:
         radius: (n,) sphere radius (0 for box and explicit points), m.
         position_T: (3, n) world position of each contact point (the material
             point) after :meth:`update`, m; ``position`` is its (n, 3) view.
-        position_gT, velocity_gT: (3, n) position and velocity in ground
-            coordinates (rows t1, t2, n), m and m/s.
-        features: (7 + k, n) rows ``position_T``, ``velocity_gT``, ones, then k
-            rows of the contact model's per-point state (:meth:`reserve_state_rows`);
-            ``position_T`` and ``velocity_gT`` are views of it.
+        position_gT: (3, n) position in ground coordinates (rows t1, t2, n), m.
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
@@ -120,7 +116,7 @@ class ContactPoints:
             self._r_augT[4 * k + 3, i] = 1.0
         self._sphere_offsetT = (self.radius[:, None] * ground.normal).T.copy()  # centre -> lowest
         self._originT = ground.origin[:, None]
-        self._allocate_features(0)
+        self._allocate_positions()
         # support[j, k] = 1 if velocity k moves joint j
         support = np.zeros((J, nv))
         for k, jid in enumerate(self.joint_ids):
@@ -149,30 +145,20 @@ class ContactPoints:
         self._joint_blocks = [(int(j), self._HT[:, 4 * k:4 * k + 4])
                               for k, j in enumerate(self.joint_ids)]
 
-    def _allocate_features(self, state_rows: int) -> None:
+    def _allocate_positions(self) -> None:
         n = self.n
-        #: (7 + state_rows, n) rows: world position (3), ground-coordinate velocity (3),
-        #: ones (1), then the contact model's per-point state; a contact law that is
-        #: affine in these reads them all with one matmul
-        self.features = np.zeros((7 + state_rows, n))
-        self.features[6] = 1.0
-        self.position_T = self.features[0:3]
+        self.position_T = np.zeros((3, n))
         self.position = self.position_T.T
         self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
-        self.velocity_gT = self.features[3:6]
-        self._velocity_flat = self.velocity_gT.reshape(-1)  # a view: the rows are contiguous
 
-    def reserve_state_rows(self, rows: int) -> None:
-        """Give :attr:`features` ``rows`` more rows after the ones row, for the
-        contact model's per-point state (call before the first :meth:`update`)."""
-        self._allocate_features(rows)
+    def update(self, model: pin.Model, data: pin.Data, v: None = None) -> None:
+        """Positions (world and ground coordinates) of all points and their Jacobian.
+        (``v`` is accepted and ignored: velocities come from :meth:`jacobian_g` /
+        :meth:`normal_velocity` with the velocity the caller means.)
 
-    def update(self, model: pin.Model, data: pin.Data, v: np.ndarray | None) -> None:
-        """Positions (world and ground coordinates) of all points, the point-Jacobian
-        factors and, unless ``v`` is None, the velocities in ground coordinates.
-
-        Precondition: ``pin.computeJointJacobians(model, data, q)`` was called
-        for the current ``q`` (it does the forward kinematics too).
+        Precondition: the joint placements and Jacobians of ``q`` are in ``data``
+        (``pin.computeJointJacobians(model, data, q)``, or ABA in the WORLD
+        convention, or ``computeMinverse(model, data, q)``).
         """
         if self.n == 0:
             return
@@ -187,8 +173,6 @@ class ContactPoints:
         self._C_flat[self._skew_index] = PT.T.dot(self._skew_map)
         Jp = self._C.dot(data.J, self._Jp)
         np.multiply(Jp, self._row_support, out=Jp)
-        if v is not None:
-            Jp.dot(v, self._velocity_flat)
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
@@ -213,10 +197,6 @@ class ContactPoints:
         """(n,) velocity of each point along the ground normal under the generalized
         velocity ``v``, at the configuration of the last :meth:`update`, m/s."""
         return self._Jp[2 * self.n:].dot(v)
-
-    def generalized_force(self, force_gT: np.ndarray) -> np.ndarray:
-        """Joint-space force (nv,) of point forces (3, n) in ground coordinates."""
-        return force_gT.reshape(-1).dot(self._Jp)
 
     def surface_wrenches(self, force_g: np.ndarray) -> np.ndarray:
         """(S, 6) wrenches ``[force (N), torque (N*m)]`` of each surface, torque about

@@ -49,7 +49,8 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
 from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
-                      load_config, load_node_config)
+                      _unknown_key_error, is_node_key, load_config, load_node_config,
+                      read_yaml_params)
 from ..errors import ConfigError, DivergenceError, ModelError, WbSimError
 from ..robot import urdf_for_ros
 from ..simulator import Simulator
@@ -146,8 +147,11 @@ class _Stats:
 class SimNode(Node):
     """The simulator node (name ``wb_sim``)."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(self, params_files: tuple[str, ...] = (), **kwargs: Any):
+        """``params_files``: the ``--params-file`` arguments, in order (a relative
+        ``urdf_path`` is relative to the file that sets it)."""
         super().__init__("wb_sim", **kwargs)
+        self._params_files = tuple(params_files)
         created = time.monotonic()
         flat = self._declare_parameters()
         self.cfg = load_node_config(flat)
@@ -169,6 +173,7 @@ class SimNode(Node):
         self._rcl_failure_logged = -math.inf
         self._lock = threading.RLock()
         self._running = False
+        self._diverged = False  # paused by a divergence (~/reset resumes)
         self._paused = threading.Event()  # set = paused
         self._wake = threading.Event()
         sim = self.sim
@@ -210,6 +215,11 @@ class SimNode(Node):
         self._publish_latched()
         self._publish(every=True)
         self.viewer = self._make_viewer()
+        if sim.robot.floating_base and sim.contact_points.n == 0:
+            self.get_logger().warning(
+                "no contact surfaces (parameter 'contact_surfaces' is empty): the floating "
+                "base will fall through the ground; give the feet surfaces as in "
+                "config/humanoid.yaml, or set floating_base: false for a fixed robot")
         self.get_logger().info(
             f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
@@ -253,14 +263,52 @@ class SimNode(Node):
     # ------------------------------------------------------------------ parameters
 
     def _declare_parameters(self) -> dict[str, Any]:
+        given = dict(self._parameter_overrides)  # from --params-file, -p, launch
+        defaults: dict[str, Any] = {}
+        if not given.keys() & {"urdf_path", "robot_description"}:
+            # `ros2 run wb_sim wb_sim_node` alone: the default robot, as turtlesim does
+            from .. import default_config_path
+            defaults = read_yaml_params(default_config_path())
+            self.get_logger().info(
+                f"no robot given (urdf_path / robot_description): simulating the default "
+                f"humanoid of {default_config_path()}; `ros2 launch wb_sim sim.launch.py "
+                f"robot:=...` or --params-file <robot>.yaml simulates another")
         flat: dict[str, Any] = {}
+
+        def declare(key: str, p) -> None:
+            value = self.declare_parameter(key, defaults.get(key, p.default),
+                                           _descriptor(key, p)).value
+            if value is None and p.kind in ("floats", "strs"):
+                value = []  # `key: []` in a YAML file: rclpy has no type for an empty list
+            flat[key] = value
+
         for p in PARAMETERS + NODE_PARAMETERS:
-            flat[p.key] = self.declare_parameter(p.key, p.default, _descriptor(p.key, p)).value
+            declare(p.key, p)
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
-                key = f"{s}.{p.key}"
-                flat[key] = self.declare_parameter(key, p.default, _descriptor(key, p)).value
+                declare(f"{s}.{p.key}", p)
+        # a key the node does not know is refused, as the Python API refuses it (rclpy
+        # would ignore it: a misspelt `contact: stifness:` silently kept the default)
+        unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
+        if unknown:
+            raise _unknown_key_error(unknown[0], sorted(flat))
+        flat["urdf_path"] = self._urdf_relative_to_its_file(flat["urdf_path"])
         return flat
+
+    def _urdf_relative_to_its_file(self, urdf_path: str) -> str:
+        """A relative ``urdf_path`` is relative to the parameter file that sets it (the
+        last one of ``--params-file`` that does), as in the Python API; one given with
+        ``-p`` stays relative to the working directory."""
+        if not urdf_path or ":" in urdf_path or os.path.isabs(urdf_path):
+            return urdf_path
+        for f in reversed(self._params_files):
+            try:
+                set_here = read_yaml_params(f, self.get_name()).get("urdf_path")
+            except ConfigError:
+                continue
+            if set_here == os.path.realpath(os.path.join(os.path.dirname(f), urdf_path)):
+                return set_here
+        return urdf_path
 
     def _log_notes(self) -> None:
         """Log, once each, what the simulator adjusted (e.g. a contact stiffer than the
@@ -666,16 +714,20 @@ class SimNode(Node):
     def _torques(self) -> np.ndarray:
         """The torques of this step: the last valid command, or the watchdog's choice."""
         timeout = self.cfg["command.timeout_s"]
+        action = self.cfg["command.timeout_action"]
         if self._have_cmd and timeout > 0 and not self._tripped and \
                 self._now_ns() - self._last_cmd_ns > timeout * cv.NS_PER_S:
             self._tripped = True
-            hold = self.cfg["command.on_timeout"] == "hold_last"
+            what = {"hold": "holding the last torques", "zero": "torques set to zero",
+                    "damp": f"joint damping ({self.cfg['command.timeout_damping']:g} N*m*s/rad)"}
             self.get_logger().warning(
-                f"no valid command for {timeout:g} s of simulated time: "
-                f"{'holding the last torques' if hold else 'torques set to zero'}")
-        if self._tripped and self.cfg["command.on_timeout"] == "zero":
+                f"no valid command for {timeout:g} s of simulated time: {what[action]} "
+                f"(command.timeout_action: {action})")
+        if self._tripped and action != "hold":
             # forget them too: a later command for some joints must not bring back the others
             self._tau_cmd = np.zeros(self.sim.nj)
+            if action == "damp":
+                return -self.cfg["command.timeout_damping"] * self.sim.joint_velocities
             return self._tau_cmd
         if self._cmd_seq != self._applied_seq:
             self._applied_seq = self._cmd_seq
@@ -699,9 +751,14 @@ class SimNode(Node):
             self._clear_commands()
             self._publish(every=True)
             t_reset = self._now_ns() / 1e9
+            resumed = self._diverged  # the divergence paused it: the reset undoes that
+            if resumed:
+                self._diverged = False
+                self._paused.clear()
         self._wake.set()
         response.success = True
-        response.message = f"reset to the initial state at t = {t_reset:.3f} s"
+        response.message = f"reset to the initial state at t = {t_reset:.3f} s" + (
+            "; the simulation resumes after the divergence" if resumed else "")
         self.get_logger().info(response.message)
         return response
 
@@ -737,6 +794,7 @@ class SimNode(Node):
             self.sim.step(self._torques())
         except DivergenceError as e:
             self._paused.set()
+            self._diverged = True
             msg = f"simulation diverged and is paused (call ~/reset): {e}"
             self.get_logger().error(msg)
             return False, msg
@@ -830,6 +888,11 @@ class SimNode(Node):
                     break  # shut down under us (Ctrl-C, SIGTERM): rcl calls fail
             anchor_k += 1
             stats.steps += 1
+            stop_after = self.cfg["stop_after_s"]
+            if stop_after > 0 and self._now_ns() >= round(stop_after * cv.NS_PER_S):
+                self._report(time.perf_counter())
+                log.info(f"stop_after_s = {stop_after:g} s of simulated time reached")
+                break
             rtf = self.cfg["real_time_factor"]
             now = time.perf_counter()
             if rtf > 0:
@@ -967,7 +1030,7 @@ def main(args=None) -> int:
     node = None
     try:
         try:
-            node = SimNode()
+            node = SimNode(params_files=_params_files(sys.argv if args is None else args))
         except (WbSimError, ParameterException, NameValidationException) as e:
             # ours, and rclpy's own refusals of a parameter (a value outside its
             # descriptor's range) or of a name
@@ -994,6 +1057,11 @@ def main(args=None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return node.exit_code
+
+
+def _params_files(argv) -> tuple[str, ...]:
+    """The ``--params-file`` arguments of a command line, in order."""
+    return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
 
 
 def _spin(executor, node: SimNode, stop: threading.Event) -> None:

@@ -30,6 +30,7 @@ import gc
 import signal
 import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -64,6 +65,10 @@ SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_po
 
 class SetupError(RuntimeError):
     """The controller cannot start (no simulator, no URDF, bad parameters)."""
+
+
+class Interrupted(Exception):
+    """SIGINT / SIGTERM while the controller waits for the simulator."""
 
 
 def make_executor():
@@ -104,9 +109,12 @@ class PDController(Node):
 
     # ------------------------------------------------------------------ setup
 
-    def wait_for_simulator(self, executor, timeout_s: float = 30.0) -> None:
-        """Get the URDF and the simulator's parameters (blocking, spinning ``executor``),
-        then start controlling."""
+    def wait_for_simulator(self, executor, timeout_s: float = 30.0,
+                           stop: threading.Event | None = None) -> None:
+        """Get the URDF and the simulator's parameters (blocking, spinning ``executor``
+        in slices of 0.1 s, so that ``stop`` (set by SIGINT / SIGTERM) ends the wait at
+        once with :class:`Interrupted`), then start controlling."""
+        stop = stop or threading.Event()
         log = self.get_logger()
         log.info(f"waiting for '{self.topics['robot_description']}' and the parameters of "
                  f"'{self.sim_node}'")
@@ -114,18 +122,21 @@ class PDController(Node):
         sub = self.create_subscription(String, self.topics["robot_description"],
                                        lambda m: urdf.append(m.data), LATCHED_QOS)
         client = self.create_client(GetParameters, f"/{self.sim_node.lstrip('/')}/get_parameters")
-        if not client.wait_for_service(timeout_sec=timeout_s):
-            raise SetupError(f"simulator node '{self.sim_node}' not found within {timeout_s:g} s")
+        deadline = time.monotonic() + timeout_s
+
+        def wait(done, what: str) -> None:
+            while not done():
+                if stop.is_set():
+                    raise Interrupted(what)
+                if time.monotonic() > deadline:
+                    raise SetupError(f"{what} within {timeout_s:g} s")
+                executor.spin_once(timeout_sec=0.1)
+
+        wait(client.service_is_ready, f"simulator node '{self.sim_node}' not found")
         future = client.call_async(GetParameters.Request(names=list(SIM_KEYS)))
-        executor.spin_until_future_complete(future, timeout_sec=timeout_s)
-        if not future.done():
-            raise SetupError(f"no answer from '{self.sim_node}/get_parameters'")
+        wait(future.done, f"no answer from '{self.sim_node}/get_parameters'")
         p = {k: parameter_value_to_python(v) for k, v in zip(SIM_KEYS, future.result().values)}
-        deadline = self.get_clock().now().nanoseconds + timeout_s * 1e9
-        while not urdf and self.get_clock().now().nanoseconds < deadline:
-            executor.spin_once(timeout_sec=0.1)
-        if not urdf:
-            raise SetupError(f"no URDF on '{self.topics['robot_description']}'")
+        wait(lambda: bool(urdf), f"no URDF on '{self.topics['robot_description']}'")
         self.destroy_subscription(sub)
         self.destroy_client(client)
         try:
@@ -156,12 +167,21 @@ class PDController(Node):
         self._cmd.name = list(self.robot.joint_names)
         self._cmd.position = q_ref.tolist()
         self._cmd.effort = self.ctrl(self.q, q_ref, np.zeros(self.robot.nj)).tolist()
-        self._pub.publish(self._cmd)
+        # subscribed before the first command starts the physics: on a loaded machine the
+        # set-up took longer than the simulator's command timeout (0.1 s)
+        subs = [self.create_subscription(JointState, self.topics["joint_states"],
+                                         self._on_joint_states, STATE_QOS, raw=True)]
         if self.robot.floating_base:
-            self.create_subscription(Odometry, self.topics["odom"], self._on_odom, STATE_QOS,
-                                     raw=True)
-        self.create_subscription(JointState, self.topics["joint_states"], self._on_joint_states,
-                                 STATE_QOS, raw=True)
+            subs.append(self.create_subscription(Odometry, self.topics["odom"], self._on_odom,
+                                                 STATE_QOS, raw=True))
+        # and matched with the simulator's publishers (DDS discovery), so that the first
+        # states reach us; at most a few seconds, then the watchdog tells
+        matched = time.monotonic() + 5.0
+        while time.monotonic() < matched and not stop.is_set() and \
+                not (all(getattr(s, "get_publisher_count", lambda: 1)() for s in subs)
+                     and self._pub.get_subscription_count()):
+            executor.spin_once(timeout_sec=0.01)
+        self._pub.publish(self._cmd)
         log.info(f"holding the initial posture of {self.robot.nj} joints "
                  f"(kp {self.kp}, kd {self.kd})")
 
@@ -240,14 +260,14 @@ def main(args=None) -> int:
         node = PDController()
         executor = make_executor()
         executor.add_node(node)
-        node.wait_for_simulator(executor)
+        node.wait_for_simulator(executor, stop=stop)
         gc.freeze()  # what exists now lives as long as the node: no full-collection stalls
         while not stop.is_set() and rclpy.ok():
             executor.spin_once(timeout_sec=0.1)
     except SetupError as e:
         rclpy.logging.get_logger("wb_sim_pd_controller").fatal(str(e))
         return 2
-    except ExternalShutdownException:
+    except (ExternalShutdownException, Interrupted):
         pass
     finally:
         if node is not None:

@@ -2,11 +2,20 @@
 controller as two processes, for machines without ``ros2 launch`` (pip-only).
 
 It starts ``wb_sim_node`` with the robot's configuration and, unless
-``--controller none``, ``wb_sim_pd_controller``; relays their logs; stops both
-with SIGINT once the node reports ``--duration`` seconds of simulated time;
-and exits with 0 if the floating base stayed up (its height never dropped by
-more than 0.1 m nor rose by more than 5 cm), 1 if not, 2 if a process failed. In a ROS install use
+``--controller none``, ``wb_sim_pd_controller``; relays their logs; the node
+stops itself at ``--duration`` seconds of simulated time (``stop_after_s``),
+then the others get SIGINT. Exit codes: 0 if the floating base stayed up (its
+height never dropped by more than 0.1 m nor rose by more than 5 cm), 1 if not
+or if the simulation diverged, 2 if the input was bad (robot, ``--config``) or
+a process failed or made no progress for ``STALL_S`` seconds, 130 on Ctrl-C.
+Every failure ends the run within seconds. In a ROS install use
 ``ros2 launch wb_sim sim.launch.py`` instead.
+
+Parameters, each layer winning over the one before: the robot's file
+(``config/<robot>.yaml``, or ``--robot FILE.yaml`` for your own robot), this
+launcher's defaults (``command.wait_for_first: true``, ``publish.stats_period_s:
+1.0``), the ``--config`` file, then ``--real-time-factor``, ``--sync`` and
+``--viewer`` when given.
 
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
 starts the physics, waits until the recorder is subscribed) and stops it first
@@ -21,44 +30,109 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
+import yaml
+
 from .. import config_path
+from ..config import load_config, load_node_config, read_yaml_params
+from ..errors import ConfigError
+
+#: wall seconds without progress of the simulated time (or, at the start, without a
+#: first stats line) after which the run is declared stuck
+STALL_S = 20.0
+START_S = 90.0
+#: what the node logs when it diverged (it pauses and waits for ~/reset)
+DIVERGED = "simulation diverged and is paused"
+#: the launcher's defaults: under the user's --config
+LAUNCHER_DEFAULTS = {"command.wait_for_first": True, "publish.stats_period_s": 1.0}
 
 STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
 BASE = re.compile(r"base at \((?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+)\) m")
 
 
+def _fail(msg: str) -> int:
+    print(f"wb_sim_run: {msg}", file=sys.stderr)
+    return 2
+
+
+def _robot_file(robot: str) -> Path:
+    """config/<robot>.yaml, or the user's own robot file."""
+    if robot.endswith((".yaml", ".yml")) or Path(robot).is_file():
+        path = Path(robot).resolve()
+        if not path.is_file():
+            raise ConfigError(f"robot file '{robot}' not found")
+        return path
+    try:
+        return config_path(robot)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; or give the path of your robot's YAML file "
+                          f"(--robot my_robot.yaml)") from None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="wb_sim_run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--robot", default="humanoid", help="config/<robot>.yaml (default humanoid)")
+    ap.add_argument("--robot", default="humanoid",
+                    help="a ready configuration (humanoid, icub, talos, anymal, panda; default "
+                         "humanoid) or the path of your robot's YAML file")
     ap.add_argument("--config", help="a YAML parameter file loaded after the robot's")
     ap.add_argument("--controller", choices=("pd", "none"), default="pd")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
-    ap.add_argument("--real-time-factor", type=float, default=1.0,
-                    help="1 = real time (default), 0 = as fast as possible")
-    ap.add_argument("--sync", choices=("realtime", "lockstep"), default="realtime",
-                    help="the node's sync.mode: lockstep = one step per controller command")
-    ap.add_argument("--viewer", choices=("none", "meshcat"), default="none",
+    ap.add_argument("--real-time-factor", type=float, default=None,
+                    help="1 = real time (the default), 0 = as fast as possible")
+    ap.add_argument("--sync", choices=("realtime", "lockstep"), default=None,
+                    help="the node's sync.mode: lockstep = one step per controller command "
+                         "(default: the configuration's, realtime)")
+    ap.add_argument("--viewer", choices=("none", "meshcat"), default=None,
                     help="meshcat: serve a browser view of the robot (URL in the log)")
     ap.add_argument("--record", metavar="BAG",
                     help="record the topics into this rosbag2 (MCAP) directory (wb_sim_record)")
     ap.add_argument("--plot", metavar="DIR",
                     help="after the run, write the plots of the recording into DIR")
     args = ap.parse_args(argv)
+    if not args.duration > 0:
+        return _fail(f"--duration must be > 0 (got {args.duration:g})")
     bag = Path(args.record) if args.record else (Path(args.plot) / "bag" if args.plot else None)
     if bag is not None and bag.exists():
         print(f"wb_sim_run: '{bag}' exists; not overwriting it (choose another --record path)",
               file=sys.stderr)
         return 2
-    robot_yaml = str(config_path(args.robot))
-    files = ["--params-file", robot_yaml] + (["--params-file", args.config] if args.config else [])
+    # everything the node will read, checked before anything starts (one line, no traceback)
+    try:
+        robot_yaml = _robot_file(args.robot)
+        flat = read_yaml_params(robot_yaml)
+        flat.update(LAUNCHER_DEFAULTS)
+        if args.config:
+            flat.update(read_yaml_params(args.config))
+        explicit = {}
+        if args.real_time_factor is not None:
+            explicit["real_time_factor"] = args.real_time_factor
+        if args.sync is not None:
+            explicit["sync.mode"] = args.sync
+        if args.viewer is not None:
+            explicit["viewer"] = args.viewer
+        flat.update(explicit)
+        load_config(flat)
+        node_cfg = load_node_config(flat)
+    except ConfigError as e:
+        return _fail(str(e))
+    if node_cfg["publish.stats_period_s"] == 0:  # the progress lines are how we follow the run
+        explicit["publish.stats_period_s"] = LAUNCHER_DEFAULTS["publish.stats_period_s"]
+    stats_period = explicit.get("publish.stats_period_s", node_cfg["publish.stats_period_s"])
+    workdir = tempfile.TemporaryDirectory(prefix="wb_sim_run_")
+    defaults_yaml = Path(workdir.name) / "launcher_defaults.yaml"
+    defaults_yaml.write_text(yaml.safe_dump({"wb_sim": {"ros__parameters": LAUNCHER_DEFAULTS}}))
+    files = ["--params-file", str(robot_yaml), "--params-file", str(defaults_yaml)] \
+        + (["--params-file", str(Path(args.config).resolve())] if args.config else [])
     node_cmd = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
-                "-p", "publish.stats_period_s:=1.0", "-p", f"command.wait_for_first:={str(args.controller == 'pd').lower()}",
-                "-p", f"real_time_factor:={args.real_time_factor}", "-p", f"sync.mode:={args.sync}",
-                "-p", f"viewer:={args.viewer}"]
+                "-p", f"stop_after_s:={args.duration!r}"]
+    for k, v in explicit.items():
+        node_cmd += ["-p", f"{k}:={str(v).lower() if isinstance(v, bool) else v}"]
+    controller_files = ["--params-file", str(robot_yaml)] \
+        + (["--params-file", str(Path(args.config).resolve())] if args.config else [])
 
     def start(argv: list[str]) -> subprocess.Popen:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -70,7 +144,8 @@ def main(argv=None) -> int:
         procs["record"] = start([sys.executable, "-m", "wb_sim.ros.record", "-o", str(bag)])
     else:
         recording.set()
-    state = {"t": 0.0, "z0": None, "zmin": None, "zmax": None, "last": ""}
+    state = {"t": 0.0, "z0": None, "zmin": None, "zmax": None, "last": "", "diverged": "",
+             "progress": time.monotonic(), "started": False}
     done = threading.Event()
 
     def relay(name: str, proc: subprocess.Popen) -> None:
@@ -78,8 +153,13 @@ def main(argv=None) -> int:
             print(f"[{name}] {line}", end="", flush=True)
             if name == "record" and "recording " in line:
                 recording.set()
+            if name == "wb_sim" and DIVERGED in line:
+                state["diverged"] = line.strip()
+                done.set()
             m = STATS.search(line) if "real-time factor" in line else None
             if m and name == "wb_sim":
+                if float(m["t"]) > state["t"] or not state["started"]:
+                    state["progress"], state["started"] = time.monotonic(), True
                 state["t"], state["last"] = float(m["t"]), line.strip()
                 b = BASE.search(line)
                 if b is not None:
@@ -87,8 +167,6 @@ def main(argv=None) -> int:
                     state["z0"] = z if state["z0"] is None else state["z0"]
                     state["zmin"] = z if state["zmin"] is None else min(state["zmin"], z)
                     state["zmax"] = z if state["zmax"] is None else max(state["zmax"], z)
-                if state["t"] >= args.duration:
-                    done.set()
         if name == "record":
             recording.set()
         else:
@@ -108,6 +186,7 @@ def main(argv=None) -> int:
     threads = [threading.Thread(target=relay, args=kv, daemon=True) for kv in procs.items()]
     for t in threads:
         t.start()
+    stalled, interrupted = "", False
     try:
         # the controller starts the physics (command.wait_for_first): not before the
         # recorder listens, so that the bag begins at t = 0
@@ -116,16 +195,33 @@ def main(argv=None) -> int:
                 break
         if args.controller == "pd" and not any(p.poll() is not None for p in procs.values()):
             procs["controller"] = start(
-                [sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files])
+                [sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args",
+                 *controller_files])
             threads.append(threading.Thread(target=relay, args=("controller",
                                                                  procs["controller"]),
                                             daemon=True))
             threads[-1].start()
+        state["progress"] = time.monotonic()
+        waiting_note = False
         while not done.wait(0.2):
             if any(p.poll() is not None for p in procs.values()):
                 break
+            idle = time.monotonic() - state["progress"]
+            if args.controller == "none":  # the user's controller drives (and may pause) it
+                if not state["started"] and not waiting_note and idle > 5.0:
+                    waiting_note = True
+                    print("wb_sim_run: the physics waits for your first command on "
+                          "'joint_commands' or 'effort_commands' (command.wait_for_first)",
+                          flush=True)
+                continue
+            limit = max(STALL_S, 3 * stats_period) if state["started"] else START_S
+            if idle > limit:
+                stalled = (f"the simulation made no progress for {idle:.0f} s (stuck at t = "
+                           f"{state['t']:.3f} s)" if state["started"] else
+                           f"the simulation did not start within {limit:.0f} s")
+                break
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     failed = [n for n, p in procs.items() if p.poll() not in (None, 0)]
     if "record" in procs:  # first, so that the bag ends while the simulation still runs
         stop(["record"])
@@ -134,9 +230,20 @@ def main(argv=None) -> int:
     stop([n for n in procs if n != "record"])
     for t in threads:
         t.join(1.0)
+    if interrupted:
+        print(f"wb_sim_run: interrupted at t = {state['t']:.3f} s", file=sys.stderr)
+        return 130
+    if state["diverged"]:
+        print(f"wb_sim_run: the simulation diverged: {state['diverged']}", file=sys.stderr)
+        return 1
     if failed:
         print(f"wb_sim_run: {', '.join(failed)} exited with an error", file=sys.stderr)
         return 2
+    if stalled:
+        return _fail(stalled)
+    if state["t"] < args.duration - 1e-9:
+        return _fail(f"the node ended at t = {state['t']:.3f} s, before --duration "
+                     f"{args.duration:g} s")
     if args.plot:
         from ..plot import main as plot_main  # matplotlib, rosbags: only now
         if plot_main([str(bag), "-o", args.plot]) != 0:

@@ -1,0 +1,28 @@
+"""The RViz configuration (rviz2 is not on PyPI: checked by reading it). The launch
+file itself runs for real in test_ros_launch.py."""
+
+from pathlib import Path
+
+import yaml
+
+import wb_sim
+
+ROOT = Path(__file__).resolve().parents[1]
+RVIZ = ROOT / "rviz" / "wb_sim.rviz"
+
+
+def test_rviz_config_shows_model_tf_and_a_wrench_per_default_surface():
+    cfg = yaml.safe_load(RVIZ.read_text())
+    vm = cfg["Visualization Manager"]
+    assert vm["Global Options"]["Fixed Frame"] == "world"
+    displays = {d["Class"]: d for d in vm["Displays"]}
+    model = displays["rviz_default_plugins/RobotModel"]
+    assert model["Description Source"] == "Topic"
+    assert model["Description Topic"]["Value"] == "/robot_description"
+    assert model["Description Topic"]["Durability Policy"] == "Transient Local"
+    assert "rviz_default_plugins/TF" in displays
+    wrench_topics = {d["Topic"]["Value"] for d in vm["Displays"]
+                     if d["Class"] == "rviz_default_plugins/Wrench"}
+    sim = wb_sim.config.read_yaml_params(wb_sim.default_config_path())
+    assert wrench_topics == {f"/contact_wrench/{s}" for s in sim["contact_surfaces"]}
+
