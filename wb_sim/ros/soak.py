@@ -93,7 +93,7 @@ def main(argv=None) -> int:
                          "on a machine loaded by other work a normal-priority controller answers "
                          "late and the humanoid falls")
     ap.add_argument("--hold-last", action="store_true",
-                    help="command.on_timeout: hold_last (a controller starved for more than "
+                    help="command.timeout_action: hold (a controller starved for more than "
                          "command.timeout_s keeps its last torques instead of zero)")
     ap.add_argument("--log", help="write the node's log lines to this file as they come "
                                   "(the controller's to FILE.controller)")
@@ -118,7 +118,7 @@ def main(argv=None) -> int:
     node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
                   "-p", f"publish.stats_period_s:={args.period}",
                   "-p", "command.wait_for_first:=true",
-                  *(["-p", "command.on_timeout:=hold_last"] if args.hold_last else [])], env)
+                  *(["-p", "command.timeout_action:=hold"] if args.hold_last else [])], env)
     ctrl_out = open(f"{args.log}.controller", "w") if args.log else subprocess.DEVNULL
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
                             stdout=ctrl_out, stderr=subprocess.STDOUT, env=env)
