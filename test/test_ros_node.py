@@ -625,6 +625,7 @@ class TestStanding:
         ("contact.stiffness", "stiff", "contact.stiffness"),
         ("contact.damping", -1.0, "contact.damping"),
         ("contact.tangential_damping", -1.0, "contact.tangential_damping"),
+        ("contact.friction_coefficient", 1.0e300, "contact.friction_coefficient"),
         ("contact.friction_coefficient", -0.5, "contact.friction_coefficient"),
         ("real_time_factor", -1.0, "real_time_factor"),
         ("command.timeout_s", -0.1, "command.timeout_s"),

@@ -270,7 +270,13 @@ def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.
     Any subset of joints is allowed; an empty, inconsistent, duplicated,
     unknown-name or non-finite message raises :class:`CommandRejected`.
     """
-    names, effort = msg.name, msg.effort
+    return parse_joint_command_arrays(msg.name, msg.effort, index)
+
+
+def parse_joint_command_arrays(names: Sequence[str], effort, index: Mapping[str, int]
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`parse_joint_commands` on the names and efforts of a message (e.g.
+    read by :class:`JointStateReader` from its serialized form)."""
     if len(names) == 0:
         raise CommandRejected("no joint names", "no names")
     if len(effort) != len(names):
