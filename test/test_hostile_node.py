@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import signal
 import subprocess
 import time
