@@ -328,10 +328,11 @@ def test_coulomb_acceleration_on_an_incline_for_any_tangential_damping(tangentia
 def test_box_that_slides_to_a_stop_stays_stopped(tangential_damping):
     """A 2 kg box (0.1 x 0.1 x 0.04 m: flat, so that mu = 1 does not tip it)
     resting on flat ground (default mu = 1), pushed to ~0.5 m/s, slides
-    v^2 / (2 mu g) (5 %) and then stays where it stopped: < 0.05 mm of motion
+    v^2 / (2 mu g) (5 %) and then stays where it stopped: < 0.1 mm of motion
     over the next 0.5 s (the tangential spring loaded while slipping sprang it
-    back 0.5 mm). Positions are the centre of mass's (the box's pitch while it
-    brakes does not count)."""
+    back 0.5 mm). What is left is the law's elastic pre-slide mu f_n / (s k_t),
+    0.05 mm at the default k_t, plus the box's pitch relaxing. Positions are the
+    centre of mass's."""
     mass, height = 2.0, 0.04
     extra = {} if tangential_damping is None else {"contact.tangential_damping":
                                                    tangential_damping}
@@ -361,7 +362,7 @@ def test_box_that_slides_to_a_stop_stays_stopped(tangential_damping):
     for _ in range(int(0.5 / dt)):
         sim.step(NO_TORQUE)
         after.append(com()[0])
-    assert np.abs(np.array(after) - x_stop).max() < 5e-5
+    assert np.abs(np.array(after) - x_stop).max() < 1e-4
 
 
 # ---------------------------------------------------------------------------

@@ -136,10 +136,11 @@ PARAMETERS: tuple[Param, ...] = (
           "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg, live=True),
     Param("contact.damping", "float", 400.0, "N*s/m",
           "Normal damping per point at the reference depth (c above).", check=_nonneg, live=True),
-    Param("contact.tangential_stiffness", "float", 1.0e6, "N/m",
+    Param("contact.tangential_stiffness", "float", 2.0e5, "N/m",
           "Tangential stiffness per point at the reference depth (ground deformation spring). "
-          "A slide that stops springs back by its elastic deformation mu f_n / (s k_t): 0.02 mm "
-          "for a 2 kg box at the default (0.5 mm at 4e4).",
+          "A slide that stops springs back by its elastic deformation mu f_n / (s k_t): 0.05 mm "
+          "for a 2 kg box at the default (0.27 mm at 4e4; 1e6 halves it again but leaves "
+          "delayed controllers less margin).",
           check=_nonneg, live=True),
     Param("contact.tangential_damping", "float", 400.0, "N*s/m",
           "Tangential damping per point at the reference depth.", check=_nonneg, live=True),

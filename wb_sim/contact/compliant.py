@@ -243,12 +243,17 @@ class CompliantContact:
             force[self._all if idx is None else idx] = P.T
         if not self._springy:
             return dv, force, np.zeros((2, n))
-        # sticking: u' = u + h w'_t (the spring followed the point); a sticking row of the
-        # solve says f_t = f0_t - B w'_t, so w'_t = target_t - p_t / (h B)
-        un = P[:2] * (-h * h)
-        un *= diag[:2 * k].reshape(2, k)
-        un += uk * (1.0 + h * self._target_t)
-        if codes is not None:
+        # sticking: u' = u + h w'_t (the spring followed the point); where every row was
+        # solved as is (no point slipped, left or was projected) a row says
+        # f_t = f0_t - B w'_t, so w'_t = target_t - p_t / (h B) without a product
+        if codes is None:
+            un = P[:2] * (-h * h)
+            un *= diag[:2 * k].reshape(2, k)
+            un += uk * (1.0 + h * self._target_t)
+        else:
+            un = Jg[:2 * k].dot(v_free + dv).reshape(2, k)
+            un *= h
+            un += uk
             # slipping: the ground relaxes towards the deformation whose spring-damper gives
             # the slip force, backward Euler of -f_t / s = k_t u' + c_t (u' - u) / h (stable
             # for every c_t: explicit Euler of it diverged below c_t = k_t h / 2); out of
