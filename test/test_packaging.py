@@ -104,7 +104,8 @@ def test_node_processes_run_the_installed_package(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     where = Path(out.stdout.strip()).resolve()
     assert where.name == "run.py"
-    from_sources = ROOT in where.parents
+    # the sources are ROOT/wb_sim; a venv inside the tree (CI's .ci/venv) is an install
+    from_sources = (ROOT / "wb_sim") in where.parents
     if os.environ.get("WB_SIM_REQUIRE_INSTALLED") == "1":
         assert not from_sources, (f"the node processes import wb_sim from the source tree "
                                   f"({where}); CI must test a non-editable install")

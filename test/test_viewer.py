@@ -51,9 +51,12 @@ WIDTH, HEIGHT = 1280, 800
 
 @pytest.fixture(scope="module")
 def humanoid_sim():
+    from wb_sim.controllers import PDGravityController
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
-    for _ in range(300):
-        sim.step(sim.gravity_torques())
+    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, 200.0, 5.0)
+    for _ in range(300):  # standing on its feet (gravity torques alone let the knees fold)
+        st = sim.state
+        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
     return sim
 
 
