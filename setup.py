@@ -22,9 +22,10 @@ setup(
     # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
-        # setuptools + wheel: test_packaging builds the wheel; colcon: the `colcon build` tests
+        # setuptools + wheel: test_packaging builds the wheel; colcon: the `colcon build` tests;
+        # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint
         "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
-                 "colcon-common-extensions"],
+                 "colcon-common-extensions", "ray", "pyarrow", "ruff"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
@@ -34,6 +35,8 @@ setup(
         "plot": ["matplotlib", "rosbags>=0.10"],
         # the browser viewer (viewer: meshcat)
         "viewer": ["meshcat"],
+        # wb_sim_batch --backend ray (a local Ray instance or a cluster)
+        "ray": ["ray"],
     },
     zip_safe=True,
     maintainer="wb_sim developers",
@@ -49,6 +52,7 @@ setup(
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",
             "wb_sim_plot = wb_sim.plot:main",
+            "wb_sim_batch = wb_sim.campaign:main",
         ],
     },
 )

@@ -37,7 +37,7 @@ require_ros("sensor_msgs.msg", "geometry_msgs.msg", "nav_msgs.msg", "std_msgs.ms
             "rcl_interfaces.srv", "rosgraph_msgs.msg", "rosbags", "matplotlib")
 
 import wb_sim  # noqa: E402
-from ros_helpers import (HUMANOID_YAML, ROOT, Proc, fresh_domain_id,  # noqa: E402
+from ros_helpers import (HUMANOID_YAML, Proc, fresh_domain_id,  # noqa: E402
                          pd_controller_argv, sim_node_argv)
 from wb_sim.bag import bag_topics, history_from_bag  # noqa: E402
 from wb_sim.controllers import PDGravityController  # noqa: E402

@@ -224,7 +224,7 @@ def test_malformed_message_is_refused_with_its_reason(hostile, topic, msg, text)
         assert time.monotonic() < deadline, f"'{text}' not logged\n{s.describe()}"
         s.pubs[topic].publish(msg)
         s.ros.spin_for(0.1)
-    assert not any(f"push on '" in ln for ln in s.node.log()[log0:].splitlines())
+    assert not any("push on '" in ln for ln in s.node.log()[log0:].splitlines())
     assert_healthy(hostile, text)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ros_helpers import (ROOT, Proc, copy_package_sources, fresh_domain_id, require_launch_stack,
+from ros_helpers import (Proc, copy_package_sources, fresh_domain_id, require_launch_stack,
                          ros_env)
 
 require_launch_stack()

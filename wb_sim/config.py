@@ -236,6 +236,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.armature", "floats", [0.0], "kg*m^2",
           "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
           "joint.", check=_nonneg_all),
+    Param("joints.command_delay_steps", "int", 0, "steps",
+          "Transport delay of the torque commands: the torques given to step k act at step "
+          "k + n (until then, the first command given). 0 = none.", check=_between(0, 100000)),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -463,6 +466,7 @@ class JointsConfig:
     friction: tuple[float, ...]
     friction_velocity: float
     armature: tuple[float, ...]
+    command_delay_steps: int
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,7 @@ class SimState:
     contact: tuple  #: the contact model's snapshot (warm starts, last readings)
     imu: tuple | None  #: (noise generator state, current noise)
     signature: tuple  #: (nq, nv, points, dt, contact model, imu): what it fits
+    commands: tuple = ()  #: joints.command_delay_steps: the torques given, not yet acting
 
     @property
     def t(self) -> float:
@@ -184,6 +185,7 @@ class Simulator:
         self.model = robot.model
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
         self.actuation = Actuation(robot, config.joints, self.dt)
+        self._command_delay = config.joints.command_delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
         self._data = self.model.createData()
         self._model_step = self._stepping_model()
@@ -422,6 +424,7 @@ class Simulator:
         self._k = 0
         self._pushes.clear()
         self._pushes_applied = ()
+        self._commands: tuple = ()  # joints.command_delay_steps: given, not yet acting
         self._tau_applied = np.zeros(self.nj)
         self._tau_applied.setflags(write=False)
         # without contact points _dynamics hands back this (empty) force array
@@ -563,6 +566,11 @@ class Simulator:
             bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(tau))]
             raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
                                "torques too large (their squared norm overflows)")
+        delay = self._command_delay
+        if delay:  # the torques given now act in `delay` steps; the first fill the pipe
+            tau = tau.copy()
+            pending = self._commands or (tau,) * delay
+            tau, commands = pending[0], pending[1:] + (tau,)
         applied = self.actuation.saturate(tau)
         q, v = self._q, self._v
         pushes = self._active_pushes() if self._pushes else ()
@@ -579,14 +587,15 @@ class Simulator:
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
-        a = v_next - v
-        a *= self._inv_dt  # the step's mean acceleration (the IMU's)
-        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, a
+        # the step's mean acceleration (the IMU's), (v' - v) / dt, when it is read
+        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, None
         self._q, self._v, self._u = q_next, v_next, u_next
         self._v_public = None
         self._force = force
         applied.setflags(write=False)
         self._tau_applied = applied
+        if delay:
+            self._commands = commands
         self._k += 1
         if pushes:
             self._pushes_applied = pushes
@@ -642,7 +651,15 @@ class Simulator:
         """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""
         if self.imu_sensor is None:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
-        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev, self._a)
+        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev,
+                                    self._acceleration())
+
+    def _acceleration(self) -> np.ndarray:
+        """The last step's mean acceleration (v' - v) / dt (stepping coordinates);
+        at reset, that of the first step under zero torque."""
+        if self._a is None:
+            self._a = (self._v - self._v_prev) * self._inv_dt
+        return self._a
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
@@ -758,12 +775,13 @@ class Simulator:
             pushes=tuple((f, w.copy(), n) for f, w, n in self._pushes),
             pushes_applied=tuple((f, w.copy()) for f, w in self._pushes_applied),
             q_prev=self._q_prev.copy(), v_prev=self._v_prev.copy(), u_prev=self._u_prev.copy(),
-            a=np.array(self._a), force=np.array(self._force),
+            a=np.array(self._acceleration()), force=np.array(self._force),
             tau_applied=self._tau_applied.copy(),
             contact=copy.deepcopy(self.contact.snapshot()),
             imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
                                           imu._noise.copy()),
-            signature=self._signature())
+            signature=self._signature(),
+            commands=tuple(c.copy() for c in self._commands))
 
     def set_state(self, state: "SimState") -> None:
         """Restore a snapshot of :meth:`get_state` (of this simulator, or of one built
@@ -774,7 +792,7 @@ class Simulator:
                                f"{type(state).__name__}")
         if state.signature != self._signature():
             raise CommandError("set_state: the snapshot is of another robot, contact set or "
-                               "time step (nq, nv, points, dt differ)")
+                               "time step (nq, nv, points, dt differ) or command delay")
 
         def frozen(x):
             x = np.array(x)
@@ -791,6 +809,7 @@ class Simulator:
         self._u_prev = state.u_prev.copy()
         self._a, self._force = state.a.copy(), state.force.copy()
         self._tau_applied = frozen(state.tau_applied)
+        self._commands = tuple(c.copy() for c in state.commands)
         if self.imu_sensor is not None and state.imu is not None:
             rng_state, noise = state.imu
             self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
@@ -799,7 +818,7 @@ class Simulator:
 
     def _signature(self) -> tuple:
         return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
-                self.contact.name, self.imu_sensor is not None)
+                self.contact.name, self.imu_sensor is not None, self._command_delay)
 
     @property
     def mass(self) -> float:

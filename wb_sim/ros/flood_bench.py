@@ -227,7 +227,6 @@ def run(topics, rates, duration: float, period: float, sync: str, robot: str = "
     env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
     env["PYTHONUNBUFFERED"] = "1"
     env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
-    rtf = 0.0 if sync == "lockstep" else 1.0
     lockstep = sync == "lockstep"
     # realtime: the valid commands come from the flooder itself (1 kHz, counted), so
     # that the fraction applied is exact; lockstep: the example controller answers

@@ -53,7 +53,7 @@ from std_srvs.srv import SetBool, Trigger
 from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
                       _unknown_key_error, is_node_key, load_config, load_node_config,
                       read_yaml_params)
-from ..errors import ConfigError, DivergenceError, ModelError, WbSimError
+from ..errors import ConfigError, DivergenceError, WbSimError
 from ..robot import urdf_for_ros
 from ..simulator import Simulator
 from . import conversions as cv

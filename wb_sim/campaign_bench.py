@@ -1,0 +1,92 @@
+"""``python -m wb_sim.campaign_bench``: campaign throughput against a plain loop.
+
+Runs ``--runs`` cases of ``--duration`` s of the default humanoid standing under the example
+controller (a grid over the friction coefficient, 0.9-1.0, so every case is distinct), as
+
+* a plain loop in this process: build the simulator and the PD, step, no metrics;
+* a campaign on the local pool with 1 worker, then with 2 (``--workers``), in a fresh output
+  directory each (nothing cached),
+
+and prints runs per second, the scaling efficiency (rate on n workers / (n x rate on 1)) and
+the campaign's overhead against the plain loop, both end to end (pool start-up, table) and
+per case (the case's own wall time in its worker, metrics included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def plain_runs(runs: int, duration: float) -> list[float]:
+    """Wall seconds of each plain run (build + loop)."""
+    from . import Simulator, config_path
+    from .config import read_yaml_params
+    from .controllers import PDGravityController
+    path = config_path("humanoid")
+    gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
+    walls = []
+    for mu in np.linspace(0.9, 1.0, runs):
+        t0 = time.perf_counter()
+        sim = Simulator.from_yaml(path, overrides={"contact.friction_coefficient": float(mu)})
+        pd = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
+                                 gravity=sim.config.gravity)
+        for _ in range(int(round(duration / sim.dt))):
+            sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
+        walls.append(time.perf_counter() - t0)
+    return walls
+
+
+def main(argv=None) -> int:
+    from .campaign import run_campaign
+    parser = argparse.ArgumentParser(prog="python -m wb_sim.campaign_bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=8, help="cases per measurement (default 8)")
+    parser.add_argument("--duration", type=float, default=5.0, help="simulated s per case")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    args = parser.parse_args(argv)
+    camp = {"robot": "humanoid", "duration_s": args.duration, "controller": "pd",
+            "plots": False, "grid": {"contact.friction_coefficient":
+                                     [float(x) for x in np.linspace(0.9, 1.0, args.runs)]}}
+    walls = plain_runs(args.runs, args.duration)
+    plain_rate = args.runs / sum(walls)
+    print(f"plain loop: {args.runs} runs of {args.duration:g} s in {sum(walls):.2f} s: "
+          f"{plain_rate:.3f} runs/s ({statistics.median(walls):.3f} s per run, median)")
+    rates = {}
+    for w in args.workers:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            res = run_campaign(camp, backend=args.backend, workers=w, out=Path(tmp) / "o",
+                               progress=False)
+            wall = time.perf_counter() - t0
+            case_walls = [float(line.split(",")[1]) for line in
+                          (Path(tmp) / "o" / "timings.csv").read_text().splitlines()[1:]]
+        if res.failed or res.ran != args.runs:
+            print(f"campaign on {w} workers: {res.failed} cases failed", file=sys.stderr)
+            return 1
+        rates[w] = args.runs / wall
+        stands = sum(r["stands"] for r in res.rows)
+        per_case = statistics.median(case_walls)
+        print(f"campaign, {args.backend}, {w} worker(s): {args.runs} runs in {wall:.2f} s: "
+              f"{rates[w]:.3f} runs/s (stands {stands}/{args.runs}); "
+              f"{per_case:.3f} s per case in its worker (median), "
+              f"{100 * (per_case / statistics.median(walls) - 1):+.0f} % against the plain run")
+    base = rates.get(1)
+    for w, r in rates.items():
+        if base and w > 1:
+            print(f"scaling efficiency on {w} workers: {100 * r / (w * base):.0f} %")
+    if base:
+        print(f"end-to-end overhead on 1 worker against the plain loop: "
+              f"{100 * (plain_rate / base - 1):+.0f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
