@@ -309,6 +309,8 @@ def test_ros2_run_of_each_executable(workspace, tmp_path):
         os.killpg(node.pid, signal.SIGINT)  # Ctrl-C in a terminal: ros2 run and its child
         assert node.popen.wait(15) == 0, node.describe()
     finally:
+        for pid in _session_pids(node.pid):  # nothing of it may outlive the test
+            os.kill(pid, signal.SIGKILL)
         node.close()
     out = _shell(workspace, "ros2 run wb_sim wb_sim_run --duration 1 --sync lockstep "
                             "--real-time-factor 0", fresh_domain_id(), timeout=180, check=False)

@@ -174,6 +174,7 @@ class SimNode(Node):
         self._lock = threading.RLock()
         self._running = False
         self._diverged = False  # paused by a divergence (~/reset resumes)
+        self._stop_requested = False
         self._paused = threading.Event()  # set = paused
         self._wake = threading.Event()
         sim = self.sim
@@ -836,7 +837,7 @@ class SimNode(Node):
             self._schedule(running=False)  # back to the normal scheduler for the shutdown
 
     def _run(self) -> None:
-        self._running = True
+        self._running = not self._stop_requested  # a stop() before the loop is not lost
         self._schedule()
         # What exists now (models, rclpy, messages) lives as long as the node: out of
         # the collector's sight, a full collection no longer scans it (on iCub it
@@ -993,6 +994,7 @@ class SimNode(Node):
         s.reset(now, sim_t)
 
     def stop(self) -> None:
+        self._stop_requested = True
         self._running = False
         self._wake.set()
 
@@ -1028,6 +1030,17 @@ def main(args=None) -> int:
     # anywhere, e.g. in the middle of destroying the node
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     node = None
+    # installed before the node exists: a Ctrl-C during the start-up (URDF, discovery)
+    # is not lost; the node stops before its first step
+    stop_requested = threading.Event()
+
+    def on_signal(*_):
+        stop_requested.set()
+        if node is not None:
+            node.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
     try:
         try:
             node = SimNode(params_files=_params_files(sys.argv if args is None else args))
@@ -1036,8 +1049,6 @@ def main(args=None) -> int:
             # descriptor's range) or of a name
             rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
             return 2
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: node.stop())
         executor = SingleThreadedExecutor()
         executor.add_node(node)
         stop_spinning = threading.Event()
@@ -1045,7 +1056,8 @@ def main(args=None) -> int:
                                    daemon=True)
         spinner.start()
         threading.Thread(target=node.watch_for_duplicate_name, daemon=True).start()
-        node.run()
+        if not stop_requested.is_set():
+            node.run()
         node.get_logger().info(f"stopped at t = {node._now_ns() / 1e9:.3f} s")
         # the executor thread must be out of rclpy before the node and context go
         stop_spinning.set()
