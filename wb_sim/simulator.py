@@ -504,16 +504,19 @@ class Simulator:
         wrench) pairs); see the module docstring for the sequence."""
         model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
             self.actuation
-        qj, vj = self._joint_qv(q, v)
-        if act.has_passive:
-            tau_joints = tau_joints + act.passive_torques(qj, vj)
-        limits = act.limit_violations(qj)
+        if act.has_passive or act.limits_enabled:
+            qj, vj = self._joint_qv(q, v)
+            if act.has_passive:
+                tau_joints = tau_joints + act.passive_torques(qj, vj)
+            limits = act.limit_violations(qj)
+        else:
+            limits = None
         tau = self._tau_gen
-        tau[:] = 0.0
-        tau[self._jv] += tau_joints
+        tau[self._jv] = tau_joints  # the base rows stay zero
         h = self._dt0
         if pushes:
             pin.computeJointJacobians(model, data, q)
+            tau = tau.copy()  # the buffer's base rows stay zero for the next step
             self._add_pushes(tau, pushes)
         # ABA (WORLD convention) also leaves the kinematics and the joint Jacobians at q in
         # data, and the factorization computeMinverse(model, data) reuses: M^-1 for the
