@@ -28,17 +28,23 @@ ROS_MODULES = ("rclpy", "tf2_msgs.msg")
 def require_ros(*extra: str) -> None:
     """Skip the calling test module if rclpy, tf2_msgs or ``extra`` modules
     cannot be imported; fail instead when ``WB_SIM_REQUIRE_ROS=1`` (CI)."""
+    _require(ROS_MODULES + extra, "WB_SIM_REQUIRE_ROS", "ROS 2 Python packages not importable")
+
+
+def _require(names, env_var: str, what: str, hint: str = "") -> None:
+    """Skip the calling test module, or fail where ``env_var=1``, naming the
+    modules of ``names`` that cannot be imported."""
     missing = []
-    for name in ROS_MODULES + extra:
+    for name in names:
         try:
             importlib.import_module(name)
         except ImportError as e:
             missing.append(f"{name} ({e})")
     if not missing:
         return
-    why = f"ROS 2 Python packages not importable: {', '.join(missing)}"
-    if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
-        pytest.fail(f"{why}; WB_SIM_REQUIRE_ROS=1 requires them", pytrace=False)
+    why = f"{what}: {', '.join(missing)}{'; ' + hint if hint else ''}"
+    if os.environ.get(env_var) == "1":
+        pytest.fail(f"{why}; {env_var}=1 requires them", pytrace=False)
     pytest.skip(why, allow_module_level=True)
 
 
@@ -95,18 +101,7 @@ def require_modules(*names: str, why: str) -> None:
     """Skip the calling test module if one of ``names`` cannot be imported (a ROS
     install's ``colcon test`` has no PyPI-only test extras), with ``why`` saying how to
     get them; fail instead when ``WB_SIM_REQUIRE_EXTRAS=1`` (CI)."""
-    missing = []
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            missing.append(f"{name} ({e})")
-    if not missing:
-        return
-    msg = f"not importable: {', '.join(missing)}; {why}"
-    if os.environ.get("WB_SIM_REQUIRE_EXTRAS") == "1":
-        pytest.fail(f"{msg}; WB_SIM_REQUIRE_EXTRAS=1 requires them", pytrace=False)
-    pytest.skip(msg, allow_module_level=True)
+    _require(names, "WB_SIM_REQUIRE_EXTRAS", "not importable", why)
 
 
 # ----------------------------------------------------------------------------- domains

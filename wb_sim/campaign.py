@@ -1013,11 +1013,7 @@ def plot_campaign(campaign: Campaign, rows: list, directory: Path) -> list:
         ax.set_ylim(-12, 105)
         ax.grid(True, alpha=0.3)
         ax.set_title(f"stands / fell against {key}")
-        p = directory / f"success_vs_{key.replace('/', '_')}.png"
-        fig.tight_layout()
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        made.append(p)
+        made.append(_save(plt, fig, directory / f"success_vs_{key.replace('/', '_')}.png"))
     numeric = [c for c in _columns(campaign, rows) if c not in ("case_id", "seed", "stands",
                                                                 "fell") and c not in
                campaign.swept and all(isinstance(r.get(c), (int, float)) and
@@ -1030,12 +1026,16 @@ def plot_campaign(campaign: Campaign, rows: list, directory: Path) -> list:
         ax.set_xlabel(c)
         ax.set_ylabel("cases")
         ax.set_title(f"{c} over {len(v)} cases")
-        p = directory / f"hist_{c}.png"
-        fig.tight_layout()
-        fig.savefig(p, dpi=90)
-        plt.close(fig)
-        made.append(p)
+        made.append(_save(plt, fig, directory / f"hist_{c}.png"))
     return made
+
+
+def _save(plt, fig, path: Path) -> Path:
+    """Write a figure as PNG (90 dpi) and close it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 def main(argv=None) -> int:
