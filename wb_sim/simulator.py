@@ -157,6 +157,11 @@ def _vector(x, name: str, n: int, what: str = "") -> np.ndarray:
     return out
 
 
+def _symmetric(upper: np.ndarray) -> np.ndarray:
+    """The symmetric matrix whose upper triangle ``upper`` holds (a new array)."""
+    return np.triu(upper) + np.triu(upper, 1).T
+
+
 def _rpy_quaternion(rpy) -> np.ndarray:
     return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
 
@@ -203,7 +208,6 @@ class Simulator:
         self.contact = make_contact_model(config, self.contact_points)
         self._no_points = not self.contact_points.n
         self._max_penetration = self.contact.max_penetration
-        self._upper = np.triu(np.ones((self.model.nv, self.model.nv), dtype=bool))
         self.surface_names = self.contact_points.surface_names
         self._weight = robot.mass * float(np.linalg.norm(config.gravity))
         #: what the simulator adjusted or wants said once (the node logs these)
@@ -315,8 +319,7 @@ class Simulator:
         """Symmetric M(q)^-1 of the stepping model. ``computeMinverse`` writes the
         upper triangle only; it also fills the stepping data's kinematics (oMi)
         and joint Jacobians (J) at ``q``."""
-        Minv = pin.computeMinverse(self._model_step, self._data_step, q)
-        return np.where(self._upper, Minv, Minv.T)
+        return _symmetric(pin.computeMinverse(self._model_step, self._data_step, q))
 
     def _effective_inertias(self) -> None:
         Minv = pin.computeMinverse(self._model_step, self._data_step, self.q0)
@@ -529,8 +532,8 @@ class Simulator:
         if limits is not None:
             idx, d = limits
             cols = self.robot.idx_v[idx]
-            block = Minv_upper[np.ix_(cols, cols)]
-            block = np.triu(block) + np.triu(block, 1).T  # rows/cols ascending: upper = upper
+            # cols ascend, so the block's upper triangle is M^-1's
+            block = _symmetric(Minv_upper[np.ix_(cols, cols)])
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += _symv(1.0, Minv_upper, impulse)
