@@ -393,12 +393,19 @@ class RosClient:
 
     # --- services
 
-    def call(self, srv_type, name: str, request, timeout: float = 10.0):
+    def call(self, srv_type, name: str, request, timeout: float = 10.0,
+             idempotent: bool = False):
+        """Call a service. A fresh client's first request can be answered before the
+        server has matched the client's reply reader (DDS discovery), and that answer
+        is lost: an ``idempotent`` request (parameter gets and sets) is sent again
+        once, after half the timeout."""
         client = self.node.create_client(srv_type, name)
         try:
             assert self.spin_until(client.service_is_ready, timeout), \
                 f"service '{name}' not available within {timeout} s"
             future = client.call_async(request)
+            if idempotent and not self.spin_until(future.done, timeout / 2):
+                future = client.call_async(request)
             assert self.spin_until(future.done, timeout), f"no answer from '{name}'"
             return future.result()
         finally:
@@ -410,13 +417,14 @@ class RosClient:
         from rcl_interfaces.srv import SetParameters
         from rclpy.parameter import Parameter
         req = SetParameters.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
-        return self.call(SetParameters, f"/{node_name}/set_parameters", req).results[0]
+        return self.call(SetParameters, f"/{node_name}/set_parameters", req,
+                         idempotent=True).results[0]
 
     def get_parameters(self, *names: str, node_name: str = "wb_sim") -> dict[str, Any]:
         from rcl_interfaces.srv import GetParameters
         from rclpy.parameter import parameter_value_to_python
         res = self.call(GetParameters, f"/{node_name}/get_parameters",
-                        GetParameters.Request(names=list(names)))
+                        GetParameters.Request(names=list(names)), idempotent=True)
         return {n: parameter_value_to_python(v) for n, v in zip(names, res.values)}
 
     def close(self) -> None:
