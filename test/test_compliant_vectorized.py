@@ -58,14 +58,14 @@ def test_vectorized_compliant_step_equals_the_per_point_reference(make, depth):
     for trial in range(60):
         Minv, v_free, u = _prepare(sim, rng, depth)
         contact.initial_state()  # no slip warm start: the reference has none
-        dv, force, u_next = contact.solve(Minv, v_free, u, sim.dt)
+        v_next, force, u_next = contact.solve(Minv, v_free, u, sim.dt)
         kinds |= set(contact.status.tolist())
         Mfull = np.triu(Minv) + np.triu(Minv, 1).T
-        dv_r, force_r, u_r = reference_solve(sim.contact_points, Mfull, v_free, u, sim.dt,
+        v_r, force_r, u_r = reference_solve(sim.contact_points, Mfull, v_free, u, sim.dt,
                                              contact.parameters(), contact.reference_depth)
         scale = max(1.0, np.abs(force_r).max())
         np.testing.assert_allclose(force, force_r, atol=1e-8 * scale, err_msg=f"trial {trial}")
-        np.testing.assert_allclose(dv, dv_r, atol=1e-9 * max(1.0, np.abs(dv_r).max()))
+        np.testing.assert_allclose(v_next, v_r, atol=1e-9 * max(1.0, np.abs(v_r - v_free).max()))
         np.testing.assert_allclose(u_next, u_r, atol=1e-12)
     # the comparison covered sticking and slipping or released points, not one easy case
     assert 1 in kinds and (2 in kinds or 0 in kinds), kinds
@@ -78,7 +78,46 @@ def test_reference_and_fast_step_agree_with_friction_off():
     for _ in range(10):
         Minv, v_free, u = _prepare(sim, rng, 1e-3)
         sim.contact.initial_state()
-        dv, force, _ = sim.contact.solve(Minv, v_free, u, sim.dt)
+        _, force, _ = sim.contact.solve(Minv, v_free, u, sim.dt)
         assert np.all(force[:, :2] == 0.0)
         assert np.all(force[:, 2] >= 0.0)
         assert set(sim.contact.status.tolist()) <= {0, 2}
+
+
+@pytest.mark.parametrize("make", [_box, _humanoid])
+def test_point_kinematics_read_through_the_placement_view_equal_the_plain_copy(make):
+    """ContactPoints reads the joint placements through a view of pinocchio's
+    storage (checked when bound); the plain path copies them joint by joint.
+    Positions, Jacobian and surface wrenches agree exactly at random
+    configurations, and a data object whose storage cannot be viewed falls back."""
+    from wb_sim.contact.points import _placement_view
+    sim = make()
+    model, pts = sim._model_step, sim.contact_points
+    data = model.createData()
+    rng = np.random.default_rng(5)
+    force = rng.normal(0.0, 10.0, (pts.n, 3))
+    for _ in range(5):
+        q = pin.randomConfiguration(model, -np.ones(model.nq), np.ones(model.nq)) \
+            if sim.robot.floating_base else rng.normal(0.0, 1.0, model.nq)
+        pin.computeJointJacobians(model, data, q)
+        pts.update(model, data, None)
+        assert pts._placement_rows is not None  # the fast path ran
+        fast = (pts.position_gT.copy(), pts.jacobian_component_major().copy(),
+                pts.surface_wrenches(force))
+        rows, pts._placement_rows = pts._placement_rows, None
+        pts.update(model, data, None)
+        plain = (pts.position_gT.copy(), pts.jacobian_component_major().copy(),
+                 pts.surface_wrenches(force))
+        pts._placement_rows = rows
+        for a, b in zip(fast, plain):
+            np.testing.assert_array_equal(a, b)
+        # the plain copy is the placements themselves
+        for jid, block in pts._joint_blocks:
+            np.testing.assert_array_equal(block, data.oMi[jid].homogeneous[:3])
+    # the view follows the data: a second data object gets its own
+    other = model.createData()
+    pin.computeJointJacobians(model, other, q)
+    pts.update(model, other, None)
+    np.testing.assert_array_equal(pts.position_gT, plain[0])
+    assert _placement_view(other, pts.joint_ids) is not None
+    assert _placement_view(pin.Model().createData(), np.array([0])) is None  # one joint: no stride

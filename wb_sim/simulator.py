@@ -30,13 +30,13 @@ from typing import Any, Mapping
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg.blas import dsymv as _symv  # y = A x, reads the upper triangle of A
 
 from .actuation import Actuation
 from .config import (PARAMETER_BY_KEY, SimConfig, coerce_parameter, load_config,
                      read_yaml_params)
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
+from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
 
@@ -536,13 +536,12 @@ class Simulator:
             block = _symmetric(Minv_upper[np.ix_(cols, cols)])
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
-            v_free += _symv(1.0, Minv_upper, impulse)
+            v_free += upper_sym_mv(Minv_upper, impulse)
         if not pts.n:
             return v_free, self._u, self._force
         pts.update(model, data, None)
-        dv, force, u_next = self.contact.solve(Minv_upper, v_free, self._u, self.dt)
-        v_free += dv
-        return v_free, u_next, force
+        v_next, force, u_next = self.contact.solve(Minv_upper, v_free, self._u, self.dt)
+        return v_next, u_next, force
 
     def _add_pushes(self, tau: np.ndarray, pushes) -> None:
         """tau += J^T w for each push (the frame Jacobian in the frame's axes), with

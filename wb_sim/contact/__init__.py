@@ -4,8 +4,8 @@ Each model lives in its own module behind the same interface,
 :class:`ContactModel`; :data:`CONTACT_MODELS` is the explicit table of the
 available ones. The simulator calls every model the same way: once per step,
 after ``points.update`` at the step's configuration, ``solve(Minv_upper,
-v_free, u, dt)`` returns the velocity change of the contact impulses, the
-point forces and the next per-point state.
+v_free, u, dt)`` returns the end-of-step velocity with the contact impulses,
+the point forces and the next per-point state.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ class ContactModel(Protocol):
 
     def solve(self, Minv_upper: np.ndarray, v_free: np.ndarray, u: np.ndarray,
               dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(dv (nv,), point forces (n, 3) in ground coordinates, next state (2, n))."""
+        """(v_next (nv,), a new array: the end-of-step velocity ``v_free`` plus what
+        the contact impulses add (``v_free`` itself when nothing touches); point
+        forces (n, 3) in ground coordinates; next state (2, n))."""
 
     @property
     def max_depth(self) -> float: ...

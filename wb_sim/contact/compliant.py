@@ -33,7 +33,8 @@ so the impulses solve one symmetric positive definite system::
     (G + (h B)^-1) p = B^-1 f0 - w_free
 
 (the same form as a regularized rigid contact: ``(h B)^-1`` is the compliance,
-``B^-1 f0`` a target velocity). A point whose normal impulse comes out
+``B^-1 f0`` a target velocity). The code solves it for the forces ``f = p / h``,
+``(h G + B^-1) f = B^-1 f0 - w_free``, so that no step rescales its result. A point whose normal impulse comes out
 negative leaves the system (the law never pulls); a point whose tangential
 impulse leaves the cone gets ``mu p_n`` along it, and the rest is solved again
 (a few passes of this active-set loop, only at impacts, take-offs and slips).
@@ -52,11 +53,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg.blas import dsymm as _symm  # C = A B, reads the upper triangle of A
 from scipy.linalg.lapack import dposv as _posv  # Cholesky solve of an SPD system
 
 from ..config import ContactConfig
 from ..errors import ConfigError
+from ..linalg import upper_sym_mm
 from .points import ContactPoints
 
 #: names of the per-point contact states, indexed by the state code
@@ -99,8 +100,13 @@ class CompliantContact:
         self._slip_dir = np.zeros((n, 2))
         self._any_slip = False
         self._all_stick = np.ones(n, dtype=np.int8)
+        self._max_depth = -math.inf if n else 0.0
         self._coef_dt = None
-        self._zero_dv = np.zeros(points.nv)
+        # buffers of the common step (every point in the solve): the system matrix and
+        # B^-1 per row; rewritten each step, never handed out
+        self._A_all = np.zeros((3 * n, 3 * n))
+        self._diag_all = np.zeros((3, n))
+        self._diag_all_flat = self._diag_all.reshape(-1)
         self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
@@ -143,18 +149,18 @@ class CompliantContact:
         """What the next solve and the readings depend on besides (q, v, u): the slip
         warm start and the last depths and states. Cheap (references: the model never
         changes these arrays in place, it replaces them)."""
-        return (self._slip_dir, self._any_slip, self.depth, self._status)
+        return (self._slip_dir, self._any_slip, self.depth, self._max_depth, self._status)
 
     def restore(self, snap: tuple) -> None:
         """Back to a :meth:`snapshot`."""
-        self._slip_dir, self._any_slip, self.depth, self._status = snap
+        self._slip_dir, self._any_slip, self.depth, self._max_depth, self._status = snap
 
     # ------------------------------------------------------------------ readings
 
     @property
     def max_depth(self) -> float:
         """Largest penetration at the last :meth:`solve`, m."""
-        return max(self.depth.tolist()) if self.points.n else 0.0
+        return self._max_depth
 
     @property
     def status(self) -> np.ndarray:
@@ -166,8 +172,8 @@ class CompliantContact:
 
     def solve(self, Minv_upper: np.ndarray, v_free: np.ndarray, u: np.ndarray,
               dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The step's contact impulses, after ``points.update(model, data, None)`` at
-        the step's configuration.
+        """The step's contact forces and end-of-step velocity, after
+        ``points.update(model, data, None)`` at the step's configuration.
 
         Args:
             Minv_upper: (nv, nv) upper triangle of the symmetric M^-1 (the lower
@@ -176,9 +182,10 @@ class CompliantContact:
             u: (2, n) tangential deformation state.
             dt: the step, s.
         Returns:
-            ``(dv, force, u_next)``: the velocity change (nv,) the impulses cause,
-            the point forces (n, 3) in ground coordinates (t1, t2, n; the
-            impulses over dt), N, and the next deformation state (2, n).
+            ``(v_next, force, u_next)``: the end-of-step velocity (nv,), a new
+            array (``v_free`` itself when nothing touches), the point forces
+            (n, 3) in ground coordinates (t1, t2, n; the impulses over dt), N,
+            and the next deformation state (2, n).
 
         Layout: the contact rows are component-major, as the points' Jacobian is
         (all t1 rows, all t2 rows, all normal rows), so the law is a few whole-row
@@ -188,11 +195,13 @@ class CompliantContact:
         pts = self.points
         n, h = pts.n, dt
         self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
+        depths = d.tolist()
+        self._max_depth = max(depths)
         if h != self._coef_dt:
             self._coefficients(h)
         if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
-            return self._nothing(n)
-        if min(d.tolist()) > 0.0:  # every point touches: the common case of standing
+            return self._nothing(n, v_free)
+        if min(depths) > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
             ds = dk
         else:
@@ -204,56 +213,55 @@ class CompliantContact:
             idx = np.flatnonzero((d > 0.0) | (d_free > 0.0))
             k = len(idx)
             if k == 0:
-                return self._nothing(n)
+                return self._nothing(n, v_free)
             Jg = pts.jacobian_component_major(idx)
             dk, uk = d[idx], u[:, idx]
             ds = np.where(dk > 0.0, dk, d_free[idx])
-        MinvJt = _symm(1.0, Minv_upper, Jg.T)  # (nv, 3k)
-        A = Jg.dot(MinvJt)  # Delassus matrix G, then G + (h B)^-1
-        # (h B)^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so (h B)^-1 = coef d^-1/2
-        diag = np.divide(self._diag_coef, np.sqrt(ds)).reshape(-1)  # (3, k) -> 3k
-        Ad = A.reshape(-1)[::3 * k + 1]  # a view of the diagonal
-        Ad += diag
+        # unknowns: the forces f = p / h (N), so the system is h (G + (h B)^-1) f = rhs,
+        # i.e. (J h M^-1 J^T + B^-1) f = B^-1 f0 - w_free: h rides on BLAS's scale factor
+        MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, 3k): h M^-1 J^T
+        # B^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so B^-1 = coef d^-1/2
+        if idx is None:
+            diag = self._diag_all_flat
+            np.divide(self._diag_coef, np.sqrt(ds), self._diag_all)
+        else:
+            diag = np.divide(self._diag_coef, np.sqrt(ds)).reshape(-1)  # (3, k) -> 3k
+        A = Jg.dot(MinvJt, self._A_all) if idx is None else Jg.dot(MinvJt)
+        A.reshape(-1)[::3 * k + 1] += diag
         target = np.empty((3, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
         rhs = target.reshape(-1) - Jg.dot(v_free)  # B^-1 f0 - w_free, component-major rows
-        p = None
+        f = None
         if self._frictional and not self._any_slip:
-            _, p, info = _posv(A, rhs)
-            P = p.reshape(3, k)
-            if info != 0 or min(P[2].tolist()) <= 0.0 or max(self._cone.dot(P * P).tolist()) > 0.0:
-                p = None  # outside the cone, pulling, or numerically singular: the loop
-        if p is None:
-            p, slipping = self._general(A, rhs, diag, target, k, idx)
-            P = p.reshape(3, k)
-            loaded = P[2] > 0.0
+            _, f, info = _posv(A, rhs)
+            F = f.reshape(3, k)
+            if info != 0 or min(F[2].tolist()) <= 0.0 or max(self._cone.dot(F * F).tolist()) > 0.0:
+                f = None  # outside the cone, pulling, or numerically singular: the loop
+        if f is None:
+            f, slipping = self._general(A, rhs, diag, target, k, idx)
+            F = f.reshape(3, k)
+            loaded = F[2] > 0.0
             codes = (loaded * (1 + (loaded & slipping))).astype(np.int8)
         else:
             codes = None  # all sticking
-        dv = MinvJt.dot(p)
-        P *= 1.0 / h  # now forces, N
+        v_next = MinvJt.dot(f)
+        v_next += v_free
         if codes is None and idx is None:
             self._status = self._all_stick
-            force = P.T
+            force = F.T
         else:
             self._status = status = np.zeros(n, dtype=np.int8)
             status[self._all if idx is None else idx] = 1 if codes is None else codes
             force = np.zeros((n, 3))
-            force[self._all if idx is None else idx] = P.T
+            force[self._all if idx is None else idx] = F.T
         if not self._springy:
-            return dv, force, np.zeros((2, n))
-        # sticking: u' = u + h w'_t (the spring followed the point); where every row was
-        # solved as is (no point slipped, left or was projected) a row says
-        # f_t = f0_t - B w'_t, so w'_t = target_t - p_t / (h B) without a product
-        if codes is None:
-            un = P[:2] * (-h * h)
-            un *= diag[:2 * k].reshape(2, k)
-            un += uk * (1.0 + h * self._target_t)
-        else:
-            un = Jg[:2 * k].dot(v_free + dv).reshape(2, k)
-            un *= h
-            un += uk
+            return v_next, force, np.zeros((2, n))
+        # sticking: u' = u + h w'_t (the spring followed the point)
+        un = Jg[:2 * k].dot(v_next).reshape(2, k)
+        un *= h
+        un += uk
+        if codes is not None:
             # slipping: the ground relaxes towards the deformation whose spring-damper gives
             # the slip force, backward Euler of -f_t / s = k_t u' + c_t (u' - u) / h (stable
             # for every c_t: explicit Euler of it diverged below c_t = k_t h / 2); out of
@@ -261,38 +269,39 @@ class CompliantContact:
             slip = codes == 2
             if slip.any():
                 inv_s = np.sqrt(self.reference_depth / ds)
-                relaxed = (uk * (self.ct / h) - P[:2] * inv_s) / (self.kt + self.ct / h)
+                relaxed = (uk * (self.ct / h) - F[:2] * inv_s) / (self.kt + self.ct / h)
                 un[:, slip] = relaxed[:, slip]
             un[:, codes == 0] = 0.0
         if idx is None:
-            return dv, force, un
+            return v_next, force, un
         u_next = np.zeros((2, n))
         u_next[:, idx] = un
-        return dv, force, u_next
+        return v_next, force, u_next
 
-    def _nothing(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _nothing(self, n: int, v_free: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._status = np.zeros(n, dtype=np.int8)
         if self._any_slip:
             self._slip_dir = np.zeros((n, 2))
             self._any_slip = False
-        return self._zero_dv, np.zeros((n, 3)), np.zeros((2, n))
+        return v_free, np.zeros((n, 3)), np.zeros((2, n))
 
     def _coefficients(self, h: float) -> None:
-        """Per-row constants of the law at step h: (h B)^-1 d^1/2 and B^-1 f0 / (u or d)."""
+        """Per-row constants of the law at step h: B^-1 d^1/2 and B^-1 f0 / (u or d)."""
         bn, bt = self.k * h + self.c, self.kt * h + self.ct
         self._normal_on = bn > 0.0
         self._frictional = bt > 0.0 and self.mu > 0.0
         self._springy = self._frictional and self.kt > 0.0
         root = math.sqrt(self.reference_depth)
-        self._diag_coef = np.array([[root / (h * bt) if bt > 0 else 0.0]] * 2
-                                   + [[root / (h * bn) if bn > 0 else 0.0]])
+        self._diag_coef = np.array([[root / bt if bt > 0 else 0.0]] * 2
+                                   + [[root / bn if bn > 0 else 0.0]])
         self._target_t = -self.kt / bt if self._frictional else 0.0
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._coef_dt = h
 
     def _general(self, A, rhs, diag, target, k, idx) -> tuple[np.ndarray, np.ndarray]:
-        """Impulses (3k,) component-major and the (k,) slipping mask, through the
-        point-major active-set loop; keeps the slip warm start for the next step."""
+        """Forces (3k,) component-major and the (k,) slipping mask, through the
+        point-major active-set loop (A f = rhs, A = h G + B^-1 and ``diag`` its
+        B^-1 part); keeps the slip warm start for the next step."""
         perm = (np.arange(3)[None, :] * k + np.arange(k)[:, None]).reshape(-1)
         A_pm, rhs_pm = A[np.ix_(perm, perm)], rhs[perm]
         if self._frictional:
@@ -315,7 +324,7 @@ class CompliantContact:
         return p, slipping
 
     def _normal_only(self, A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-        """Normal impulses of a frictionless contact: points that would pull leave."""
+        """Normal forces of a frictionless contact: points that would pull leave."""
         m = len(rhs)
         keep = np.ones(m, dtype=bool)
         p = np.zeros(m)
@@ -333,8 +342,9 @@ class CompliantContact:
     def _active_set(self, A: np.ndarray, rhs: np.ndarray, diag: np.ndarray,
                     target_t: np.ndarray, k: int, was: np.ndarray | None,
                     p: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Impulses (and the (k,) slipping mask) with the unilateral and Coulomb
-        conditions, by an active-set loop. A slipping point has ``p_t = mu p_n d``
+        """Forces ``p`` (the same up to the factor h as the impulses; and the (k,)
+        slipping mask) with the unilateral and Coulomb conditions, by an
+        active-set loop. A slipping point has ``p_t = mu p_n d``
         along its friction direction ``d``, so ``p_n`` is its only unknown (its
         column gains ``mu d`` times the tangential ones, its tangential rows drop).
         Each pass first settles friction: a sticking point whose impulse leaves
@@ -362,7 +372,7 @@ class CompliantContact:
             pt = np.hypot(p3[:, 0], p3[:, 1])
             free = flips < MAX_FLIPS  # a point that flipped twice keeps its state: no cycling
             new = free & ~removed & ~slipping & (p3[:, 2] >= 0.0) & (pt > mu * p3[:, 2])
-            # end-of-step tangential velocity of the slipping points, w' = w_free + G p
+            # end-of-step tangential velocity of the slipping points, w' = w_free + h G p
             # = target - rhs + A p - diag p; friction must oppose it
             w_t = (A.dot(p) - diag * p - rhs).reshape(k, 3)[:, :2] + target_t
             back = free & slipping & ((w_t * direction).sum(axis=1) > 0.0)
@@ -467,7 +477,7 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
              for i in range(n)}
     touching = [i for i in range(n) if reach[i] > 0.0]
     if not touching or k_n * h + c_n <= 0.0:
-        return np.zeros(len(v_free)), force, u_next
+        return v_free.copy(), force, u_next
     J = points.jacobian_g(np.array(touching))
     G = J @ Minv @ J.T
     diag, target = [], []
@@ -546,4 +556,4 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
             u_next[:, i] = (c_t / h * u[:, i] - force[i, :2] / s) / (k_t + c_t / h)
         else:
             u_next[:, i] = u[:, i] + h * (J[3 * j:3 * j + 3] @ (v_free + dv))[:2]
-    return dv, force, u_next
+    return v_free + dv, force, u_next

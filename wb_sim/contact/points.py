@@ -27,6 +27,7 @@ move that point's parent joint. ``C``'s constant part is built once; its
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,6 +111,7 @@ class ContactPoints:
         self.plane_z = 0.0 if self._rotated else ground.height
         # world points, (3, n) = HT (3, 4J) @ r_augT (4J, n); HT = [R_j, t_j] per joint
         self._HT = np.zeros((3, 4 * J))
+        self._HT_now = self._HT  #: HT at the last update
         self._r_augT = np.zeros((4 * J, n))
         for i, (k, r) in enumerate(zip(self.slot, self.r_local)):
             self._r_augT[4 * k:4 * k + 3, i] = r
@@ -144,6 +146,11 @@ class ContactPoints:
         #: (pinocchio joint id, its (3, 4) block of HT) per parent joint
         self._joint_blocks = [(int(j), self._HT[:, 4 * k:4 * k + 4])
                               for k, j in enumerate(self.joint_ids)]
+        #: the data last updated from, and how its joint placements are read: a view of
+        #: its storage (``_placement_view``) or, where that is not available, per joint
+        self._placements_of = None
+        self._placement_rows = None
+        self._placements = ()
 
     def _allocate_positions(self) -> None:
         n = self.n
@@ -162,10 +169,15 @@ class ContactPoints:
         """
         if self.n == 0:
             return
-        oMi = data.oMi
-        for jid, block in self._joint_blocks:
-            block[...] = oMi[jid].homogeneous[:3]
-        PT = self._HT.dot(self._r_augT, self.position_T)
+        if data is not self._placements_of:
+            self._bind(data)
+        if self._placement_rows is not None:
+            # the (J, 12) records are the columns of each [R_j | t_j]: HT in one gather
+            HT = self._placement_rows[self.joint_ids].reshape(-1, 3).T
+        else:
+            HT = self._read_placements()
+        self._HT_now = HT  # for surface_wrenches
+        PT = HT.dot(self._r_augT, self.position_T)
         if self.has_spheres:
             PT -= self._sphere_offsetT
         if self._rotated:
@@ -173,6 +185,20 @@ class ContactPoints:
         self._C_flat[self._skew_index] = PT.T.dot(self._skew_map)
         Jp = self._C.dot(data.J, self._Jp)
         np.multiply(Jp, self._row_support, out=Jp)
+
+    def _bind(self, data: pin.Data) -> None:
+        """Prepare reading the joint placements of ``data`` (once per data object)."""
+        self._placements = [(data.oMi[jid], block) for jid, block in self._joint_blocks]
+        self._placement_rows = _placement_view(data, self.joint_ids)
+        self._placements_of = data  # also keeps the viewed storage alive
+
+    def _read_placements(self) -> np.ndarray:
+        """HT (3, 4J) copied joint by joint: the plain path (and the fast one's reference).
+        An element of ``data.oMi`` refers to the data's own storage, so the objects are
+        looked up once per data."""
+        for placement, block in self._placements:
+            block[...] = placement.homogeneous[:3]
+        return self._HT
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) Jacobian of the points ``idx`` (default: all) in ground
@@ -213,7 +239,7 @@ class ContactPoints:
         F[:, :self.n] = f_wT
         if self.has_spheres:
             np.multiply(self._neg_radius_nx.dot(f_wT), self._radius_row, out=F[:, self.n:])
-        return self._wrench_map.dot(self._HT.T.dot(F).reshape(-1)).reshape(-1, 6)
+        return self._wrench_map.dot(self._HT_now.T.dot(F).reshape(-1)).reshape(-1, 6)
 
     def _build_wrench_map(self, placements) -> None:
         """The constant (6S, 4J * 2n) map of :meth:`surface_wrenches`: entry
@@ -232,6 +258,41 @@ class ContactPoints:
         self._wrench_forces = np.zeros((3, 2 * n))  # [f (world) | sphere torques], columns
         self._neg_radius_nx = -pin.skew(self.ground.normal)  # -n x
         self._radius_row = self.radius[None, :].copy()
+
+
+def _placement_view(data: pin.Data, joint_ids: np.ndarray) -> np.ndarray | None:
+    """A read-only (njoints, 12) view of the storage of ``data.oMi``, row j holding
+    joint j's placement as pinocchio stores an SE3 (the rotation column-major, then
+    the translation: the columns of [R | t]), or None if the storage is not laid out
+    so (then the placements are copied joint by joint).
+
+    pinocchio keeps the placements in one contiguous vector and hands out views of
+    its elements; the addresses and strides of those views are checked here, and
+    the values against ``homogeneous``, before the view is trusted. It stays valid
+    while ``data`` lives (the caller keeps a reference)."""
+    oMi = data.oMi
+    count = len(oMi)
+    if count < 2:
+        return None
+    try:
+        def address(a: np.ndarray) -> int:
+            return a.__array_interface__["data"][0]
+        base = address(oMi[0].rotation)
+        for j in range(count):
+            rotation, translation = oMi[j].rotation, oMi[j].translation
+            if (address(rotation) != base + 96 * j or address(translation) != base + 96 * j + 72
+                    or rotation.strides != (8, 24) or rotation.flags.owndata
+                    or translation.flags.owndata):
+                return None
+        buffer = (ctypes.c_double * (12 * count)).from_address(base)
+        rows = np.frombuffer(buffer, dtype=float).reshape(count, 12)
+        rows.flags.writeable = False
+    except (AttributeError, TypeError, ValueError):
+        return None
+    for j in joint_ids:
+        if not np.array_equal(rows[j].reshape(4, 3).T, oMi[int(j)].homogeneous[:3]):
+            return None
+    return rows
 
 
 #: skew(p) = sum_k p_k _LEVI_CIVITA[k]

@@ -47,10 +47,10 @@ from __future__ import annotations
 
 import numpy as np
 import pinocchio as pin
-from scipy.linalg.blas import dsymm as _symm  # C = A B, reads the upper triangle of A
 
 from ..config import ContactConfig
 from ..errors import ConfigError, UnsupportedError
+from ..linalg import upper_sym_mm
 from .points import ContactPoints
 
 #: m/s^2, the impulse unit's gravity (whatever the configured gravity)
@@ -96,7 +96,6 @@ class RigidContact:
         self._impulse = np.zeros((n, 3))  # of the last step, ground coordinates, N*s
         self._warm = np.zeros((n, 3))  # warm start of the next solve
         self._all = np.arange(n)
-        self._zero_dv = np.zeros(points.nv)
         self._last = None
         #: steps whose solve stopped before the tolerance / solves in all
         self.nonconverged = 0
@@ -208,10 +207,10 @@ class RigidContact:
         self._last = None
         k = int(np.count_nonzero(near))
         if k == 0:
-            return self._zero_dv, np.zeros_like(self._impulse), u
+            return v_free, np.zeros_like(self._impulse), u
         idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
-        MinvJt = _symm(1.0, Minv_upper, Jc.T)  # reads the upper triangle only
+        MinvJt = upper_sym_mm(Minv_upper, Jc.T)  # reads the upper triangle only
         G0 = Jc.dot(MinvJt)
         unit = self._weight_per_point * dt  # lambda_ref, N*s
         G = G0 * unit  # the Delassus matrix for impulses in units of lambda_ref
@@ -263,7 +262,9 @@ class RigidContact:
         self._impulse[idx] = lam3
         self._warm = self._impulse
         self._last = (idx, lam3, vel, G0, lam)
-        return MinvJt.dot(lam), self._impulse * (1.0 / dt), u
+        v_next = MinvJt.dot(lam)
+        v_next += v_free
+        return v_next, self._impulse * (1.0 / dt), u
 
     @property
     def status(self) -> np.ndarray:
