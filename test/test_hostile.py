@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import wb_sim
-from wb_sim.config import load_node_config
+from wb_sim.ros.parameters import load_node_config
 from wb_sim.simulator import InitialPenetrationWarning
 
 from test_errors import ARM, arm_urdf, box_on_ground, raises

@@ -5,8 +5,8 @@ import re
 from pathlib import Path
 
 import wb_sim
-from wb_sim.config import (NODE_PARAMETERS, PARAMETERS, node_parameter_table_markdown,
-                           parameter_table_markdown)
+from wb_sim.config import PARAMETERS, parameter_table_markdown
+from wb_sim.ros.parameters import NODE_PARAMETERS, node_parameter_table_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import JointsConfig
 from .errors import ConfigError
+from .parameters import Group
 from .robot import RobotModel
 
 
@@ -48,7 +48,7 @@ def per_joint(key: str, values: tuple[float, ...], robot: RobotModel,
 class Actuation:
     """Per-joint actuation constants and the torque laws; see the module docstring."""
 
-    def __init__(self, robot: RobotModel, cfg: JointsConfig, dt: float):
+    def __init__(self, robot: RobotModel, cfg: Group, dt: float):
         nj = robot.nj
         self.dt = dt
         self.armature = per_joint("joints.armature", cfg.armature, robot)

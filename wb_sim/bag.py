@@ -40,13 +40,10 @@ import pinocchio as pin
 
 from .errors import WbSimError
 from .recording import History, RecordingError, joint_units
+from .ros.parameters import DEFAULT_TOPICS  # the node's topics.* defaults (no rclpy)
 
 #: topic of the simulator's parameters (JSON) written by wb_sim_record
 PARAMETERS_TOPIC = "/wb_sim_record/parameters"
-#: the node's default topic names (its ``topics.*`` parameters)
-DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
-                  "contact_wrench": "contact_wrench", "robot_description": "robot_description",
-                  "joint_commands": "joint_commands"}
 NS = 1_000_000_000
 
 

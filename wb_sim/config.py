@@ -3,9 +3,12 @@
 The same dotted names are used by the YAML files in ``config/`` (inside a
 ``wb_sim: ros__parameters:`` block, nested or dotted), by the ROS node and by
 the Python API (:meth:`wb_sim.Simulator.from_params`). :data:`PARAMETERS`
-lists every fixed key with its type, default, unit and meaning; the keys of a
-contact surface ``S`` are ``S.<field>`` with the fields of
-:data:`SURFACE_PARAMETERS`.
+lists every fixed key with its type, default, unit, range and meaning (each
+a :class:`~wb_sim.parameters.Param`, the only place a value is checked); the
+``contact.*`` group comes from the contact models (:data:`wb_sim.contact.PARAMETERS`),
+each declaring its own; the keys of a contact surface ``S`` are ``S.<field>``
+with the fields of :data:`SURFACE_PARAMETERS`. The ROS node's own keys are
+declared in :mod:`wb_sim.ros.parameters`.
 
 :func:`load_config` turns a flat ``{key: value}`` dict into a frozen
 :class:`SimConfig`, rejecting unknown keys, wrong types and values out of range
@@ -14,54 +17,19 @@ with a :class:`~wb_sim.errors.ConfigError` that names the key.
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
-import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
+from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
+from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
 
 # ----------------------------------------------------------------------------
 # The parameter table
 # ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Param:
-    """One entry of the parameter table.
-
-    ``kind`` is one of ``float``, ``int``, ``bool``, ``str``, ``floats``
-    (list of floats), ``strs`` (list of strings). ``length`` fixes the length
-    of a list (``None``: any). ``check`` returns an error text or ``None``.
-    ``live`` parameters can be changed on a running simulator; every other
-    one is structural (read-only once the simulator is built).
-    """
-
-    key: str
-    kind: str
-    default: Any
-    unit: str
-    doc: str
-    length: int | None = None
-    check: Callable[[Any], str | None] | None = None
-    live: bool = False  #: may change while the simulation runs (ROS: ``ros2 param set``)
-
-
-def _positive(x):
-    return None if x > 0 else "must be > 0"
-
-
-def _nonneg(x):
-    return None if x >= 0 else "must be >= 0"
-
-
-def _nonneg_all(xs):
-    return None if all(x >= 0 for x in xs) else "every entry must be >= 0"
 
 
 def _unit_vector(xs):
@@ -71,39 +39,10 @@ def _unit_vector(xs):
     return None
 
 
-def _between(lo, hi):
-    """An integer range check; the bounds are kept for ROS parameter descriptors."""
-    def check(x):
-        return None if lo <= x <= hi else f"must be in [{lo}, {hi}]"
-
-    check.bounds = (lo, hi)
-    return check
-
-
-def _range(lo, hi):
-    """A float range check [lo, hi] (sanity bounds: beyond them a value is a typo,
-    and products such as mu**2 or 1 / rate could overflow or vanish)."""
-    def check(x):
-        return None if lo <= x <= hi else f"must be in [{lo:g}, {hi:g}]"
-
-    check.float_bounds = (lo, hi)
-    return check
-
-
-#: largest friction coefficient: mu**2 stays far from overflow, and a cone this
-#: wide already never lets a foot slip (real materials: 0.1-2)
-MAX_FRICTION_COEFFICIENT = 1.0e3
 #: contact points per surface and in all: the Delassus matrix is (3n)^2 doubles, and
 #: a 45 x 45 grid per foot took 195 s and 3.6 GB before failing
 MAX_SURFACE_POINTS = 400
 MAX_CONTACT_POINTS = 1000
-
-
-def _one_of(*choices):
-    def check(x):
-        return None if x in choices else f"must be one of {', '.join(map(repr, choices))}"
-
-    return check
 
 
 #: Every fixed parameter key. Surface keys are in :data:`SURFACE_PARAMETERS`.
@@ -119,7 +58,7 @@ PARAMETERS: tuple[Param, ...] = (
           "to the world at initial.base_position / initial.base_rpy."),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
           "Physics rate; the step is dt = 1 / physics_rate_hz, in [1, 1e6] Hz.",
-          check=_range(1.0, 1.0e6)),
+          lo=1.0, hi=1.0e6),
     Param("gravity", "floats", [0.0, 0.0, -9.81], "m/s^2", "Gravity in the world frame.",
           length=3),
     # --- ground
@@ -127,57 +66,8 @@ PARAMETERS: tuple[Param, ...] = (
           "The ground plane passes through the world point (0, 0, height)."),
     Param("ground.normal", "floats", [0.0, 0.0, 1.0], "", "Unit normal of the ground plane "
           "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
-    # --- contact
-    Param("contact.model", "str", "compliant", "",
-          "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
-          "'rigid' (impulses with a friction cone, the keys marked rigid)."),
-    Param("contact.stiffness", "float", 4.0e4, "N/m",
-          "Normal stiffness per point at the reference depth: "
-          "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", check=_nonneg, live=True),
-    Param("contact.damping", "float", 400.0, "N*s/m",
-          "Normal damping per point at the reference depth (c above).", check=_nonneg, live=True),
-    Param("contact.tangential_stiffness", "float", 2.0e5, "N/m",
-          "Tangential stiffness per point at the reference depth (ground deformation spring). "
-          "A slide that stops springs back by its elastic deformation mu f_n / (s k_t): 0.05 mm "
-          "for a 2 kg box at the default (0.27 mm at 4e4; 1e6 halves it again but leaves "
-          "delayed controllers less margin).",
-          check=_nonneg, live=True),
-    Param("contact.tangential_damping", "float", 400.0, "N*s/m",
-          "Tangential damping per point at the reference depth.", check=_nonneg, live=True),
-    Param("contact.friction_coefficient", "float", 1.0, "",
-          "Coulomb friction coefficient mu (the tangential force is at most mu f_n), "
-          "in [0, 1000].", check=_range(0.0, MAX_FRICTION_COEFFICIENT), live=True),
-    Param("contact.reference_depth", "float", 1.0e-3, "m",
-          "Penetration at which the nonlinear normal law has the secant stiffness "
-          "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
-          check=_positive),
-    Param("contact.max_penetration", "float", 0.2, "m",
-          "A contact point deeper than this raises DivergenceError (a guard against a lost "
-          "robot, not a contact parameter: a 200 kg box dropped 2 m sinks ~7 cm into the "
-          "default compliant ground).", check=_positive),
-    Param("contact.solver", "str", "admm", "",
-          "rigid: constraint solver of pinocchio >= 4, 'admm' or 'pgs' (projected Gauss-Seidel).",
-          check=_one_of("pgs", "admm")),
-    Param("contact.max_iterations", "int", 500, "",
-          "rigid: solver iteration limit per step; a step that reaches it completes with the "
-          "last iterate and is counted as not converged.", check=_positive),
-    Param("contact.tolerance", "float", 1.0e-5, "m/s",
-          "rigid: solver tolerance on the contact velocities (m/s) and, relatively, on the "
-          "impulses, measured in units of one point's share of the robot's weight, "
-          "m g dt / n (so one value fits a light box and a heavy humanoid).",
-          check=_positive),
-    Param("contact.baumgarte_gain", "float", 0.2, "",
-          "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
-          check=lambda x: None if 0.0 <= x <= 1.0 else "must be in [0, 1]"),
-    Param("contact.regularization", "float", 1.0e-3, "",
-          "rigid: regularization of each normal contact row relative to its Delassus diagonal "
-          "(R = eps G_ii): makes the problem of coplanar foot corners definite; a point at rest "
-          "sinks eps G f dt^2 / baumgarte_gain (vanishes as dt -> 0) and an impact keeps a "
-          "fraction ~eps of its speed (no bounce at any rate).",
-          check=lambda x: None if 0.0 <= x <= 1.0 else "must be in [0, 1]"),
-    Param("contact.activation_margin", "float", 0.005, "m",
-          "rigid: points closer to the ground than this enter the contact problem (their gap "
-          "term keeps them from touching early).", check=_nonneg),
+    # --- contact: the models' groups
+    *CONTACT_PARAMETERS,
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- initial state
@@ -193,15 +83,15 @@ PARAMETERS: tuple[Param, ...] = (
     # --- IMU
     Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU)."),
     Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
-          "Standard deviation of the white Gaussian gyroscope noise.", check=_nonneg),
+          "Standard deviation of the white Gaussian gyroscope noise.", lo=0.0),
     Param("imu.linear_acceleration_noise_std", "float", 0.0, "m/s^2",
-          "Standard deviation of the white Gaussian accelerometer noise.", check=_nonneg),
+          "Standard deviation of the white Gaussian accelerometer noise.", lo=0.0),
     Param("imu.angular_velocity_bias", "floats", [0.0, 0.0, 0.0], "rad/s",
           "Constant gyroscope bias, IMU frame.", length=3),
     Param("imu.linear_acceleration_bias", "floats", [0.0, 0.0, 0.0], "m/s^2",
           "Constant accelerometer bias, IMU frame.", length=3),
     Param("imu.seed", "int", 0, "", "Seed of the IMU noise generator (reset() re-seeds).",
-          check=_between(0, 2**63 - 1)),
+          lo=0, hi=2**63 - 1),
     # --- joints / actuation
     Param("joints.position_limits", "bool", True, "",
           "Enforce URDF position limits with a unilateral spring-damper."),
@@ -210,214 +100,70 @@ PARAMETERS: tuple[Param, ...] = (
           "I = the joint's effective inertia at the current configuration; integrated "
           "implicitly (stable at any rate; below ~2 dt it acts as the stiffest limit dt "
           "resolves).",
-          check=_positive),
+          lo=0.0, lo_open=True),
     Param("joints.limit_damping_ratio", "float", 1.0, "",
-          "Damping ratio of the limit spring-damper, in [0, 100].", check=_range(0.0, 100.0)),
+          "Damping ratio of the limit spring-damper, in [0, 100].", lo=0.0, hi=100.0),
     Param("joints.effort_limits", "bool", True, "",
           "Saturate torques at the effort limits (URDF or joints.effort_limit)."),
     Param("joints.effort_limit", "floats", [], "N*m or N",
           "Override of the URDF effort limits: [] = URDF, one value = all joints, "
-          "or one per joint.", check=_nonneg_all),
+          "or one per joint.", lo=0.0),
     Param("joints.urdf_dynamics", "bool", True, "",
           "Apply joint viscous damping and Coulomb friction (URDF or overrides)."),
     Param("joints.damping", "floats", [], "N*m*s/rad",
           "Override of URDF <dynamics damping>: [] = URDF, one value, or one per joint. "
-          "Integrated implicitly (stable for any value).", check=_nonneg_all),
+          "Integrated implicitly (stable for any value).", lo=0.0),
     Param("joints.friction", "floats", [], "N*m",
           "Override of URDF <dynamics friction> (Coulomb): [] = URDF, one value, or one "
-          "per joint.", check=_nonneg_all),
+          "per joint.", lo=0.0),
     Param("joints.friction_velocity", "float", 0.01, "rad/s",
           "Velocity scale of the smoothed Coulomb friction f tanh(qdot/v_s); raised per joint "
-          "to at least f dt / I where needed for explicit stability.", check=_positive),
+          "to at least f dt / I where needed for explicit stability.", lo=0.0, lo_open=True),
     Param("joints.mimic", "str", "refuse", "",
           "A moving URDF mimic joint: 'refuse' (ModelError: pinocchio's forward dynamics has no "
           "mimic coupling) | 'independent' (simulate it as an independent actuated joint; the "
           "coupling is not enforced, a warning says so).",
-          check=_one_of("refuse", "independent")),
+          choices=("refuse", "independent")),
     Param("joints.armature", "floats", [0.0], "kg*m^2",
           "Motor reflected inertia added to the mass matrix diagonal: one value or one per "
-          "joint.", check=_nonneg_all),
+          "joint.", lo=0.0),
     Param("joints.command_delay_steps", "int", 0, "steps",
           "Transport delay of the torque commands: the torques given to step k act at step "
-          "k + n (until then, the first command given). 0 = none.", check=_between(0, 100000)),
+          "k + n (until then, the first command given). 0 = none.", lo=0, hi=100000),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
 SURFACE_PARAMETERS: tuple[Param, ...] = (
     Param("frame", "str", "", "", "Frame the surface is attached to (required)."),
     Param("shape", "str", "box", "", "'box' | 'sphere' | 'points'.",
-          check=_one_of("box", "sphere", "points")),
+          choices=("box", "sphere", "points")),
     Param("size", "floats", [0.0, 0.0], "m", "box: [length along x, width along y].",
-          length=2, check=_nonneg_all),
+          length=2, lo=0.0),
     Param("offset", "floats", [0.0, 0.0], "m",
           "box: [x, y] of the rectangle's centre in the frame (the rectangle lies in the "
           "frame's z = 0 plane).", length=2),
     Param("grid", "floats", [2, 2], "",
           "box: [n, m] points along length and width (2, 2 = the 4 corners).", length=2),
-    Param("radius", "float", 0.0, "m", "sphere: radius.", check=_nonneg),
+    Param("radius", "float", 0.0, "m", "sphere: radius.", lo=0.0),
     Param("center", "floats", [0.0, 0.0, 0.0], "m", "sphere: centre in the frame.", length=3),
     Param("points", "floats", [], "m", "points: flat [x1, y1, z1, x2, ...] in the frame."),
 )
 
-_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def _topic(x):
-    """A ROS 2 topic name (the rules of rcl's topic name validation, without
-    substitutions): tokens of letters, digits and '_' not starting with a digit,
-    separated by single '/', optionally absolute ('/') or private ('~/')."""
-    if not x:
-        return None
-    body = x[2:] if x.startswith("~/") else x[1:] if x.startswith("/") else x
-    if not body or any(not _TOPIC_TOKEN.match(t) for t in body.split("/")):
-        return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
-                "start with a digit, separated by single '/', optionally starting with '/' or "
-                "'~/' ('' disables the stream)")
-    return None
-
-
-_RATE_DOC = "Publishing rate; 0 = every physics step. Rounded to a whole number of steps."
-
-#: Parameters of the ROS 2 node (``wb_sim_node``) only. They share the node's
-#: ``wb_sim: ros__parameters:`` block with :data:`PARAMETERS`; the core ignores them.
-NODE_PARAMETERS: tuple[Param, ...] = (
-    Param("real_time_factor", "float", 1.0, "",
-          "Pace of the physics loop against the wall clock: 1 = real time, 2 = twice as "
-          "fast, 0 = as fast as possible.", check=_nonneg, live=True),
-    Param("realtime_priority", "int", 50, "",
-          "SCHED_FIFO priority (1-99) of the physics thread while it paces itself against "
-          "the wall clock (sync.mode realtime, real_time_factor > 0), so that it wakes on time "
-          "for its deadlines (as ros2_control's controller manager does); 0 = the normal "
-          "scheduler. Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
-          "rtprio limit); without it the node logs a warning and keeps the normal scheduler. "
-          "A loop that falls 0.5 s behind goes back to the normal scheduler (logged) until "
-          "real_time_factor changes.",
-          check=_between(0, 99)),
-    Param("world_frame", "str", "world", "", "TF frame of the world (the ground's frame)."),
-    Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.contact_wrench_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, check=_nonneg),
-    Param("publish.stats_period_s", "float", 10.0, "s",
-          "Wall-clock period of the log line with the achieved real-time factor, deadline "
-          "misses and command latency; 0 = never.", check=_nonneg, live=True),
-    Param("topics.joint_states", "str", "joint_states", "",
-          "sensor_msgs/JointState out ('' = off).", check=_topic),
-    Param("topics.imu", "str", "imu/data", "", "sensor_msgs/Imu out ('' = off).", check=_topic),
-    Param("topics.contact_wrench", "str", "contact_wrench", "",
-          "Prefix of the geometry_msgs/WrenchStamped topics <prefix>/<surface> ('' = off).",
-          check=_topic),
-    Param("topics.odom", "str", "odom/ground_truth", "",
-          "nav_msgs/Odometry of the floating base ('' = off).", check=_topic),
-    Param("topics.tf", "str", "/tf", "", "tf2_msgs/TFMessage of the moving frames ('' = off).",
-          check=_topic),
-    Param("topics.tf_static", "str", "/tf_static", "",
-          "tf2_msgs/TFMessage of the fixed frames, once, transient-local ('' = off).",
-          check=_topic),
-    Param("topics.clock", "str", "/clock", "", "rosgraph_msgs/Clock, simulated time ('' = off).",
-          check=_topic),
-    Param("topics.robot_description", "str", "robot_description", "",
-          "std_msgs/String with the URDF, transient-local ('' = off).", check=_topic),
-    Param("topics.joint_commands", "str", "joint_commands", "",
-          "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
-          check=_topic),
-    Param("topics.effort_commands", "str", "effort_commands", "",
-          "std_msgs/Float64MultiArray in: efforts in command.joint_names order ('' = off).",
-          check=_topic),
-    Param("command.joint_names", "strs", [], "",
-          "Order of the effort_commands entries ([] = every actuated joint, in the order of "
-          "joint_states)."),
-    Param("command.wait_for_first", "bool", False, "",
-          "Hold the physics at t = 0 until the first valid command arrives (for a controller "
-          "that starts after the simulator; the launch file sets it with controller:=pd)."),
-    Param("command.timeout_s", "float", 0.1, "s",
-          "Watchdog: the last valid command is held this long (simulated time); with no new "
-          "one by then, command.timeout_action applies until commands return; 0 = never.",
-          check=_nonneg, live=True),
-    Param("command.timeout_action", "str", "damp", "",
-          "After command.timeout_s without a valid command: 'damp': joint damping "
-          "tau = -command.timeout_damping qdot (what a real robot's drives do on a lost "
-          "link: the robot sinks slowly instead of dropping) | 'hold': keep the last valid "
-          "torques | 'zero': zero torques.",
-          check=_one_of("damp", "hold", "zero"), live=True),
-    Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
-          "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
-          "within the effort limits.", check=_nonneg, live=True),
-    Param("sync.mode", "str", "realtime", "",
-          "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
-          "the physics waits for one valid command before the next step (deterministic "
-          "closed loop).", check=_one_of("realtime", "lockstep")),
-    Param("sync.match_stamp", "bool", True, "",
-          "Lockstep: a joint_commands message counts only if its header.stamp equals the "
-          "stamp of the last joint state; other (stale) ones are ignored. effort_commands "
-          "carry no stamp and are then refused; false: the first command after each state "
-          "counts."),
-    Param("sync.timeout_s", "float", 0.0, "s",
-          "Lockstep, wall time: with no valid command this long, step with the last valid "
-          "one and count a miss; 0 = wait forever.", check=_nonneg, live=True),
-    Param("topics.external_wrench", "str", "external_wrench", "",
-          "geometry_msgs/WrenchStamped in: a push on the link header.frame_id (force, torque "
-          "in that link's frame, about its origin) ('' = off).", check=_topic),
-    Param("external_wrench.duration_s", "float", 0.1, "s",
-          "How long a wrench on topics.external_wrench acts, from the step it arrives.",
-          check=_positive, live=True),
-    Param("stop_after_s", "float", 0.0, "s",
-          "Simulated time at which the node stops and exits with code 0, after a last stats "
-          "line (wb_sim_run --duration); 0 = run until stopped.", check=_nonneg),
-    Param("viewer", "str", "none", "",
-          "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
-          "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
-          check=_one_of("none", "meshcat")),
-)
-
-_PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
-PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key (the simulator's live checks)
-_NODE_PARAM_BY_KEY = {p.key: p for p in NODE_PARAMETERS}
-_SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
+_PARAM_BY_KEY = by_key(PARAMETERS)
+PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key
+_SURFACE_BY_FIELD = by_key(SURFACE_PARAMETERS)
+#: the first part of a dotted key: a group (``contact``, ``imu``, ...); no surface takes its name
+_GROUPS = tuple(dict.fromkeys(k.partition(".")[0] for k in _PARAM_BY_KEY if "." in k))
 
 
 # ----------------------------------------------------------------------------
-# Typed configuration
+# Typed configuration: the groups of the table, read as attributes
 # ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class GroundConfig:
-    height: float  #: m
-    normal: tuple[float, float, float]  #: unit vector, world frame
-
-
-@dataclass(frozen=True)
-class ContactConfig:
-    model: str
-    stiffness: float  #: N/m at the reference depth
-    damping: float  #: N*s/m at the reference depth
-    tangential_stiffness: float  #: N/m
-    tangential_damping: float  #: N*s/m
-    friction_coefficient: float
-    reference_depth: float  #: m
-    max_penetration: float  #: m
-    solver: str  #: rigid: 'pgs' | 'admm'
-    max_iterations: int  #: rigid
-    tolerance: float  #: rigid, m/s (impulses: relative, see contact.rigid)
-    baumgarte_gain: float  #: rigid
-    regularization: float  #: rigid, relative to the Delassus diagonal
-    activation_margin: float  #: rigid, m
-
-
-@dataclass(frozen=True)
-class SurfaceConfig:
-    name: str
-    frame: str
-    shape: str
-    size: tuple[float, float]
-    offset: tuple[float, float]
-    grid: tuple[int, int]
-    radius: float
-    center: tuple[float, float, float]
-    points: tuple[tuple[float, float, float], ...]
+class SurfaceConfig(Group):
+    """A contact surface: ``name`` and the fields of :data:`SURFACE_PARAMETERS`
+    (``grid`` as integers, ``points`` as (x, y, z) triples)."""
 
     def local_points(self) -> np.ndarray:
         """Contact points in the surface frame, (n, 3) metres.
@@ -436,55 +182,12 @@ class SurfaceConfig:
         return np.array(self.points, dtype=float).reshape(-1, 3)
 
 
-@dataclass(frozen=True)
-class InitialConfig:
-    joint_names: tuple[str, ...]
-    joint_positions: tuple[float, ...]
-    base_position: tuple[float, float, float]
-    base_rpy: tuple[float, float, float]
-
-
-@dataclass(frozen=True)
-class ImuConfig:
-    frame: str
-    angular_velocity_noise_std: float
-    linear_acceleration_noise_std: float
-    angular_velocity_bias: tuple[float, float, float]
-    linear_acceleration_bias: tuple[float, float, float]
-    seed: int
-
-
-@dataclass(frozen=True)
-class JointsConfig:
-    mimic: str
-    position_limits: bool
-    limit_time_constant: float
-    limit_damping_ratio: float
-    effort_limits: bool
-    effort_limit: tuple[float, ...]
-    urdf_dynamics: bool
-    damping: tuple[float, ...]
-    friction: tuple[float, ...]
-    friction_velocity: float
-    armature: tuple[float, ...]
-    command_delay_steps: int
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """The validated parameter set. Build it with :func:`load_config`."""
-
-    urdf_path: str
-    robot_description: str
-    floating_base: bool
-    physics_rate_hz: float
-    gravity: tuple[float, float, float]
-    ground: GroundConfig
-    contact: ContactConfig
-    surfaces: tuple[SurfaceConfig, ...]
-    initial: InitialConfig
-    imu: ImuConfig
-    joints: JointsConfig
+class SimConfig(Group):
+    """The validated parameter set (build it with :func:`load_config`): the keys
+    without a dot as attributes (``config.gravity``), each group as a
+    :class:`~wb_sim.parameters.Group` (``config.contact.stiffness``,
+    ``config.ground.normal``, normalized), and ``surfaces``, a tuple of
+    :class:`SurfaceConfig`."""
 
     @property
     def dt(self) -> float:
@@ -497,63 +200,9 @@ class SimConfig:
 # ----------------------------------------------------------------------------
 
 
-def _coerce(key: str, p: Param, value: Any) -> Any:
-    """Convert ``value`` to the parameter's kind, or raise ConfigError naming ``key``."""
-
-    def bad(why: str) -> ConfigError:
-        return ConfigError(f"parameter '{key}': {why} (got {value!r})")
-
-    kind = p.kind
-    if kind == "bool":
-        if not isinstance(value, (bool, np.bool_)):
-            raise bad("expected a bool")
-        out: Any = bool(value)
-    elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise bad("expected an integer")
-        out = int(value)
-    elif kind == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise bad("expected a number")
-        out = float(value)
-        if not math.isfinite(out):
-            raise bad("must be finite")
-    elif kind == "str":
-        if not isinstance(value, str):
-            raise bad("expected a string")
-        out = value
-    elif kind in ("floats", "strs"):
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and kind == "floats":
-            value = [value]
-        if isinstance(value, np.ndarray):
-            value = value.tolist()
-        if not isinstance(value, (list, tuple)):
-            raise bad("expected a list")
-        if kind == "strs":
-            if not all(isinstance(v, str) for v in value):
-                raise bad("expected a list of strings")
-            out = tuple(value)
-        else:
-            if not all(isinstance(v, (int, float, np.integer, np.floating))
-                       and not isinstance(v, bool) for v in value):
-                raise bad("expected a list of numbers")
-            out = tuple(float(v) for v in value)
-            if not all(math.isfinite(v) for v in out):
-                raise bad("every entry must be finite")
-        if p.length is not None and len(out) != p.length:
-            raise bad(f"expected {p.length} entries")
-    else:  # pragma: no cover - table error
-        raise AssertionError(kind)
-    if p.check is not None:
-        why = p.check(out)
-        if why:
-            raise bad(why)
-    return out
-
-
 def coerce_parameter(key: str, p: Param, value: Any) -> Any:
     """``value`` checked and converted as parameter ``p`` (ConfigError naming ``key``)."""
-    return _coerce(key, p, value)
+    return p.coerce(value, key)
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -629,50 +278,11 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     return flat
 
 
-#: parameters rclpy declares itself on every node
-ROS_OWN_PARAMETERS = ("use_sim_time", "start_type_description_service")
-
-
-def is_node_key(key: str) -> bool:
-    """Whether ``key`` belongs to the ROS node rather than the physics core
-    (:data:`NODE_PARAMETERS`, and the parameters rclpy itself owns)."""
-    return key in _NODE_PARAM_BY_KEY or key in ROS_OWN_PARAMETERS or key.startswith("qos_overrides.")
-
-
-@dataclass(frozen=True)
-class NodeConfig:
-    """The validated :data:`NODE_PARAMETERS` (build with :func:`load_node_config`);
-    ``cfg["publish.tf_rate_hz"]`` gives a typed value."""
-
-    values: Mapping[str, Any]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.values[key]
-
-    def decimation(self, key: str, physics_rate_hz: float) -> int:
-        """Physics steps between two messages of the stream whose rate is ``key``."""
-        rate = self.values[key]
-        if rate == 0:
-            return 1
-        if rate > physics_rate_hz * (1 + 1e-9):
-            raise ConfigError(f"parameter '{key}' = {rate:g} Hz is above physics_rate_hz = "
-                              f"{physics_rate_hz:g} Hz (0 = every physics step)")
-        return max(1, round(physics_rate_hz / rate))
-
-
-def load_node_config(params: Mapping[str, Any]) -> NodeConfig:
-    """Validate the node's own keys of a flat parameter dict (others are ignored)."""
-    flat = flatten(params)
-    values = {p.key: _coerce(p.key, p, flat[p.key]) if p.key in flat else
-              (tuple(p.default) if isinstance(p.default, list) else p.default)
-              for p in NODE_PARAMETERS}
-    return NodeConfig(values)
-
-
-def _unknown_key_error(key: str, known: list[str]) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=3)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    return ConfigError(f"unknown parameter '{key}'{hint}")
+def _foreign_key(key: str) -> bool:
+    """A key of the ROS node that shares the ``wb_sim: ros__parameters:`` block (its
+    declarations, :mod:`wb_sim.ros.parameters`, import no rclpy)."""
+    from .ros.parameters import is_node_key
+    return is_node_key(key)
 
 
 def load_config(params: Mapping[str, Any]) -> SimConfig:
@@ -680,13 +290,11 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
 
     Nested dicts are accepted too and flattened. Missing keys take their
     defaults; unknown keys, wrong types and out-of-range values raise
-    :class:`ConfigError` naming the key.
+    :class:`ConfigError` naming the key. The ROS node's keys are left to it.
     """
     flat = flatten(params)
-    values: dict[str, Any] = {}
-    for p in PARAMETERS:
-        values[p.key] = _coerce(p.key, p, flat[p.key]) if p.key in flat else (
-            tuple(p.default) if isinstance(p.default, list) else p.default)
+    values = {p.key: p.coerce(flat[p.key]) if p.key in flat else p.default_value
+              for p in PARAMETERS}
 
     surface_names = values["contact_surfaces"]
     if len(set(surface_names)) != len(surface_names):
@@ -694,18 +302,19 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     for s in surface_names:
         if not s or "." in s:
             raise ConfigError(f"parameter 'contact_surfaces': invalid surface name {s!r}")
-        if any(s == p.key.split(".")[0] for p in PARAMETERS):
+        if s in _GROUPS or s in _PARAM_BY_KEY:
             raise ConfigError(
                 f"parameter 'contact_surfaces': surface name {s!r} clashes with a parameter group")
 
     known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
     for key in flat:
-        if key in _PARAM_BY_KEY or is_node_key(key):
+        if key in _PARAM_BY_KEY:
             continue
         head, _, field = key.partition(".")
         if head in surface_names and field in _SURFACE_BY_FIELD:
             continue
-        raise _unknown_key_error(key, known)
+        if not _foreign_key(key):
+            raise unknown_key_error(key, known)
 
     surfaces = tuple(_surface(name, flat) for name in surface_names)
     n_points = sum(s.grid[0] * s.grid[1] if s.shape == "box" else
@@ -725,34 +334,24 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     if len(set(jn)) != len(jn):
         raise ConfigError("parameter 'initial.joint_names': names must be unique")
 
-    def group(prefix: str, cls):
-        fields = cls.__dataclass_fields__
-        return cls(**{f: values[f"{prefix}.{f}"] for f in fields})
-
-    ground = GroundConfig(height=values["ground.height"],
-                          normal=tuple(np.asarray(values["ground.normal"]) /
-                                       np.linalg.norm(values["ground.normal"])))
-    return SimConfig(
-        urdf_path=values["urdf_path"],
-        robot_description=values["robot_description"],
-        floating_base=values["floating_base"],
-        physics_rate_hz=values["physics_rate_hz"],
-        gravity=values["gravity"],
-        ground=ground,
-        contact=group("contact", ContactConfig),
-        surfaces=surfaces,
-        initial=group("initial", InitialConfig),
-        imu=group("imu", ImuConfig),
-        joints=group("joints", JointsConfig),
-    )
+    normal = np.asarray(values["ground.normal"])
+    values["ground.normal"] = tuple((normal / np.linalg.norm(normal)).tolist())
+    top: dict[str, Any] = {g: {} for g in _GROUPS}
+    for key, v in values.items():
+        head, _, field = key.partition(".")
+        if field:
+            top[head][field] = v
+        else:
+            top[key] = v
+    return SimConfig({**{k: Group(v) if k in _GROUPS else v for k, v in top.items()},
+                      "surfaces": surfaces})
 
 
 def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
     v = {}
     for f, p in _SURFACE_BY_FIELD.items():
         key = f"{name}.{f}"
-        v[f] = _coerce(key, p, flat[key]) if key in flat else (
-            tuple(p.default) if isinstance(p.default, list) else p.default)
+        v[f] = p.coerce(flat[key], key) if key in flat else p.default_value
     if not v["frame"]:
         raise ConfigError(f"parameter '{name}.frame' is required for contact surface '{name}'")
     shape = v["shape"]
@@ -786,22 +385,10 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
         raise AssertionError(shape)
     v["points"] = tuple(tuple(v["points"][i:i + 3]) for i in range(0, len(v["points"]), 3))
     v["grid"] = tuple(int(g) for g in v["grid"])
-    return SurfaceConfig(name=name, **v)
+    return SurfaceConfig({"name": name, **v})
 
 
 def parameter_table_markdown() -> str:
     """The README's parameter table, generated from :data:`PARAMETERS`."""
-    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
-
-
-def node_parameter_table_markdown() -> str:
-    """The README's table of the ROS node's own parameters."""
-    return _table([(p.key, p) for p in NODE_PARAMETERS])
-
-
-def _table(rows_in) -> str:
-    rows = ["| parameter | type | default | unit | live | meaning |", "|---|---|---|---|---|---|"]
-    for key, p in rows_in:  # defaults in their YAML spelling
-        rows.append(f"| `{key}` | {p.kind} | `{json.dumps(p.default)}` | {p.unit} | "
-                    f"{'yes' if p.live else ''} | {p.doc.replace('|', chr(92) + '|')} |")
-    return "\n".join(rows)
+    return table_markdown([(p.key, p) for p in PARAMETERS]
+                          + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])

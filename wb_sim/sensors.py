@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from .config import ImuConfig
+from .parameters import Group
 from .robot import RobotModel, rotate_inverse
 
 
@@ -56,7 +56,7 @@ class ContactPointsReading:
 class Imu:
     """An IMU at a frame of the robot; see the module docstring."""
 
-    def __init__(self, robot: RobotModel, cfg: ImuConfig, gravity: np.ndarray,
+    def __init__(self, robot: RobotModel, cfg: Group, gravity: np.ndarray,
                  model: pin.Model | None = None, closed_form: bool = True):
         """``model``: the model whose configuration and velocity :meth:`read`
         receives (default ``robot.model``; the simulator passes its stepping

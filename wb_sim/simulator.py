@@ -32,10 +32,9 @@ import numpy as np
 import pinocchio as pin
 
 from .actuation import Actuation
-from .config import (PARAMETER_BY_KEY, SimConfig, coerce_parameter, load_config,
-                     read_yaml_params)
+from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
-from .errors import CommandError, ConfigError, DivergenceError, ModelError
+from .errors import CommandError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
@@ -353,26 +352,9 @@ class Simulator:
         finite value >= 0 is stable (the contact is integrated implicitly);
         :attr:`notes` says if the rate no longer resolves it.
         """
-        live = tuple(self.contact.LIVE_PARAMETERS)
-        new = self.contact.parameters()
-        old = dict(new)
-        # every value is checked against the parameter table (type, finite, range) before
-        # anything changes: the change is whole or not at all
-        for key, value in values.items():
-            short = key.removeprefix("contact.")
-            if short not in new:
-                raise ConfigError(f"parameter 'contact.{short}' cannot be changed while running; "
-                                  f"live contact parameters: "
-                                  f"{', '.join('contact.' + k for k in live)}")
-            p = PARAMETER_BY_KEY[f"contact.{short}"]
-            new[short] = coerce_parameter(p.key, p, value)
-        try:
-            self.contact.set_parameters(**new)  # validates every value, then applies them all
-        except Exception as e:
-            self.contact.set_parameters(**old)
-            if isinstance(e, ConfigError):
-                raise
-            raise ConfigError(f"contact parameters {values!r} refused: {e}") from e
+        # the model checks every value against its own declarations (type, finite, range)
+        # before anything changes: the change is whole or not at all
+        self.contact.set_parameters(**values)
         self._note_contact_resolution()
 
     def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),

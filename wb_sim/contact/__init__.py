@@ -10,20 +10,24 @@ the point forces and the next per-point state.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..config import SimConfig
-from ..errors import ConfigError
+from ..parameters import Param
 from .compliant import STATUS_NAMES, CompliantContact
 from .points import ContactPoints, Ground
 from .rigid import RigidContact
+
+if TYPE_CHECKING:
+    from ..config import SimConfig
 
 class ContactModel(Protocol):
     """What the simulator needs of a contact model."""
 
     name: str
+    #: the model's parameter group (``contact.<name>`` declarations), validated there
+    PARAMETERS: tuple[Param, ...]
     #: parameters ``ros2 param set`` / ``Simulator.set_contact_parameters`` may change
     LIVE_PARAMETERS: tuple[str, ...]
     max_penetration: float  #: m: deeper raises DivergenceError
@@ -53,7 +57,8 @@ class ContactModel(Protocol):
     def restore(self, snap: tuple) -> None: ...
 
     def set_parameters(self, **values: float) -> None:
-        """Validate all, then apply all (ConfigError: nothing changes)."""
+        """Change some live parameters: all checked by their declarations, then
+        applied together (ConfigError: nothing changes)."""
 
     def resolution_note(self, delassus: np.ndarray, weight: float, dt: float) -> str | None:
         """A sentence for the log if dt does not resolve the contact."""
@@ -66,16 +71,29 @@ CONTACT_MODELS = {
 }
 
 
+
+
+def _known_model(name: str) -> str | None:
+    return None if name in CONTACT_MODELS else (
+        f"unknown contact model {name!r}; valid choices: {', '.join(sorted(CONTACT_MODELS))}")
+
+
+#: the ``contact.*`` parameters: the model's name, then each model's group in the order
+#: of :data:`CONTACT_MODELS` (a parameter two models read is declared once, in their
+#: shared module, and listed once). Every key is accepted whichever model runs, so one
+#: file can hold the settings of both.
+PARAMETERS: tuple[Param, ...] = (
+    Param("contact.model", "str", "compliant", "",
+          "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
+          "'rigid' (impulses with a friction cone, the keys marked rigid).", check=_known_model),
+    *dict.fromkeys(p for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS),
+)
+
+
 def make_contact_model(config: SimConfig, points: ContactPoints):
-    """Instantiate the model named by ``contact.model``."""
-    try:
-        cls = CONTACT_MODELS[config.contact.model]
-    except KeyError:
-        raise ConfigError(
-            f"parameter 'contact.model': unknown contact model {config.contact.model!r}; "
-            f"valid choices: {', '.join(sorted(CONTACT_MODELS))}") from None
-    return cls(config.contact, points)
+    """Instantiate the model named by ``contact.model`` (validated by its declaration)."""
+    return CONTACT_MODELS[config.contact.model](config.contact, points)
 
 
-__all__ = ["CONTACT_MODELS", "ContactModel", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
+__all__ = ["CONTACT_MODELS", "PARAMETERS", "ContactModel", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
            "RigidContact", "make_contact_model"]

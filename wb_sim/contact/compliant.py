@@ -55,10 +55,33 @@ import math
 import numpy as np
 from scipy.linalg.lapack import dposv as _posv  # Cholesky solve of an SPD system
 
-from ..config import ContactConfig
-from ..errors import ConfigError
 from ..linalg import upper_sym_mm
+from ..parameters import Param
 from .points import ContactPoints
+from .shared import FRICTION_COEFFICIENT, MAX_PENETRATION, checked_live_values, live_names
+
+#: the compliant model's parameter group (``contact.model: compliant``); every finite
+#: value >= 0 of a live one is stable (the law is integrated implicitly)
+PARAMETERS: tuple[Param, ...] = (
+    Param("contact.stiffness", "float", 4.0e4, "N/m",
+          "Normal stiffness per point at the reference depth: "
+          "f_n = sqrt(d/d_ref) (k d + c d_dot), d = penetration.", lo=0.0, live=True),
+    Param("contact.damping", "float", 400.0, "N*s/m",
+          "Normal damping per point at the reference depth (c above).", lo=0.0, live=True),
+    Param("contact.tangential_stiffness", "float", 2.0e5, "N/m",
+          "Tangential stiffness per point at the reference depth (ground deformation spring). "
+          "A slide that stops springs back by its elastic deformation mu f_n / (s k_t): 0.05 mm "
+          "for a 2 kg box at the default (0.27 mm at 4e4; 1e6 halves it again but leaves "
+          "delayed controllers less margin).", lo=0.0, live=True),
+    Param("contact.tangential_damping", "float", 400.0, "N*s/m",
+          "Tangential damping per point at the reference depth.", lo=0.0, live=True),
+    FRICTION_COEFFICIENT,
+    Param("contact.reference_depth", "float", 1.0e-3, "m",
+          "Penetration at which the nonlinear normal law has the secant stiffness "
+          "contact.stiffness (Azad & Featherstone's sqrt(d) factor is sqrt(d/d_ref)).",
+          lo=0.0, lo_open=True),
+    MAX_PENETRATION,
+)
 
 #: names of the per-point contact states, indexed by the state code
 STATUS_NAMES = ("none", "stick", "slip")
@@ -83,11 +106,12 @@ class CompliantContact:
     """Nonlinear compliant ground contact, linearly implicit; see the module docstring."""
 
     name = "compliant"
+    PARAMETERS = PARAMETERS
     #: parameters that may change while running (the ROS node's `ros2 param set`)
-    LIVE_PARAMETERS = ("stiffness", "damping", "tangential_stiffness", "tangential_damping",
-                       "friction_coefficient")
+    LIVE_PARAMETERS = live_names(PARAMETERS)
 
-    def __init__(self, params: ContactConfig, points: ContactPoints):
+    def __init__(self, params, points: ContactPoints):
+        """``params``: the validated ``contact`` group (``config.contact``)."""
         self.points = points
         self.reference_depth = params.reference_depth
         self.max_penetration = params.max_penetration
@@ -107,7 +131,7 @@ class CompliantContact:
         self._A_all = np.zeros((3 * n, 3 * n))
         self._diag_all = np.zeros((3, n))
         self._diag_all_flat = self._diag_all.reshape(-1)
-        self.set_parameters(**{k: getattr(params, k) for k in self.LIVE_PARAMETERS})
+        self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
 
@@ -116,23 +140,16 @@ class CompliantContact:
         return {"stiffness": self.k, "damping": self.c, "tangential_stiffness": self.kt,
                 "tangential_damping": self.ct, "friction_coefficient": self.mu}
 
-    def set_parameters(self, *, stiffness: float, damping: float, tangential_stiffness: float,
-                       tangential_damping: float, friction_coefficient: float) -> None:
-        """Change the contact constants: all validated first, then applied together
-        (on a :class:`ConfigError` nothing changes). Any finite value >= 0 is
-        stable; the next step uses them."""
-        values = {"stiffness": stiffness, "damping": damping,
-                  "tangential_stiffness": tangential_stiffness,
-                  "tangential_damping": tangential_damping,
-                  "friction_coefficient": friction_coefficient}
-        for key, value in values.items():
-            if not (isinstance(value, (int, float, np.integer, np.floating))
-                    and not isinstance(value, bool) and math.isfinite(value) and value >= 0):
-                raise ConfigError(f"parameter 'contact.{key}' must be a finite number >= 0, "
-                                  f"got {value!r}")
-        self.k, self.c = float(stiffness), float(damping)
-        self.kt, self.ct = float(tangential_stiffness), float(tangential_damping)
-        self.mu = float(friction_coefficient)
+    def set_parameters(self, **values: float) -> None:
+        """Change live contact constants (the others keep their values): all checked
+        by their declarations first, then applied together (on a :class:`ConfigError`
+        nothing changes). Any finite value >= 0 is stable; the next step uses them."""
+        self._apply(checked_live_values(PARAMETERS, self.parameters(), values))
+
+    def _apply(self, v) -> None:
+        self.k, self.c = float(v["stiffness"]), float(v["damping"])
+        self.kt, self.ct = float(v["tangential_stiffness"]), float(v["tangential_damping"])
+        self.mu = float(v["friction_coefficient"])
         self._cone = np.array([1.0, 1.0, -self.mu**2])  # . p^2 = |p_t|^2 - mu^2 p_n^2
         self._coef_dt = None  # the per-row constants are rebuilt at the next step
 

@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
 
-from ..config import SimConfig
 from ..robot import RobotModel
+
+if TYPE_CHECKING:
+    from ..config import SimConfig
 
 
 @dataclass(frozen=True)

@@ -48,15 +48,44 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from ..config import ContactConfig
-from ..errors import ConfigError, UnsupportedError
+from ..errors import UnsupportedError
 from ..linalg import upper_sym_mm
+from ..parameters import Param
 from .points import ContactPoints
+from .shared import FRICTION_COEFFICIENT, MAX_PENETRATION, checked_live_values, live_names
 
 #: m/s^2, the impulse unit's gravity (whatever the configured gravity)
 STANDARD_GRAVITY = 9.80665
 
 SOLVERS = ("pgs", "admm")
+
+#: the rigid model's parameter group (``contact.model: rigid``)
+PARAMETERS: tuple[Param, ...] = (
+    FRICTION_COEFFICIENT,
+    MAX_PENETRATION,
+    Param("contact.solver", "str", "admm", "",
+          "rigid: constraint solver of pinocchio >= 4, 'admm' or 'pgs' (projected Gauss-Seidel).",
+          choices=SOLVERS),
+    Param("contact.max_iterations", "int", 500, "",
+          "rigid: solver iteration limit per step; a step that reaches it completes with the "
+          "last iterate and is counted as not converged.", lo=0, lo_open=True),
+    Param("contact.tolerance", "float", 1.0e-5, "m/s",
+          "rigid: solver tolerance on the contact velocities (m/s) and, relatively, on the "
+          "impulses, measured in units of one point's share of the robot's weight, "
+          "m g dt / n (so one value fits a light box and a heavy humanoid).",
+          lo=0.0, lo_open=True),
+    Param("contact.baumgarte_gain", "float", 0.2, "",
+          "rigid: fraction of a penetration removed per step (0 = none, 1 = all at once).",
+          lo=0.0, hi=1.0),
+    Param("contact.regularization", "float", 1.0e-3, "",
+          "rigid: regularization of each normal contact row relative to its Delassus diagonal "
+          "(R = eps G_ii): makes the problem of coplanar foot corners definite; a point at rest "
+          "sinks eps G f dt^2 / baumgarte_gain (vanishes as dt -> 0) and an impact keeps a "
+          "fraction ~eps of its speed (no bounce at any rate).", lo=0.0, hi=1.0),
+    Param("contact.activation_margin", "float", 0.005, "m",
+          "rigid: points closer to the ground than this enter the contact problem (their gap "
+          "term keeps them from touching early).", lo=0.0),
+)
 #: a loaded point slips when its tangential speed exceeds this many solver tolerances
 SLIP_TOLERANCES = 10.0
 
@@ -75,13 +104,12 @@ class RigidContact:
     """Rigid frictional contact; see the module docstring."""
 
     name = "rigid"
-    LIVE_PARAMETERS = ("friction_coefficient",)
+    PARAMETERS = PARAMETERS
+    LIVE_PARAMETERS = live_names(PARAMETERS)
 
-    def __init__(self, params: ContactConfig, points: ContactPoints):
+    def __init__(self, params, points: ContactPoints):
+        """``params``: the validated ``contact`` group (``config.contact``)."""
         _require_solvers()
-        if params.solver not in SOLVERS:
-            raise ConfigError(f"parameter 'contact.solver': unknown solver {params.solver!r}; "
-                              f"valid choices: {', '.join(SOLVERS)}")
         self.points = points
         self.solver_name = params.solver
         self.max_iterations = params.max_iterations
@@ -139,13 +167,11 @@ class RigidContact:
         """The live parameters, by their ``contact.`` names."""
         return {"friction_coefficient": self.mu}
 
-    def set_parameters(self, *, friction_coefficient: float) -> None:
-        value = friction_coefficient
-        if not (isinstance(value, (int, float, np.integer, np.floating))
-                and not isinstance(value, bool) and np.isfinite(value) and value >= 0):
-            raise ConfigError(f"parameter 'contact.friction_coefficient' must be a finite number "
-                              f">= 0, got {value!r}")
-        self.mu = float(friction_coefficient)
+    def set_parameters(self, **values: float) -> None:
+        """Change live contact constants, checked by their declarations (on a
+        :class:`ConfigError` nothing changes)."""
+        self.mu = float(checked_live_values(PARAMETERS, self.parameters(),
+                                            values)["friction_coefficient"])
         self._problems.clear()  # the cones carry mu
 
     def resolution_note(self, delassus, weight, dt) -> None:

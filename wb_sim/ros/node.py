@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 import rclpy
-from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
-                                SetParametersResult)
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy._rclpy_pybind11 import RCLError
@@ -48,13 +47,13 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
-                      _unknown_key_error, is_node_key, load_config, load_node_config,
-                      read_yaml_params)
+from ..config import PARAMETERS, SURFACE_PARAMETERS, load_config, read_yaml_params
+from ..parameters import unknown_key_error
 from ..errors import ConfigError, DivergenceError, WbSimError
 from ..robot import urdf_for_ros
 from ..simulator import Simulator
 from . import conversions as cv
+from .parameters import NODE_PARAMETERS, descriptor, is_node_key, load_node_config
 from .frames import FrameTree
 
 try:
@@ -110,25 +109,6 @@ MAX_PUSHES = 100
 DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
 #: live parameters of the node (the core's live ones are its contact parameters)
 _LIVE_CORE = tuple(p.key for p in PARAMETERS if p.live)
-
-
-def _descriptor(key: str, p) -> ParameterDescriptor:
-    unit = f" [{p.unit}]" if p.unit else ""
-    d = ParameterDescriptor(name=key, description=f"{p.doc}{unit}", read_only=not p.live,
-                            dynamic_typing=True)
-    if p.kind == "float" and p.check is not None and p.check(-1.0) is not None \
-            and p.check(0.5) is None:  # lower bound 0 (>= 0 or > 0)
-        d.floating_point_range = [FloatingPointRange(from_value=0.0, to_value=math.inf)]
-        if p.check is _positive:
-            d.additional_constraints = "> 0"
-    float_bounds = getattr(p.check, "float_bounds", None)
-    if p.kind == "float" and float_bounds is not None:
-        d.floating_point_range = [FloatingPointRange(from_value=float(float_bounds[0]),
-                                                     to_value=float(float_bounds[1]))]
-    bounds = getattr(p.check, "bounds", None)
-    if p.kind == "int" and bounds is not None:
-        d.integer_range = [IntegerRange(from_value=bounds[0], to_value=bounds[1], step=1)]
-    return d
 
 
 class _Stats:
@@ -278,7 +258,7 @@ class SimNode(Node):
 
         def declare(key: str, p) -> None:
             value = self.declare_parameter(key, defaults.get(key, p.default),
-                                           _descriptor(key, p)).value
+                                           descriptor(key, p)).value
             if value is None and p.kind in ("floats", "strs"):
                 value = []  # `key: []` in a YAML file: rclpy has no type for an empty list
             flat[key] = value
@@ -292,7 +272,7 @@ class SimNode(Node):
         # would ignore it: a misspelt `contact: stifness:` silently kept the default)
         unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
         if unknown:
-            raise _unknown_key_error(unknown[0], sorted(flat))
+            raise unknown_key_error(unknown[0], sorted(flat))
         flat["urdf_path"] = self._urdf_relative_to_its_file(flat["urdf_path"])
         return flat
 

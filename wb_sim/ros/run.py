@@ -38,8 +38,9 @@ from pathlib import Path
 import yaml
 
 from .. import config_path
-from ..config import load_config, load_node_config, read_yaml_params
+from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
+from .parameters import load_node_config
 
 #: wall seconds without progress of the simulated time (or, at the start, without a
 #: first stats line) after which the run is declared stuck

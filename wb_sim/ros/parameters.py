@@ -1,0 +1,213 @@
+"""The ROS 2 node's own parameters, and how the node declares every parameter.
+
+This module imports no rclpy (only :func:`descriptor` needs ``rcl_interfaces``,
+imported when called): :mod:`wb_sim.config` asks :func:`is_node_key` which keys of
+a shared ``wb_sim: ros__parameters:`` block are the node's, and :mod:`wb_sim.bag`
+reads the node's default topic names here.
+
+The node declares the core's parameters (:data:`wb_sim.config.PARAMETERS`, the
+contact models' groups included, and the keys of each contact surface) and its own
+(:data:`NODE_PARAMETERS`), each with the ``ParameterDescriptor`` made from its one
+declaration (:func:`descriptor`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..config import flatten
+from ..errors import ConfigError
+from ..parameters import Param, by_key, table_markdown
+
+_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _topic(x):
+    """A ROS 2 topic name (the rules of rcl's topic name validation, without
+    substitutions): tokens of letters, digits and '_' not starting with a digit,
+    separated by single '/', optionally absolute ('/') or private ('~/')."""
+    if not x:
+        return None
+    body = x[2:] if x.startswith("~/") else x[1:] if x.startswith("/") else x
+    if not body or any(not _TOPIC_TOKEN.match(t) for t in body.split("/")):
+        return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
+                "start with a digit, separated by single '/', optionally starting with '/' or "
+                "'~/' ('' disables the stream)")
+    return None
+
+
+_RATE_DOC = "Publishing rate; 0 = every physics step. Rounded to a whole number of steps."
+
+#: Parameters of the ROS 2 node (``wb_sim_node``) only. They share the node's
+#: ``wb_sim: ros__parameters:`` block with :data:`wb_sim.config.PARAMETERS`; the core
+#: ignores them (:func:`is_node_key`).
+NODE_PARAMETERS: tuple[Param, ...] = (
+    Param("real_time_factor", "float", 1.0, "",
+          "Pace of the physics loop against the wall clock: 1 = real time, 2 = twice as "
+          "fast, 0 = as fast as possible.", lo=0.0, live=True),
+    Param("realtime_priority", "int", 50, "",
+          "SCHED_FIFO priority (1-99) of the physics thread while it paces itself against "
+          "the wall clock (sync.mode realtime, real_time_factor > 0), so that it wakes on time "
+          "for its deadlines (as ros2_control's controller manager does); 0 = the normal "
+          "scheduler. Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
+          "rtprio limit); without it the node logs a warning and keeps the normal scheduler. "
+          "A loop that falls 0.5 s behind goes back to the normal scheduler (logged) until "
+          "real_time_factor changes.",
+          lo=0, hi=99),
+    Param("world_frame", "str", "world", "", "TF frame of the world (the ground's frame)."),
+    Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.contact_wrench_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.stats_period_s", "float", 10.0, "s",
+          "Wall-clock period of the log line with the achieved real-time factor, deadline "
+          "misses and command latency; 0 = never.", lo=0.0, live=True),
+    Param("topics.joint_states", "str", "joint_states", "",
+          "sensor_msgs/JointState out ('' = off).", check=_topic),
+    Param("topics.imu", "str", "imu/data", "", "sensor_msgs/Imu out ('' = off).", check=_topic),
+    Param("topics.contact_wrench", "str", "contact_wrench", "",
+          "Prefix of the geometry_msgs/WrenchStamped topics <prefix>/<surface> ('' = off).",
+          check=_topic),
+    Param("topics.odom", "str", "odom/ground_truth", "",
+          "nav_msgs/Odometry of the floating base ('' = off).", check=_topic),
+    Param("topics.tf", "str", "/tf", "", "tf2_msgs/TFMessage of the moving frames ('' = off).",
+          check=_topic),
+    Param("topics.tf_static", "str", "/tf_static", "",
+          "tf2_msgs/TFMessage of the fixed frames, once, transient-local ('' = off).",
+          check=_topic),
+    Param("topics.clock", "str", "/clock", "", "rosgraph_msgs/Clock, simulated time ('' = off).",
+          check=_topic),
+    Param("topics.robot_description", "str", "robot_description", "",
+          "std_msgs/String with the URDF, transient-local ('' = off).", check=_topic),
+    Param("topics.joint_commands", "str", "joint_commands", "",
+          "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
+          check=_topic),
+    Param("topics.effort_commands", "str", "effort_commands", "",
+          "std_msgs/Float64MultiArray in: efforts in command.joint_names order ('' = off).",
+          check=_topic),
+    Param("command.joint_names", "strs", [], "",
+          "Order of the effort_commands entries ([] = every actuated joint, in the order of "
+          "joint_states)."),
+    Param("command.wait_for_first", "bool", False, "",
+          "Hold the physics at t = 0 until the first valid command arrives (for a controller "
+          "that starts after the simulator; the launch file sets it with controller:=pd)."),
+    Param("command.timeout_s", "float", 0.1, "s",
+          "Watchdog: the last valid command is held this long (simulated time); with no new "
+          "one by then, command.timeout_action applies until commands return; 0 = never.",
+          lo=0.0, live=True),
+    Param("command.timeout_action", "str", "damp", "",
+          "After command.timeout_s without a valid command: 'damp': joint damping "
+          "tau = -command.timeout_damping qdot (what a real robot's drives do on a lost "
+          "link: the robot sinks slowly instead of dropping) | 'hold': keep the last valid "
+          "torques | 'zero': zero torques.",
+          choices=("damp", "hold", "zero"), live=True),
+    Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
+          "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
+          "within the effort limits.", lo=0.0, live=True),
+    Param("sync.mode", "str", "realtime", "",
+          "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
+          "the physics waits for one valid command before the next step (deterministic "
+          "closed loop).", choices=("realtime", "lockstep")),
+    Param("sync.match_stamp", "bool", True, "",
+          "Lockstep: a joint_commands message counts only if its header.stamp equals the "
+          "stamp of the last joint state; other (stale) ones are ignored. effort_commands "
+          "carry no stamp and are then refused; false: the first command after each state "
+          "counts."),
+    Param("sync.timeout_s", "float", 0.0, "s",
+          "Lockstep, wall time: with no valid command this long, step with the last valid "
+          "one and count a miss; 0 = wait forever.", lo=0.0, live=True),
+    Param("topics.external_wrench", "str", "external_wrench", "",
+          "geometry_msgs/WrenchStamped in: a push on the link header.frame_id (force, torque "
+          "in that link's frame, about its origin) ('' = off).", check=_topic),
+    Param("external_wrench.duration_s", "float", 0.1, "s",
+          "How long a wrench on topics.external_wrench acts, from the step it arrives.",
+          lo=0.0, lo_open=True, live=True),
+    Param("stop_after_s", "float", 0.0, "s",
+          "Simulated time at which the node stops and exits with code 0, after a last stats "
+          "line (wb_sim_run --duration); 0 = run until stopped.", lo=0.0),
+    Param("viewer", "str", "none", "",
+          "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
+          "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
+          choices=("none", "meshcat")),
+)
+
+
+_NODE_PARAM_BY_KEY = by_key(NODE_PARAMETERS)
+
+#: parameters rclpy declares itself on every node
+ROS_OWN_PARAMETERS = ("use_sim_time", "start_type_description_service")
+#: prefix of the QoS override parameters rclpy reads (``qos_overrides./topic.publisher.depth``)
+QOS_OVERRIDES_PREFIX = "qos_overrides."
+#: the node's default topic names, by stream (its ``topics.*`` defaults)
+DEFAULT_TOPICS = {p.key.removeprefix("topics."): p.default for p in NODE_PARAMETERS
+                  if p.key.startswith("topics.")}
+
+
+def is_node_key(key: str) -> bool:
+    """Whether ``key`` belongs to the ROS node rather than the physics core
+    (:data:`NODE_PARAMETERS`, the parameters rclpy itself owns, QoS overrides)."""
+    return key in _NODE_PARAM_BY_KEY or key in ROS_OWN_PARAMETERS or \
+        key.startswith(QOS_OVERRIDES_PREFIX)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """The validated :data:`NODE_PARAMETERS` (build with :func:`load_node_config`);
+    ``cfg["publish.tf_rate_hz"]`` gives a typed value."""
+
+    values: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def decimation(self, key: str, physics_rate_hz: float) -> int:
+        """Physics steps between two messages of the stream whose rate is ``key``."""
+        rate = self.values[key]
+        if rate == 0:
+            return 1
+        if rate > physics_rate_hz * (1 + 1e-9):
+            raise ConfigError(f"parameter '{key}' = {rate:g} Hz is above physics_rate_hz = "
+                              f"{physics_rate_hz:g} Hz (0 = every physics step)")
+        return max(1, round(physics_rate_hz / rate))
+
+
+def load_node_config(params: Mapping[str, Any]) -> NodeConfig:
+    """Validate the node's own keys of a flat parameter dict (others are ignored)."""
+    flat = flatten(params)
+    return NodeConfig({p.key: p.coerce(flat[p.key]) if p.key in flat else p.default_value
+                       for p in NODE_PARAMETERS})
+
+
+def descriptor(key: str, p: Param):
+    """The ``rcl_interfaces/ParameterDescriptor`` of parameter ``p`` declared as
+    ``key``: its meaning with the unit, read-only unless live, the range of a
+    number and the choices of a string. Dynamic typing: a YAML ``[]`` or an
+    integer for a float is accepted and checked by :meth:`Param.coerce`."""
+    import math
+
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    unit = f" [{p.unit}]" if p.unit else ""
+    d = ParameterDescriptor(name=key, description=f"{p.doc}{unit}", read_only=not p.live,
+                            dynamic_typing=True)
+    if p.kind == "float" and (p.lo is not None or p.hi is not None):
+        d.floating_point_range = [FloatingPointRange(
+            from_value=-math.inf if p.lo is None else float(p.lo),
+            to_value=math.inf if p.hi is None else float(p.hi))]
+    elif p.kind == "int" and (p.lo is not None or p.hi is not None):
+        lo = -2**63 if p.lo is None else int(p.lo) + (1 if p.lo_open else 0)
+        d.integer_range = [IntegerRange(from_value=lo, to_value=2**63 - 1 if p.hi is None
+                                        else int(p.hi), step=1)]
+    if p.lo_open or p.choices:
+        d.additional_constraints = (f"> {p.lo:g}" if p.lo_open else
+                                    f"one of {', '.join(map(repr, p.choices))}")
+    return d
+
+
+def node_parameter_table_markdown() -> str:
+    """The README's table of the ROS node's own parameters."""
+    return table_markdown((p.key, p) for p in NODE_PARAMETERS)
