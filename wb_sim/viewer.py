@@ -42,7 +42,8 @@ import numpy as np
 import pinocchio as pin
 
 from .errors import CommandError, ConfigError, ModelError, WbSimError
-from .robot import RobotModel, package_share_dir, urdf_for_ros
+from .robot import RobotModel, package_share_dir
+from .ros.urdf import urdf_for_ros  # pure Python: the mesh URIs ROS tools resolve
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def arrow_transforms(position, force, scale: float):
 def visual_geometry(robot: RobotModel) -> pin.GeometryModel:
     """pinocchio's visual GeometryModel of the robot's URDF.
 
-    Mesh URIs are resolved as for ROS tools (:func:`wb_sim.robot.urdf_for_ros`):
+    Mesh URIs are resolved as for ROS tools (:func:`wb_sim.ros.urdf.urdf_for_ros`):
     ``package://`` URIs of robots installed from PyPI (e.g. icub-models) are
     found next to the URDF file; packages known to a ROS environment through
     its share directory.

@@ -50,10 +50,10 @@ from std_srvs.srv import SetBool, Trigger
 from ..config import PARAMETERS, SURFACE_PARAMETERS, load_config, read_yaml_params
 from ..parameters import unknown_key_error
 from ..errors import ConfigError, DivergenceError, WbSimError
-from ..robot import urdf_for_ros
 from ..simulator import Simulator
 from . import conversions as cv
 from .parameters import NODE_PARAMETERS, descriptor, is_node_key, load_node_config
+from .urdf import urdf_for_ros
 from .frames import FrameTree
 
 try:
