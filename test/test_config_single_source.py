@@ -206,3 +206,16 @@ def test_node_parameters_import_no_rclpy():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rcl_interfaces')]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT / "test")
+
+
+def test_the_typed_config_is_frozen_and_pickles():
+    """The groups are read as attributes without a second declaration; they stay frozen
+    and cross process boundaries (campaign workers)."""
+    import pickle
+    cfg = load_config(BOX_BASE)
+    with pytest.raises(AttributeError, match="read-only"):
+        cfg.contact.stiffness = 1.0
+    with pytest.raises(AttributeError, match="no parameter 'stifness'"):
+        cfg.contact.stifness  # noqa: B018
+    again = pickle.loads(pickle.dumps(cfg))
+    assert again == cfg and again.dt == 1e-3 and again.surfaces[0].local_points().shape == (4, 3)

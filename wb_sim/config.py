@@ -200,11 +200,6 @@ class SimConfig(Group):
 # ----------------------------------------------------------------------------
 
 
-def coerce_parameter(key: str, p: Param, value: Any) -> Any:
-    """``value`` checked and converted as parameter ``p`` (ConfigError naming ``key``)."""
-    return p.coerce(value, key)
-
-
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Flatten nested dicts into dotted keys (``{'a': {'b': 1}}`` -> ``{'a.b': 1}``)."""
     out: dict[str, Any] = {}

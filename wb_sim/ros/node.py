@@ -48,13 +48,13 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
 from ..config import PARAMETERS, SURFACE_PARAMETERS, load_config, read_yaml_params
-from ..parameters import unknown_key_error
 from ..errors import ConfigError, DivergenceError, WbSimError
+from ..parameters import unknown_key_error
 from ..simulator import Simulator
 from . import conversions as cv
+from .frames import FrameTree
 from .parameters import NODE_PARAMETERS, descriptor, is_node_key, load_node_config
 from .urdf import urdf_for_ros
-from .frames import FrameTree
 
 try:
     from tf2_msgs.msg import TFMessage
