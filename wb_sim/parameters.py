@@ -65,15 +65,17 @@ class Param:
         return tuple(self.default) if isinstance(self.default, list) else self.default
 
     def range_text(self) -> str | None:
-        """The range as the error messages say it (``None``: unbounded)."""
+        """The range as the error messages say it, with the unit (``None``: unbounded)."""
         fmt = str if self.kind == "int" else (lambda x: f"{x:g}")
         if self.lo is not None and self.hi is not None:
-            return f"in [{fmt(self.lo)}, {fmt(self.hi)}]"
-        if self.lo is not None:
-            return f"{'>' if self.lo_open else '>='} {fmt(self.lo)}"
-        if self.hi is not None:
-            return f"<= {fmt(self.hi)}"
-        return None
+            text = f"in [{fmt(self.lo)}, {fmt(self.hi)}]"
+        elif self.lo is not None:
+            text = f"{'>' if self.lo_open else '>='} {fmt(self.lo)}"
+        elif self.hi is not None:
+            text = f"<= {fmt(self.hi)}"
+        else:
+            return None
+        return f"{text} {self.unit}" if self.unit else text
 
     def _in_range(self, x: float) -> bool:
         return ((self.lo is None or (x > self.lo if self.lo_open else x >= self.lo))
