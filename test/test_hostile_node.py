@@ -120,6 +120,46 @@ def test_bad_live_parameter_is_refused_and_the_node_lives_on(hostile, name, valu
     assert_healthy(hostile, f"{name} = {value!r}")
 
 
+def _declared(name: str):
+    from wb_sim.config import PARAMETER_BY_KEY
+    from wb_sim.ros.parameters import NODE_PARAMETERS
+    return {**PARAMETER_BY_KEY, **{p.key: p for p in NODE_PARAMETERS}}[name]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("contact.stiffness", math.inf), ("contact.stiffness", "abc"), ("real_time_factor", "fast"),
+    ("command.timeout_action", "explode"), ("contact.damping", True)])
+def test_a_refused_live_value_gets_the_declarations_message(hostile, name, value):
+    """One declaration, one check: ``ros2 param set`` answers with the very ConfigError
+    text that the declaration gives, as the Python API does."""
+    with pytest.raises(wb_sim.ConfigError) as declared:
+        _declared(name).coerce(value)
+    r = hostile.ros.set_parameter(name, value)
+    assert not r.successful and r.reason == str(declared.value), r.reason
+    if name.startswith("contact."):
+        with pytest.raises(wb_sim.ConfigError) as api:
+            wb_sim.Simulator.from_yaml(HUMANOID_YAML).set_contact_parameters(**{name: value})
+        assert str(api.value) == r.reason
+    assert_healthy(hostile, f"{name} = {value!r}")
+
+
+def test_the_nodes_descriptors_are_built_from_the_declarations(hostile):
+    from rcl_interfaces.srv import DescribeParameters
+    from wb_sim.config import PARAMETERS
+    from wb_sim.ros.parameters import NODE_PARAMETERS, descriptor
+    names = [p.key for p in PARAMETERS + NODE_PARAMETERS]
+    res = hostile.ros.call(DescribeParameters, "/wb_sim/describe_parameters",
+                           DescribeParameters.Request(names=names), idempotent=True)
+    assert len(res.descriptors) == len(names)
+
+    def fields(d):
+        return (d.name, d.description, d.read_only, d.dynamic_typing, d.additional_constraints,
+                list(d.floating_point_range), list(d.integer_range))
+
+    for name, d in zip(names, res.descriptors):
+        assert fields(d) == fields(descriptor(name, _declared(name))), name
+
+
 def test_an_undeclared_parameter_is_refused(hostile):
     r = hostile.ros.set_parameter("no_such_parameter", 1.0)
     assert not r.successful
