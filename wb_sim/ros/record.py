@@ -37,21 +37,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: stream key -> (default topic, message type, the simulator parameter naming it)
-STREAMS = {
-    "joint_states": ("joint_states", "sensor_msgs/msg/JointState", "topics.joint_states"),
-    "imu": ("imu/data", "sensor_msgs/msg/Imu", "topics.imu"),
-    "odom": ("odom/ground_truth", "nav_msgs/msg/Odometry", "topics.odom"),
-    "tf": ("/tf", "tf2_msgs/msg/TFMessage", "topics.tf"),
-    "tf_static": ("/tf_static", "tf2_msgs/msg/TFMessage", "topics.tf_static"),
-    "clock": ("/clock", "rosgraph_msgs/msg/Clock", "topics.clock"),
-    "robot_description": ("robot_description", "std_msgs/msg/String",
-                          "topics.robot_description"),
-    "joint_commands": ("joint_commands", "sensor_msgs/msg/JointState", "topics.joint_commands"),
-    "effort_commands": ("effort_commands", "std_msgs/msg/Float64MultiArray",
-                        "topics.effort_commands"),
-    "external_wrench": ("external_wrench", "geometry_msgs/msg/WrenchStamped",
-                        "topics.external_wrench"),
+from .parameters import DEFAULT_TOPICS
+
+#: stream key -> message type; the topic is the node's parameter topics.<stream>
+#: (default: its declared default, DEFAULT_TOPICS)
+STREAM_TYPES = {
+    "joint_states": "sensor_msgs/msg/JointState",
+    "imu": "sensor_msgs/msg/Imu",
+    "odom": "nav_msgs/msg/Odometry",
+    "tf": "tf2_msgs/msg/TFMessage",
+    "tf_static": "tf2_msgs/msg/TFMessage",
+    "clock": "rosgraph_msgs/msg/Clock",
+    "robot_description": "std_msgs/msg/String",
+    "joint_commands": "sensor_msgs/msg/JointState",
+    "effort_commands": "std_msgs/msg/Float64MultiArray",
+    "external_wrench": "geometry_msgs/msg/WrenchStamped",
 }
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 #: streams published once, transient-local
@@ -84,11 +84,11 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     """``[(topic, type, stream)]`` to record, from the simulator's parameters; ``only``
     restricts them to these topic names (leading '/' optional)."""
     out = []
-    for key, (default, msgtype, pkey) in STREAMS.items():
-        name = params.get(pkey, default)
+    for key, msgtype in STREAM_TYPES.items():
+        name = params.get(f"topics.{key}", DEFAULT_TOPICS[key])
         if name:  # '' = stream off in the simulator
             out.append((absolute(str(name)), msgtype, key))
-    prefix = params.get("topics.contact_wrench", "contact_wrench")
+    prefix = params.get("topics.contact_wrench", DEFAULT_TOPICS["contact_wrench"])
     if prefix:
         for s in params.get("contact_surfaces") or []:
             out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench"))
