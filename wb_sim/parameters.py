@@ -137,12 +137,12 @@ class Param:
                     raise bad(f"every entry must be {rng}")
             elif not self._in_range(out):
                 raise bad(f"must be {rng}")
-        if self.choices is not None and out not in self.choices:
-            raise bad(f"must be one of {', '.join(map(repr, self.choices))}")
-        if self.check is not None:
+        if self.check is not None:  # first: it may say more than the list of choices
             why = self.check(out)
             if why:
                 raise bad(why)
+        if self.choices is not None and out not in self.choices:
+            raise bad(f"must be one of {', '.join(map(repr, self.choices))}")
         return out
 
 

@@ -85,7 +85,8 @@ def _known_model(name: str) -> str | None:
 PARAMETERS: tuple[Param, ...] = (
     Param("contact.model", "str", "compliant", "",
           "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
-          "'rigid' (impulses with a friction cone, the keys marked rigid).", check=_known_model),
+          "'rigid' (impulses with a friction cone, the keys marked rigid).",
+          choices=tuple(CONTACT_MODELS), check=_known_model),
     *dict.fromkeys(p for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS),
 )
 
