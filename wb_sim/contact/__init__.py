@@ -71,8 +71,6 @@ CONTACT_MODELS = {
 }
 
 
-
-
 def _known_model(name: str) -> str | None:
     return None if name in CONTACT_MODELS else (
         f"unknown contact model {name!r}; valid choices: {', '.join(sorted(CONTACT_MODELS))}")

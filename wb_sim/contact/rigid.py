@@ -86,6 +86,7 @@ PARAMETERS: tuple[Param, ...] = (
           "rigid: points closer to the ground than this enter the contact problem (their gap "
           "term keeps them from touching early).", lo=0.0),
 )
+
 #: a loaded point slips when its tangential speed exceeds this many solver tolerances
 SLIP_TOLERANCES = 10.0
 
