@@ -790,12 +790,12 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
 
 
 def parameter_table_markdown() -> str:
-    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    """The parameter table of docs/parameters.md, generated from :data:`PARAMETERS`."""
     return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
 
 
 def node_parameter_table_markdown() -> str:
-    """The README's table of the ROS node's own parameters."""
+    """The table of the ROS node's own parameters in docs/ros.md."""
     return _table([(p.key, p) for p in NODE_PARAMETERS])
 
 
