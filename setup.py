@@ -45,14 +45,14 @@ setup(
     license="BSD-3-Clause",
     entry_points={
         "console_scripts": [
-            "wb_sim_demo = wb_sim.demo:main",
-            "wb_sim_bench = wb_sim.bench:main",
+            "wb_sim_demo = wb_sim.tools.demo:main",
+            "wb_sim_bench = wb_sim.tools.bench:main",
             "wb_sim_node = wb_sim.ros.node:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",
-            "wb_sim_plot = wb_sim.plot:main",
-            "wb_sim_batch = wb_sim.campaign:main",
+            "wb_sim_plot = wb_sim.tools.plot:main",
+            "wb_sim_batch = wb_sim.tools.campaign:main",
         ],
     },
 )

@@ -78,8 +78,8 @@ def test_readme_python_api_example_stands_and_records_data(tmp_path, monkeypatch
 
 def test_plots_of_an_empty_history_are_refused(tmp_path):
     import pytest
-    from wb_sim.plot import plot_history
-    from wb_sim.recording import Recorder, RecordingError
+    from wb_sim.tools.plot import plot_history
+    from wb_sim.tools.recording import Recorder, RecordingError
     sim = wb_sim.Simulator.from_yaml(wb_sim.default_config_path())
     with pytest.raises(RecordingError, match="no samples"):
         plot_history(Recorder(sim).history(), tmp_path / "plots")

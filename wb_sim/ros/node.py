@@ -356,7 +356,7 @@ class SimNode(Node):
         name = self.cfg["viewer"]
         if name == "none":
             return None
-        from ..viewer import make_viewer  # meshcat only when asked for
+        from ..tools.viewer import make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
                              ground_height=ground.height, ground_normal=ground.normal)

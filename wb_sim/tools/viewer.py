@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from .errors import CommandError, ConfigError, ModelError, WbSimError
-from .robot import RobotModel, package_share_dir, urdf_for_ros
+from ..errors import CommandError, ConfigError, ModelError, WbSimError
+from ..robot import RobotModel, package_share_dir, urdf_for_ros
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ A campaign file (YAML) says::
         imu.angular_velocity_bias: {normal: [[0, 0, 0], [0.01, 0.01, 0.01]]}
     metrics: [stands, fell, max_tilt_deg]      # default: all built-in metrics
     custom_metrics: {energy: "my_pkg.metrics:energy"}
-    record: false                  # per-case recordings (wb_sim.recording, .npz)
+    record: false                  # per-case recordings (wb_sim.tools.recording, .npz)
     plots: true                    # summary plots (needs matplotlib)
 
 The keys of ``set``, ``grid`` and ``random`` are
@@ -85,12 +85,12 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from .config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
-from .errors import ConfigError, DivergenceError, WbSimError
+from ..config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
+from ..errors import ConfigError, DivergenceError, WbSimError
 
 #: built-in metrics, in table order, with their meaning (README)
 METRICS: dict[str, str] = {
-    "stands": "wb_sim.stand.StandMonitor's verdict (base drop <= 0.1 m, feet slid <= 5 mm after "
+    "stands": "wb_sim.tools.stand.StandMonitor's verdict (base drop <= 0.1 m, feet slid <= 5 mm after "
               "0.5 s, no joint saturated > 5 % of the steps) and the run completed",
     "fell": "the base dropped more than 0.1 m below its start, or the run diverged",
     "base_drop_m": "largest drop of the base below its start, m",
@@ -111,7 +111,7 @@ SPECIAL_KEYS = ("command_delay_steps", "sensor_delay_steps")
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
     return __version__
 
 
@@ -196,7 +196,7 @@ def _import_callable(where: str, key: str, ref: str) -> Callable:
 
 def _robot_params(where: str, robot: Any) -> tuple[dict, dict, str]:
     """(flat simulator parameters, PD gains, config path) of the campaign's robot."""
-    from . import config_path
+    from .. import config_path
     if not isinstance(robot, str) or not robot:
         raise _err(where, "robot", f"expected a ready robot name or a YAML path, got {robot!r}")
     if robot.endswith((".yaml", ".yml")) or os.sep in robot:
@@ -218,7 +218,7 @@ def _link_names(params: Mapping[str, Any]) -> list[str]:
 
 
 def _urdf_text(params: Mapping[str, Any]) -> str:
-    from .robot import resolve_urdf_path
+    from ..robot import resolve_urdf_path
     if params.get("robot_description"):
         return params["robot_description"]
     return resolve_urdf_path(params["urdf_path"]).read_text()
@@ -390,7 +390,7 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
     except ConfigError as e:
         raise ConfigError(f"campaign {where}: robot '{robot_path}': {e}") from None
     links = _link_names(params)
-    from .robot import RobotModel
+    from ..robot import RobotModel
     import warnings
     with warnings.catch_warnings():  # what the model says, each case's simulator says again
         warnings.simplefilter("ignore")
@@ -581,7 +581,7 @@ def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> tuple[Callab
     """(controller(obs) -> tau, whether it wants the IMU)."""
     ref = spec["controller"]["callable"]
     if ref == "pd":
-        from .controllers import PDGravityController
+        from ..controllers import PDGravityController
         pd = PDGravityController(sim.robot, sim.state.joint_positions, cparams["kp"],
                                  cparams["kd"], gravity=sim.config.gravity)
         return (lambda obs: pd(obs.q, obs.joint_positions, obs.joint_velocities)), False
@@ -613,7 +613,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     import pinocchio as pin
 
     from .recording import Recorder
-    from .simulator import Simulator
+    from ..simulator import Simulator
     from .stand import StandMonitor
 
     params, special, pushes, cparams = _case_config(spec, case)
@@ -1044,7 +1044,7 @@ def main(argv=None) -> int:
     or options."""
     parser = argparse.ArgumentParser(
         prog="wb_sim_batch", description="Run a wb_sim campaign: every case of a YAML "
-        "campaign file into one results table (see wb_sim.campaign).")
+        "campaign file into one results table (see wb_sim.tools.campaign).")
     parser.add_argument("campaign", help="campaign file (YAML)")
     parser.add_argument("--out", "-o", help="output directory (default: <campaign>_results); "
                         "cases already in its cache are not run again")
