@@ -112,6 +112,38 @@ def test_lockstep_protocol_one_step_per_matching_command(setup):
     assert max(stamp_ns(m) for m in js.msgs) == t + DT_NS  # and no step without a command
 
 
+def test_sensor_delay_reaches_the_node_streams(setup):
+    """sensors.delay_steps: 3 (a core parameter) in the node: in lockstep, the
+    joint state stamped at step k carries exactly the headless simulator's joint
+    positions of step k - 3 under the same commands (the initial ones before), so
+    the delay the Python API and the campaigns have is the node's too."""
+    n = 3
+    s = setup(*LOCKSTEP, f"sensors.delay_steps:={n}")
+    ros = s.ros
+    js = ros.record(JointState, "joint_states", STATE_QOS)
+    cmd = ros.publisher(JointState, "joint_commands")
+    names = list(s.first_js.name)
+    assert ros.spin_until(lambda: js.msgs, 5.0), s.describe()
+    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+    assert list(sim.joint_names) == names
+    truth = [sim.joint_positions.copy()]
+    rng = np.random.default_rng(4)
+    for _ in range(8):
+        t = max(stamp_ns(m) for m in js.msgs)
+        efforts = rng.uniform(-2.0, 2.0, len(names))
+        c = JointState(name=names, effort=efforts.tolist())
+        c.header.stamp = _time_msg(t)
+        cmd.publish(c)
+        assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+        sim.step(efforts)
+        truth.append(sim.joint_positions.copy())
+    by_step = {stamp_ns(m) // DT_NS: np.array(m.position) for m in js.msgs}
+    assert sorted(by_step) == list(range(9))
+    for k, position in by_step.items():
+        np.testing.assert_array_equal(position, truth[max(0, k - n)], err_msg=f"step {k}")
+    assert not np.array_equal(truth[8], truth[5])  # the robot moved: the test can fail
+
+
 def test_lockstep_timeout_steps_on_with_the_last_command(setup):
     s = setup(*LOCKSTEP, "sync.timeout_s:=0.05", "publish.stats_period_s:=0.5")
     ros = s.ros

@@ -64,6 +64,10 @@ def _nonneg_all(xs):
     return None if all(x >= 0 for x in xs) else "every entry must be >= 0"
 
 
+def _positive_all(xs):
+    return None if all(x > 0 for x in xs) else "every entry must be > 0"
+
+
 def _unit_vector(xs):
     n = math.sqrt(sum(x * x for x in xs))
     if not 0.999 < n < 1.001:
@@ -97,6 +101,8 @@ MAX_FRICTION_COEFFICIENT = 1.0e3
 #: a 45 x 45 grid per foot took 195 s and 3.6 GB before failing
 MAX_SURFACE_POINTS = 400
 MAX_CONTACT_POINTS = 1000
+#: sensors.delay_steps: the delayed readings are kept in memory (10 s at 1 kHz)
+MAX_SENSOR_DELAY_STEPS = 10000
 
 
 def _one_of(*choices):
@@ -240,6 +246,23 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.command_delay_steps", "int", 0, "steps",
           "Transport delay of the torque commands: the torques given to step k act at step "
           "k + n (until then, the first command given). 0 = none.", check=_between(0, 100000)),
+    # --- sensing and model perturbations (robustness studies of a controller)
+    Param("sensors.delay_steps", "int", 0, "steps",
+          "Transport delay of the sensed readings: Simulator.sensed_state, sensed_imu() and "
+          "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
+          "until n steps have passed); Simulator.state stays the true state. 0 = none.",
+          check=_between(0, MAX_SENSOR_DELAY_STEPS)),
+    Param("perturbation.mass_scale_links", "strs", [], "",
+          "Links whose mass and rotational inertia are scaled (a payload, a model error), "
+          "one factor each in perturbation.mass_scale."),
+    Param("perturbation.mass_scale", "floats", [], "",
+          "One factor > 0 per link of perturbation.mass_scale_links: the link's mass and "
+          "inertia times it (same shape, same centre of mass).", check=_positive_all),
+    Param("perturbation.com_offset_links", "strs", [], "",
+          "Links whose centre of mass is moved by perturbation.com_offset."),
+    Param("perturbation.com_offset", "floats", [], "m",
+          "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
+          "in the link's frame."),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -471,6 +494,25 @@ class JointsConfig:
 
 
 @dataclass(frozen=True)
+class SensorsConfig:
+    delay_steps: int
+
+
+@dataclass(frozen=True)
+class PerturbationConfig:
+    mass_scale_links: tuple[str, ...]
+    mass_scale: tuple[float, ...]
+    com_offset_links: tuple[str, ...]
+    com_offset: tuple[float, ...]
+
+    def inertial_edits(self) -> tuple[dict[str, float], dict[str, tuple[float, float, float]]]:
+        """({link: mass factor}, {link: centre-of-mass offset, m})."""
+        offsets = {name: tuple(self.com_offset[3 * i:3 * i + 3])
+                   for i, name in enumerate(self.com_offset_links)}
+        return dict(zip(self.mass_scale_links, self.mass_scale)), offsets
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """The validated parameter set. Build it with :func:`load_config`."""
 
@@ -485,6 +527,8 @@ class SimConfig:
     initial: InitialConfig
     imu: ImuConfig
     joints: JointsConfig
+    sensors: SensorsConfig
+    perturbation: PerturbationConfig
 
     @property
     def dt(self) -> float:
@@ -744,7 +788,24 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
         initial=group("initial", InitialConfig),
         imu=group("imu", ImuConfig),
         joints=group("joints", JointsConfig),
+        sensors=group("sensors", SensorsConfig),
+        perturbation=_perturbation(group("perturbation", PerturbationConfig)),
     )
+
+
+def _perturbation(p: PerturbationConfig) -> PerturbationConfig:
+    """The cross-checks of the perturbation group (the links themselves are checked
+    against the URDF when the robot is built)."""
+    for names, values, per, key in ((p.mass_scale_links, p.mass_scale, 1, "mass_scale"),
+                                    (p.com_offset_links, p.com_offset, 3, "com_offset")):
+        if len(values) != per * len(names):
+            raise ConfigError(
+                f"parameter 'perturbation.{key}' has {len(values)} numbers but "
+                f"'perturbation.{key}_links' names {len(names)} link(s): give "
+                f"{'one factor' if per == 1 else '3 numbers (dx, dy, dz)'} per link")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"parameter 'perturbation.{key}_links': names must be unique")
+    return p
 
 
 def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:

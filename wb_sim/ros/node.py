@@ -459,9 +459,19 @@ class SimNode(Node):
         t_ns = self._now_ns()
         q = sim.q
         qj = sim.joint_positions
+        # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
+        # readings of n steps ago, stamped now, as a transport delay the controller does not
+        # know of (lockstep still pairs each command with the step it answers); ground truth
+        # (odometry, TF) and the clock are of now
+        delayed = sim.config.sensors.delay_steps
         if self._js_pub is not None and (every or k % n["joint_states"] == 0):
-            self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
-                                                sim.applied_torques))
+            if delayed:
+                s = sim.sensed_state
+                self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions,
+                                                    s.joint_velocities, s.applied_torques))
+            else:
+                self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
+                                                    sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
             if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
                 del self._pub_wall[next(iter(self._pub_wall))]
@@ -474,11 +484,12 @@ class SimNode(Node):
         if self._clock_pub is not None and (every or k % n["clock"] == 0):
             self._clock_raw(self._clock_cdr.serialize(t_ns))
         if self._imu_pub is not None and (every or k % n["imu"] == 0):
-            r = sim.imu()
+            r = sim.sensed_imu() if delayed else sim.imu()
             self._imu_raw(self._imu_cdr.serialize(
                 t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
         if self._wrench_raw and (every or k % n["contact_wrench"] == 0):
-            for (publish, cdr), w in zip(self._wrench_raw, sim.contact_wrench_array()):
+            wrenches = sim.sensed_contact_wrench_array() if delayed else sim.contact_wrench_array()
+            for (publish, cdr), w in zip(self._wrench_raw, wrenches):
                 publish(cdr.serialize(t_ns, w[:3], w[3:]))
         if self._tf_pub is not None and (every or k % n["tf"] == 0):
             rows = self._tf_rows
