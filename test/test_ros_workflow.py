@@ -76,6 +76,17 @@ def _time_msg(t_ns):
     return Time(sec=t_ns // NS, nanosec=t_ns % NS)
 
 
+def _lockstep_command(s, js, cmd, names, efforts) -> int:
+    """Answer the newest joint state with ``efforts`` (stamped with its stamp) and
+    wait for the node's next state; returns the stamp answered, ns."""
+    t = max(stamp_ns(m) for m in js.msgs)
+    c = JointState(name=names, effort=efforts.tolist())
+    c.header.stamp = _time_msg(t)
+    cmd.publish(c)
+    assert s.ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+    return t
+
+
 def test_lockstep_protocol_one_step_per_matching_command(setup):
     s = setup(*LOCKSTEP, "publish.stats_period_s:=0.5")
     ros = s.ros
@@ -99,12 +110,8 @@ def test_lockstep_protocol_one_step_per_matching_command(setup):
 
     rng = np.random.default_rng(1)
     for _ in range(20):
-        t = max(stamp_ns(m) for m in js.msgs)
         efforts = rng.uniform(-1.0, 1.0, len(names))
-        c = JointState(name=names, effort=efforts.tolist())
-        c.header.stamp = _time_msg(t)
-        cmd.publish(c)
-        assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+        t = _lockstep_command(s, js, cmd, names, efforts)
         new = [m for m in js.msgs if stamp_ns(m) > t]
         assert {stamp_ns(m) for m in new} == {t + DT_NS}  # exactly one step
         assert np.allclose(new[0].effort, efforts, rtol=0, atol=1e-12)  # applied as sent
@@ -129,12 +136,8 @@ def test_sensor_delay_reaches_the_node_streams(setup):
     truth = [sim.joint_positions.copy()]
     rng = np.random.default_rng(4)
     for _ in range(8):
-        t = max(stamp_ns(m) for m in js.msgs)
         efforts = rng.uniform(-2.0, 2.0, len(names))
-        c = JointState(name=names, effort=efforts.tolist())
-        c.header.stamp = _time_msg(t)
-        cmd.publish(c)
-        assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+        _lockstep_command(s, js, cmd, names, efforts)
         sim.step(efforts)
         truth.append(sim.joint_positions.copy())
     by_step = {stamp_ns(m) // DT_NS: np.array(m.position) for m in js.msgs}
