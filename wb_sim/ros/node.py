@@ -988,8 +988,8 @@ class SimNode(Node):
             x, y, z = self.sim.q[:3].tolist()
             base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
         solver = ""
-        if hasattr(self.sim.contact, "statistics"):
-            st = self.sim.contact.statistics()
+        st = self.sim.contact.statistics()
+        if "nonconverged" in st:
             solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
                       f"converged")
         rejected = ""

@@ -100,7 +100,7 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
         soles.append(np.concatenate([s.frame_pose(l_sole).translation[:2],
                                      s.frame_pose(r_sole).translation[:2]]))
 
-    solver_stats = sim.contact.statistics() if hasattr(sim.contact, "statistics") else None
+    solver_stats = sim.contact.statistics()
     sim.reset()
     sole0 = np.concatenate([sim.frame_pose(l_sole).translation[:2],
                             sim.frame_pose(r_sole).translation[:2]])
@@ -151,11 +151,14 @@ def main(argv=None) -> int:
     print(f"fell:                            {'yes' if rep['fell'] else 'no'}")
     print(f"verdict:                         {rep['stand_verdict']}")
     print(f"timed runs bit-identical:        {'yes' if rep['bit_identical_runs'] else 'NO'}")
-    if rep["solver"]:
-        st = rep["solver"]
+    st = rep["solver"]
+    if "iterations_mean" in st:
         print(f"solver iterations per step:      mean {st['iterations_mean']:.2f}, "
               f"p99 {st['iterations_p99']:.0f}")
+    if "nonconverged" in st:
         print(f"solves not converged:            {st['nonconverged']} of {st['solves']}")
+    if "active_set_solves" in st:
+        print(f"steps needing the active set:    {st['active_set_solves']} of {st['solves']}")
     ok = rep["bit_identical_runs"] and rep["stands"]
     if args.peer:
         peer = _run_peer(args.peer, args.runs)
