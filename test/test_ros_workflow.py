@@ -147,6 +147,18 @@ def test_sensor_delay_reaches_the_node_streams(setup):
     assert not np.array_equal(truth[8], truth[5])  # the robot moved: the test can fail
 
 
+def test_the_node_starts_in_a_named_pose(setup):
+    """poses / poses.<P>.* / initial.pose reach the node like every core parameter:
+    its first joint state is the pose's."""
+    s = setup(*LOCKSTEP, "poses:=[crouch]", "poses.crouch.joint_names:=[l_knee, r_knee]",
+              "poses.crouch.joint_positions:=[0.3, 0.4]",
+              "poses.crouch.base_position:=[0.0, 0.0, 0.72]", "initial.pose:=crouch")
+    first = s.first_js
+    position = dict(zip(first.name, first.position))
+    assert position["l_knee"] == 0.3 and position["r_knee"] == 0.4
+    assert position["l_hip_pitch"] == 0.0
+
+
 def test_lockstep_timeout_steps_on_with_the_last_command(setup):
     s = setup(*LOCKSTEP, "sync.timeout_s:=0.05", "publish.stats_period_s:=0.5")
     ros = s.ros

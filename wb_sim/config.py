@@ -196,6 +196,17 @@ PARAMETERS: tuple[Param, ...] = (
     Param("initial.base_rpy", "floats", [0.0, 0.0, 0.0], "rad",
           "Initial base orientation, roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll)).",
           length=3),
+    Param("initial.pose", "str", "", "",
+          "A named pose (of 'poses') to start from instead of the initial.* fields ('' = "
+          "those fields)."),
+    Param("poses", "strs", [], "",
+          "Names of named poses; each pose P has keys poses.P.joint_names, "
+          "poses.P.joint_positions, poses.P.base_position, poses.P.base_rpy (the fields of "
+          "initial.*). A pose can be the initial state (initial.pose) and a reset target "
+          "(Simulator.reset(pose=P))."),
+    Param("xacro.args", "strs", [], "",
+          "Arguments of a .xacro urdf_path, 'name:=value' each, as the xacro command line "
+          "takes them (needs the xacro package)."),
     # --- IMU
     Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU)."),
     Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
@@ -263,6 +274,16 @@ PARAMETERS: tuple[Param, ...] = (
     Param("perturbation.com_offset", "floats", [], "m",
           "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
           "in the link's frame."),
+)
+
+#: Fields of a named pose P, given as ``poses.P.<field>``.
+POSE_PARAMETERS: tuple[Param, ...] = (
+    Param("joint_names", "strs", [], "", "Joints given a position in the pose (others: 0)."),
+    Param("joint_positions", "floats", [], "rad or m", "Positions, in the order of joint_names."),
+    Param("base_position", "floats", [], "m",
+          "Floating base: position of the root link ([] = initial.base_position)."),
+    Param("base_rpy", "floats", [], "rad",
+          "Floating base: roll-pitch-yaw of the root link ([] = initial.base_rpy)."),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -399,6 +420,7 @@ _PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
 PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key (the simulator's live checks)
 _NODE_PARAM_BY_KEY = {p.key: p for p in NODE_PARAMETERS}
 _SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
+_POSE_BY_FIELD = {p.key: p for p in POSE_PARAMETERS}
 
 
 # ----------------------------------------------------------------------------
@@ -465,6 +487,26 @@ class InitialConfig:
     joint_positions: tuple[float, ...]
     base_position: tuple[float, float, float]
     base_rpy: tuple[float, float, float]
+    pose: str
+
+
+@dataclass(frozen=True)
+class PoseConfig:
+    """A named pose (``poses.<name>.*``); its base fields are filled from initial.*."""
+    name: str
+    joint_names: tuple[str, ...]
+    joint_positions: tuple[float, ...]
+    base_position: tuple[float, float, float]
+    base_rpy: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class XacroConfig:
+    args: tuple[str, ...]
+
+    def mappings(self) -> dict[str, str]:
+        """{name: value} of the 'name:=value' arguments."""
+        return dict(a.split(":=", 1) for a in self.args)
 
 
 @dataclass(frozen=True)
@@ -529,6 +571,8 @@ class SimConfig:
     joints: JointsConfig
     sensors: SensorsConfig
     perturbation: PerturbationConfig
+    poses: tuple[PoseConfig, ...]
+    xacro: XacroConfig
 
     @property
     def dt(self) -> float:
@@ -742,14 +786,35 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             raise ConfigError(
                 f"parameter 'contact_surfaces': surface name {s!r} clashes with a parameter group")
 
-    known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+    pose_names = values["poses"]
+    for name in pose_names:
+        if not name or "." in name:
+            raise ConfigError(f"parameter 'poses': invalid pose name {name!r}")
+    if len(set(pose_names)) != len(pose_names):
+        raise ConfigError("parameter 'poses': names must be unique")
+
+    known = (list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+             + [f"poses.{n}.{f}" for n in pose_names for f in _POSE_BY_FIELD])
     for key in flat:
         if key in _PARAM_BY_KEY or is_node_key(key):
             continue
         head, _, field = key.partition(".")
         if head in surface_names and field in _SURFACE_BY_FIELD:
             continue
+        if head == "poses" and field.partition(".")[0] in pose_names \
+                and field.partition(".")[2] in _POSE_BY_FIELD:
+            continue
         raise _unknown_key_error(key, known)
+    if values["initial.pose"] and values["initial.pose"] not in pose_names:
+        raise ConfigError(f"parameter 'initial.pose': no pose {values['initial.pose']!r} in "
+                          f"'poses' ({', '.join(pose_names) or 'none'})")
+    for a in values["xacro.args"]:
+        name, sep, _ = a.partition(":=")
+        if not sep or not name.strip():
+            raise ConfigError(f"parameter 'xacro.args': {a!r} is not of the form 'name:=value'")
+    if values["xacro.args"] and not values["urdf_path"].endswith(".xacro"):
+        raise ConfigError("parameter 'xacro.args' is given but 'urdf_path' is not a .xacro "
+                          "file; remove xacro.args or point urdf_path at the .xacro")
 
     surfaces = tuple(_surface(name, flat) for name in surface_names)
     n_points = sum(s.grid[0] * s.grid[1] if s.shape == "box" else
@@ -761,13 +826,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     if bool(values["urdf_path"]) == bool(values["robot_description"]):
         raise ConfigError(
             "exactly one of parameters 'urdf_path' and 'robot_description' must be set")
-    jn, jp = values["initial.joint_names"], values["initial.joint_positions"]
-    if len(jn) != len(jp):
-        raise ConfigError(
-            f"parameter 'initial.joint_positions' has {len(jp)} entries but "
-            f"'initial.joint_names' has {len(jn)}")
-    if len(set(jn)) != len(jn):
-        raise ConfigError("parameter 'initial.joint_names': names must be unique")
+    _check_joint_list("initial", values["initial.joint_names"], values["initial.joint_positions"])
 
     def group(prefix: str, cls):
         fields = cls.__dataclass_fields__
@@ -790,7 +849,36 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
         joints=group("joints", JointsConfig),
         sensors=group("sensors", SensorsConfig),
         perturbation=_perturbation(group("perturbation", PerturbationConfig)),
+        poses=tuple(_pose(name, flat, values) for name in pose_names),
+        xacro=group("xacro", XacroConfig),
     )
+
+
+def _check_joint_list(prefix: str, names, positions) -> None:
+    if len(names) != len(positions):
+        raise ConfigError(
+            f"parameter '{prefix}.joint_positions' has {len(positions)} entries but "
+            f"'{prefix}.joint_names' has {len(names)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"parameter '{prefix}.joint_names': names must be unique")
+
+
+def _pose(name: str, flat: Mapping[str, Any], values: Mapping[str, Any]) -> PoseConfig:
+    """The named pose ``poses.<name>.*``; empty base fields take initial.*'s."""
+    v = {}
+    for f, p in _POSE_BY_FIELD.items():
+        key = f"poses.{name}.{f}"
+        v[f] = _coerce(key, p, flat[key]) if key in flat else tuple(p.default)
+    _check_joint_list(f"poses.{name}", v["joint_names"], v["joint_positions"])
+    for f in ("base_position", "base_rpy"):
+        if not v[f]:
+            v[f] = values[f"initial.{f}"]
+        elif len(v[f]) != 3:
+            raise ConfigError(f"parameter 'poses.{name}.{f}' needs 3 numbers, got {len(v[f])}")
+        elif not values["floating_base"]:
+            raise ConfigError(f"parameter 'poses.{name}.{f}': a fixed base does not move; "
+                              f"place it with initial.base_position / initial.base_rpy")
+    return PoseConfig(name=name, **v)
 
 
 def _perturbation(p: PerturbationConfig) -> PerturbationConfig:
@@ -852,7 +940,8 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
 
 def parameter_table_markdown() -> str:
     """The parameter table of docs/parameters.md, generated from :data:`PARAMETERS`."""
-    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
+    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS]
+                  + [(f"poses.P.{p.key}", p) for p in POSE_PARAMETERS])
 
 
 def node_parameter_table_markdown() -> str:

@@ -146,6 +146,25 @@ def resolve_urdf_path(urdf_path: str) -> Path:
     return path
 
 
+def expand_xacro(path: Path, args: dict[str, str]) -> str:
+    """The URDF text of the xacro file ``path`` with its ``xacro:arg`` values
+    ``args``, through the xacro package (imported only here). Raises
+    :class:`ModelError` naming the file when xacro is missing or the file does not
+    expand (an undefined property, a missing include, ``$(find pkg)`` without ROS)."""
+    try:
+        import xacro
+    except ImportError:
+        raise ModelError(f"urdf_path '{path}' is a xacro file and the xacro package is not "
+                         f"installed: pip install xacro (in a ROS 2 install: rosdep key "
+                         f"xacro), or expand it yourself with the xacro command") from None
+    try:
+        doc = xacro.process_file(str(path), mappings=dict(args))
+    except Exception as e:  # xacro raises its own XacroException and plain errors alike
+        raise ModelError(f"cannot expand xacro file '{path}' (xacro.args {dict(args)}): "
+                         f"{type(e).__name__}: {e}") from None
+    return doc.toxml()
+
+
 def edit_inertials(xml: str, mass_scale: dict[str, float], com_offset: dict[str, tuple],
                    origin: str = "the URDF") -> str:
     """The URDF with the named links' masses and rotational inertias times their
@@ -342,7 +361,8 @@ class RobotModel:
                   base_placement: pin.SE3 | None = None,
                   mimic: str = "refuse",
                   mass_scale: dict[str, float] | None = None,
-                  com_offset: dict[str, tuple] | None = None) -> "RobotModel":
+                  com_offset: dict[str, tuple] | None = None,
+                  xacro_args: dict[str, str] | None = None) -> "RobotModel":
         """Build from a URDF file (``urdf_path``) or string (``robot_description``).
 
         For a fixed base, ``base_placement`` (world <- root link) places the
@@ -351,14 +371,19 @@ class RobotModel:
         gets, 'refuse' (ModelError) or 'independent' (parameter ``joints.mimic``).
         ``mass_scale`` / ``com_offset``: per-link edits of the URDF's
         ``<inertial>`` before the build (:func:`edit_inertials`; parameters
-        ``perturbation.*``); :attr:`urdf_xml` is then the edited URDF.
+        ``perturbation.*``); :attr:`urdf_xml` is then the edited URDF. A
+        ``.xacro`` ``urdf_path`` is expanded first with ``xacro_args``
+        (``name: value``; parameter ``xacro.args``).
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
-            try:
-                xml = path.read_text()
-            except (OSError, UnicodeDecodeError) as e:
-                raise ModelError(f"cannot read URDF file '{path}': {e}") from e
+            if path.suffix == ".xacro":
+                xml = expand_xacro(path, xacro_args or {})
+            else:
+                try:
+                    xml = path.read_text()
+                except (OSError, UnicodeDecodeError) as e:
+                    raise ModelError(f"cannot read URDF file '{path}': {e}") from e
             origin: str = f"'{path}'"
         else:
             path, xml, origin = None, robot_description, "robot_description"

@@ -187,7 +187,8 @@ class Simulator:
         self.robot = RobotModel.from_urdf(
             config.urdf_path, config.robot_description, config.floating_base,
             base_placement=None if config.floating_base else base_placement,
-            mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset)
+            mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
+            xacro_args=config.xacro.mappings())
         robot = self.robot
         #: physical model (armature only), for the dynamics queries
         self.model = robot.model
@@ -269,16 +270,27 @@ class Simulator:
         return cls.from_params(params)
 
     def _initial_configuration(self) -> np.ndarray:
-        robot, cfg = self.robot, self.config.initial
+        """q0: the configured initial state, or the named pose initial.pose."""
+        cfg = self.config.initial
+        self.named_poses = {p.name: self._configuration(f"poses.{p.name}", p)
+                            for p in self.config.poses}
+        if cfg.pose:
+            return self.named_poses[cfg.pose]
+        return self._configuration("initial", cfg)
+
+    def _configuration(self, prefix: str, pose) -> np.ndarray:
+        """The configuration (read-only) of ``pose`` (initial.* or a named pose's
+        fields: joint_names, joint_positions, base_position, base_rpy)."""
+        robot = self.robot
         q = pin.neutral(self.model)
         if robot.floating_base:
-            q[:3] = cfg.base_position
-            q[3:7] = _rpy_quaternion(cfg.base_rpy)
+            q[:3] = pose.base_position
+            q[3:7] = _rpy_quaternion(pose.base_rpy)
         positions = np.zeros(robot.nj)
-        for name, x in zip(cfg.joint_names, cfg.joint_positions):
+        for name, x in zip(pose.joint_names, pose.joint_positions):
             if name not in robot.joint_names:
                 raise ModelError(
-                    f"parameter 'initial.joint_names': unknown joint '{name}'; the model's "
+                    f"parameter '{prefix}.joint_names': unknown joint '{name}'; the model's "
                     f"actuated joints are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
         self.actuation.check_initial_positions(robot, positions)
@@ -421,9 +433,16 @@ class Simulator:
 
     # ------------------------------------------------------------------ stepping
 
-    def reset(self) -> None:
-        """Back to the configured initial state (t = 0, at rest)."""
-        self._q = self.q0
+    def reset(self, pose: str | None = None) -> None:
+        """Back to the configured initial state (t = 0, at rest), or to the named
+        pose ``pose`` (parameter ``poses``; :attr:`named_poses`) at rest."""
+        if pose is None:
+            self._q = self.q0
+        else:
+            if pose not in self.named_poses:
+                raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
+                                   f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
+            self._q = self.named_poses[pose]
         self._v = np.zeros(self.model.nv)
         self._v.setflags(write=False)
         self._v_public = self._v

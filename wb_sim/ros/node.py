@@ -48,7 +48,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
+from ..config import (NODE_PARAMETERS, PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, _positive,
                       _unknown_key_error, is_node_key, load_config, load_node_config,
                       read_yaml_params)
 from ..errors import ConfigError, DivergenceError, WbSimError
@@ -288,6 +288,9 @@ class SimNode(Node):
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
                 declare(f"{s}.{p.key}", p)
+        for pose in flat["poses"]:
+            for p in POSE_PARAMETERS:
+                declare(f"poses.{pose}.{p.key}", p)
         # a key the node does not know is refused, as the Python API refuses it (rclpy
         # would ignore it: a misspelt `contact: stifness:` silently kept the default)
         unknown = sorted(k for k in given if k not in flat and not is_node_key(k))

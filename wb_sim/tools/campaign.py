@@ -218,10 +218,15 @@ def _link_names(params: Mapping[str, Any]) -> list[str]:
 
 
 def _urdf_text(params: Mapping[str, Any]) -> str:
-    from ..robot import resolve_urdf_path
+    """The URDF the simulator will build (a .xacro expanded with xacro.args)."""
+    from ..config import load_config
+    from ..robot import expand_xacro, resolve_urdf_path
     if params.get("robot_description"):
         return params["robot_description"]
-    return resolve_urdf_path(params["urdf_path"]).read_text()
+    path = resolve_urdf_path(params["urdf_path"])
+    if path.suffix == ".xacro":
+        return expand_xacro(path, load_config(params).xacro.mappings())
+    return path.read_text()
 
 
 def _check_value(where: str, key: str, value: Any, ctx: dict) -> Any:
