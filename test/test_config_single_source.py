@@ -1,6 +1,6 @@
 """Each parameter is declared once (a :class:`wb_sim.parameters.Param`), and that one
 declaration is what YAML loading, the Python API, the ROS node's descriptors and the
-README's tables say: the same default, range, unit and live flag everywhere, and the
+docs' parameter tables say: the same default, range, unit and live flag everywhere, and the
 same ConfigError for a bad value whichever way it comes in."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 import wb_sim
-from wb_sim.config import (PARAMETER_BY_KEY, PARAMETERS, SURFACE_PARAMETERS, load_config,
+from wb_sim.config import (NODE_GROUPS, NODE_NAMES, PARAMETER_BY_KEY, PARAMETERS,
+                           POSE_PARAMETERS, SURFACE_PARAMETERS, load_config,
                            parameter_table_markdown, read_yaml_params)
 from wb_sim.contact import CONTACT_MODELS, CompliantContact, RigidContact
 from wb_sim.parameters import Param
@@ -23,7 +24,7 @@ from wb_sim.ros.parameters import (DEFAULT_TOPICS, NODE_PARAMETERS, is_node_key,
                                    node_parameter_table_markdown)
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOCS = (ROOT / "docs" / "parameters.md").read_text() + (ROOT / "docs" / "ros.md").read_text()
 ARM = """<robot name="arm"><link name="base"/>
   <link name="l1"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
     ixy="0" ixz="0" iyz="0"/></inertial></link>
@@ -91,14 +92,34 @@ def test_defaults_of_yaml_loading_are_the_declared_ones():
     for p in NODE_PARAMETERS:
         assert node[p.key] == p.default_value, p.key
     assert DEFAULT_TOPICS["joint_states"] == "joint_states" and \
-        DEFAULT_TOPICS["odom"] == "odom/ground_truth"  # the bag reader's defaults are the node's
+        DEFAULT_TOPICS["odom"] == "odom/ground_truth"
 
 
-def test_readme_tables_show_each_declaration():
-    assert parameter_table_markdown() in README and node_parameter_table_markdown() in README
+def test_what_the_lower_layers_know_of_the_node_is_its_declarations():
+    """The core (which does not import ros/) leaves the node's keys to it by name, and
+    the bag reader (a tool) falls back on the node's default topics: both held here to
+    the node's declarations, so that neither can drift."""
+    from wb_sim.config import is_node_key as core_leaves_to_node
+    from wb_sim.tools.bag import DEFAULT_TOPICS as BAG_TOPICS
+    for p in NODE_PARAMETERS:
+        assert core_leaves_to_node(p.key), p.key
+    for p in PARAMETERS:
+        assert not core_leaves_to_node(p.key), p.key
+    heads = {p.key.partition(".")[0] for p in NODE_PARAMETERS if "." in p.key}
+    assert set(NODE_GROUPS) == heads | {"qos_overrides"}
+    assert set(NODE_NAMES) == {p.key for p in NODE_PARAMETERS if "." not in p.key} | {
+        "use_sim_time", "start_type_description_service"}
+    for key in ("qos_overrides./clock.publisher.depth", "use_sim_time"):
+        assert core_leaves_to_node(key) and is_node_key(key)
+    assert BAG_TOPICS == {k: DEFAULT_TOPICS[k] for k in BAG_TOPICS}
+
+
+def test_docs_tables_show_each_declaration():
+    assert parameter_table_markdown() in DOCS and node_parameter_table_markdown() in DOCS
     for key, p in [(p.key, p) for p in PARAMETERS + NODE_PARAMETERS] + \
-            [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS]:
-        row = next(line for line in README.splitlines()
+            [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS] + \
+            [(f"poses.P.{p.key}", p) for p in POSE_PARAMETERS]:
+        row = next(line for line in DOCS.splitlines()
                    if line.startswith(f"| `{key}` | {p.kind} |"))
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]]
         assert cells[5] == p.doc.replace("|", "\\|"), key
@@ -201,7 +222,7 @@ def test_users_files_load_unchanged():
 
 
 def test_node_parameters_import_no_rclpy():
-    code = ("import sys, wb_sim.ros.parameters as p, wb_sim.config as c, wb_sim.bag; "
+    code = ("import sys, wb_sim.ros.parameters as p, wb_sim.config as c, wb_sim.tools.bag; "
             "c.load_config({'robot_description': 'x', 'publish.tf_rate_hz': 1.0}); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rcl_interfaces')]; "
             "assert not bad, bad")

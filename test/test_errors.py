@@ -373,7 +373,7 @@ CORE_MODULES = ["wb_sim", "wb_sim.errors", "wb_sim.parameters", "wb_sim.config",
                 "wb_sim.actuation", "wb_sim.contact", "wb_sim.contact.compliant",
                 "wb_sim.contact.rigid", "wb_sim.contact.shared", "wb_sim.contact.points",
                 "wb_sim.ros.parameters", "wb_sim.sensors", "wb_sim.simulator", "wb_sim.controllers",
-                "wb_sim.bench", "wb_sim.demo"]
+                "wb_sim.tools.bench", "wb_sim.tools.demo"]
 
 NO_RCLPY = textwrap.dedent("""
     import importlib, importlib.util, sys

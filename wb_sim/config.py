@@ -43,6 +43,8 @@ def _unit_vector(xs):
 #: a 45 x 45 grid per foot took 195 s and 3.6 GB before failing
 MAX_SURFACE_POINTS = 400
 MAX_CONTACT_POINTS = 1000
+#: sensors.delay_steps: the delayed readings are kept in memory (10 s at 1 kHz)
+MAX_SENSOR_DELAY_STEPS = 10000
 
 
 #: Every fixed parameter key. Surface keys are in :data:`SURFACE_PARAMETERS`.
@@ -80,6 +82,17 @@ PARAMETERS: tuple[Param, ...] = (
     Param("initial.base_rpy", "floats", [0.0, 0.0, 0.0], "rad",
           "Initial base orientation, roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll)).",
           length=3),
+    Param("initial.pose", "str", "", "",
+          "A named pose (of 'poses') to start from instead of the initial.* fields ('' = "
+          "those fields)."),
+    Param("poses", "strs", [], "",
+          "Names of named poses; each pose P has keys poses.P.joint_names, "
+          "poses.P.joint_positions, poses.P.base_position, poses.P.base_rpy (the fields of "
+          "initial.*). A pose can be the initial state (initial.pose) and a reset target "
+          "(Simulator.reset(pose=P))."),
+    Param("xacro.args", "strs", [], "",
+          "Arguments of a .xacro urdf_path, 'name:=value' each, as the xacro command line "
+          "takes them (needs the xacro package)."),
     # --- IMU
     Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU)."),
     Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
@@ -130,6 +143,33 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.command_delay_steps", "int", 0, "steps",
           "Transport delay of the torque commands: the torques given to step k act at step "
           "k + n (until then, the first command given). 0 = none.", lo=0, hi=100000),
+    # --- sensing and model perturbations (robustness studies of a controller)
+    Param("sensors.delay_steps", "int", 0, "steps",
+          "Transport delay of the sensed readings: Simulator.sensed_state, sensed_imu() and "
+          "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
+          "until n steps have passed); Simulator.state stays the true state. 0 = none.",
+          lo=0, hi=MAX_SENSOR_DELAY_STEPS),
+    Param("perturbation.mass_scale_links", "strs", [], "",
+          "Links whose mass and rotational inertia are scaled (a payload, a model error), "
+          "one factor each in perturbation.mass_scale."),
+    Param("perturbation.mass_scale", "floats", [], "",
+          "One factor > 0 per link of perturbation.mass_scale_links: the link's mass and "
+          "inertia times it (same shape, same centre of mass).", lo=0.0, lo_open=True),
+    Param("perturbation.com_offset_links", "strs", [], "",
+          "Links whose centre of mass is moved by perturbation.com_offset."),
+    Param("perturbation.com_offset", "floats", [], "m",
+          "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
+          "in the link's frame."),
+)
+
+#: Fields of a named pose P, given as ``poses.P.<field>``.
+POSE_PARAMETERS: tuple[Param, ...] = (
+    Param("joint_names", "strs", [], "", "Joints given a position in the pose (others: 0)."),
+    Param("joint_positions", "floats", [], "rad or m", "Positions, in the order of joint_names."),
+    Param("base_position", "floats", [], "m",
+          "Floating base: position of the root link ([] = initial.base_position)."),
+    Param("base_rpy", "floats", [], "rad",
+          "Floating base: roll-pitch-yaw of the root link ([] = initial.base_rpy)."),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -152,6 +192,7 @@ SURFACE_PARAMETERS: tuple[Param, ...] = (
 _PARAM_BY_KEY = by_key(PARAMETERS)
 PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key
 _SURFACE_BY_FIELD = by_key(SURFACE_PARAMETERS)
+_POSE_BY_FIELD = by_key(POSE_PARAMETERS)
 #: the first part of a dotted key: a group (``contact``, ``imu``, ...); no surface takes its name
 _GROUPS = tuple(dict.fromkeys(k.partition(".")[0] for k in _PARAM_BY_KEY if "." in k))
 
@@ -182,12 +223,39 @@ class SurfaceConfig(Group):
         return np.array(self.points, dtype=float).reshape(-1, 3)
 
 
+class PoseConfig(Group):
+    """A named pose (``poses.<name>.*``): ``name`` and the fields of
+    :data:`POSE_PARAMETERS`; its empty base fields are filled from initial.*."""
+
+
+class XacroConfig(Group):
+    """The ``xacro`` group."""
+
+    def mappings(self) -> dict[str, str]:
+        """{name: value} of the 'name:=value' arguments."""
+        return dict(a.split(":=", 1) for a in self.args)
+
+
+class PerturbationConfig(Group):
+    """The ``perturbation`` group."""
+
+    def inertial_edits(self) -> tuple[dict[str, float], dict[str, tuple[float, float, float]]]:
+        """({link: mass factor}, {link: centre-of-mass offset, m})."""
+        offsets = {name: tuple(self.com_offset[3 * i:3 * i + 3])
+                   for i, name in enumerate(self.com_offset_links)}
+        return dict(zip(self.mass_scale_links, self.mass_scale)), offsets
+
+
+#: groups read through a class of their own (the others: Group)
+_GROUP_CLASSES = {"xacro": XacroConfig, "perturbation": PerturbationConfig}
+
+
 class SimConfig(Group):
     """The validated parameter set (build it with :func:`load_config`): the keys
     without a dot as attributes (``config.gravity``), each group as a
     :class:`~wb_sim.parameters.Group` (``config.contact.stiffness``,
-    ``config.ground.normal``, normalized), and ``surfaces``, a tuple of
-    :class:`SurfaceConfig`."""
+    ``config.ground.normal``, normalized), ``surfaces``, a tuple of
+    :class:`SurfaceConfig`, and ``poses``, a tuple of :class:`PoseConfig`."""
 
     @property
     def dt(self) -> float:
@@ -273,11 +341,20 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     return flat
 
 
-def _foreign_key(key: str) -> bool:
-    """A key of the ROS node that shares the ``wb_sim: ros__parameters:`` block (its
-    declarations, :mod:`wb_sim.ros.parameters`, import no rclpy)."""
-    from .ros.parameters import is_node_key
-    return is_node_key(key)
+#: The keys the ROS node owns in the shared ``wb_sim: ros__parameters:`` block, by name
+#: only (their declarations are in wb_sim/ros/parameters.py, which the core does not
+#: import): its groups and top-level names, the parameters rclpy declares on every
+#: node, and rclpy's QoS overrides. The core leaves these keys to the node, so that a
+#: parameter file serves both; test_config_single_source holds this list to the node's
+#: declarations.
+NODE_GROUPS = ("publish", "topics", "command", "sync", "external_wrench", "qos_overrides")
+NODE_NAMES = ("real_time_factor", "realtime_priority", "world_frame", "stop_after_s", "viewer",
+              "use_sim_time", "start_type_description_service")
+
+
+def is_node_key(key: str) -> bool:
+    """Whether ``key`` is left to the ROS node (:data:`NODE_GROUPS`, :data:`NODE_NAMES`)."""
+    return key in NODE_NAMES or key.partition(".")[0] in NODE_GROUPS and "." in key
 
 
 def load_config(params: Mapping[str, Any]) -> SimConfig:
@@ -301,15 +378,36 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             raise ConfigError(
                 f"parameter 'contact_surfaces': surface name {s!r} clashes with a parameter group")
 
-    known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+    pose_names = values["poses"]
+    for name in pose_names:
+        if not name or "." in name:
+            raise ConfigError(f"parameter 'poses': invalid pose name {name!r}")
+    if len(set(pose_names)) != len(pose_names):
+        raise ConfigError("parameter 'poses': names must be unique")
+
+    known = (list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+             + [f"poses.{n}.{f}" for n in pose_names for f in _POSE_BY_FIELD])
     for key in flat:
         if key in _PARAM_BY_KEY:
             continue
         head, _, field = key.partition(".")
         if head in surface_names and field in _SURFACE_BY_FIELD:
             continue
-        if not _foreign_key(key):
+        if head == "poses" and field.partition(".")[0] in pose_names \
+                and field.partition(".")[2] in _POSE_BY_FIELD:
+            continue
+        if not is_node_key(key):
             raise unknown_key_error(key, known)
+    if values["initial.pose"] and values["initial.pose"] not in pose_names:
+        raise ConfigError(f"parameter 'initial.pose': no pose {values['initial.pose']!r} in "
+                          f"'poses' ({', '.join(pose_names) or 'none'})")
+    for a in values["xacro.args"]:
+        name, sep, _ = a.partition(":=")
+        if not sep or not name.strip():
+            raise ConfigError(f"parameter 'xacro.args': {a!r} is not of the form 'name:=value'")
+    if values["xacro.args"] and not values["urdf_path"].endswith(".xacro"):
+        raise ConfigError("parameter 'xacro.args' is given but 'urdf_path' is not a .xacro "
+                          "file; remove xacro.args or point urdf_path at the .xacro")
 
     surfaces = tuple(_surface(name, flat) for name in surface_names)
     n_points = sum(s.grid[0] * s.grid[1] if s.shape == "box" else
@@ -321,13 +419,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     if bool(values["urdf_path"]) == bool(values["robot_description"]):
         raise ConfigError(
             "exactly one of parameters 'urdf_path' and 'robot_description' must be set")
-    jn, jp = values["initial.joint_names"], values["initial.joint_positions"]
-    if len(jn) != len(jp):
-        raise ConfigError(
-            f"parameter 'initial.joint_positions' has {len(jp)} entries but "
-            f"'initial.joint_names' has {len(jn)}")
-    if len(set(jn)) != len(jn):
-        raise ConfigError("parameter 'initial.joint_names': names must be unique")
+    _check_joint_list("initial", values["initial.joint_names"], values["initial.joint_positions"])
 
     normal = np.asarray(values["ground.normal"])
     values["ground.normal"] = tuple((normal / np.linalg.norm(normal)).tolist())
@@ -338,8 +430,51 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             top[head][field] = v
         else:
             top[key] = v
-    return SimConfig({**{k: Group(v) if k in _GROUPS else v for k, v in top.items()},
-                      "surfaces": surfaces})
+    groups = {g: _GROUP_CLASSES.get(g, Group)(top[g]) for g in _GROUPS}
+    _check_perturbation(groups["perturbation"])
+    return SimConfig({**top, **groups, "surfaces": surfaces,
+                      "poses": tuple(_pose(name, flat, values) for name in pose_names)})
+
+
+def _check_joint_list(prefix: str, names, positions) -> None:
+    if len(names) != len(positions):
+        raise ConfigError(
+            f"parameter '{prefix}.joint_positions' has {len(positions)} entries but "
+            f"'{prefix}.joint_names' has {len(names)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"parameter '{prefix}.joint_names': names must be unique")
+
+
+def _pose(name: str, flat: Mapping[str, Any], values: Mapping[str, Any]) -> PoseConfig:
+    """The named pose ``poses.<name>.*``; empty base fields take initial.*'s."""
+    v = {}
+    for f, p in _POSE_BY_FIELD.items():
+        key = f"poses.{name}.{f}"
+        v[f] = p.coerce(flat[key], key) if key in flat else p.default_value
+    _check_joint_list(f"poses.{name}", v["joint_names"], v["joint_positions"])
+    for f in ("base_position", "base_rpy"):
+        if not v[f]:
+            v[f] = values[f"initial.{f}"]
+        elif len(v[f]) != 3:
+            raise ConfigError(f"parameter 'poses.{name}.{f}' needs 3 numbers, got {len(v[f])}")
+        elif not values["floating_base"]:
+            raise ConfigError(f"parameter 'poses.{name}.{f}': a fixed base does not move; "
+                              f"place it with initial.base_position / initial.base_rpy")
+    return PoseConfig({"name": name, **v})
+
+
+def _check_perturbation(p: PerturbationConfig) -> None:
+    """The cross-checks of the perturbation group (the links themselves are checked
+    against the URDF when the robot is built)."""
+    for names, values, per, key in ((p.mass_scale_links, p.mass_scale, 1, "mass_scale"),
+                                    (p.com_offset_links, p.com_offset, 3, "com_offset")):
+        if len(values) != per * len(names):
+            raise ConfigError(
+                f"parameter 'perturbation.{key}' has {len(values)} numbers but "
+                f"'perturbation.{key}_links' names {len(names)} link(s): give "
+                f"{'one factor' if per == 1 else '3 numbers (dx, dy, dz)'} per link")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"parameter 'perturbation.{key}_links': names must be unique")
 
 
 def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
@@ -384,6 +519,7 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
 
 
 def parameter_table_markdown() -> str:
-    """The README's parameter table, generated from :data:`PARAMETERS`."""
+    """The parameter table of docs/parameters.md, generated from :data:`PARAMETERS`."""
     return table_markdown([(p.key, p) for p in PARAMETERS]
-                          + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
+                          + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS]
+                          + [(f"poses.P.{p.key}", p) for p in POSE_PARAMETERS])

@@ -210,3 +210,4 @@ class Group(Mapping):
 
     def __setstate__(self, state):
         object.__setattr__(self, "_values", state)
+

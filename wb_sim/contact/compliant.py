@@ -125,6 +125,9 @@ class CompliantContact:
         self._any_slip = False
         self._all_stick = np.ones(n, dtype=np.int8)
         self._max_depth = -math.inf if n else 0.0
+        #: steps with points in the solve, and those that needed the active-set loop
+        self.solves = 0
+        self.active_set_solves = 0
         self._coef_dt = None
         # buffers of the common step (every point in the solve): the system matrix and
         # B^-1 per row; rewritten each step, never handed out
@@ -234,6 +237,7 @@ class CompliantContact:
             Jg = pts.jacobian_component_major(idx)
             dk, uk = d[idx], u[:, idx]
             ds = np.where(dk > 0.0, dk, d_free[idx])
+        self.solves += 1
         # unknowns: the forces f = p / h (N), so the system is h (G + (h B)^-1) f = rhs,
         # i.e. (J h M^-1 J^T + B^-1) f = B^-1 f0 - w_free: h rides on BLAS's scale factor
         MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, 3k): h M^-1 J^T
@@ -256,6 +260,7 @@ class CompliantContact:
             if info != 0 or min(F[2].tolist()) <= 0.0 or max(self._cone.dot(F * F).tolist()) > 0.0:
                 f = None  # outside the cone, pulling, or numerically singular: the loop
         if f is None:
+            self.active_set_solves += 1
             f, slipping = self._general(A, rhs, diag, target, k, idx)
             F = f.reshape(3, k)
             loaded = F[2] > 0.0
@@ -416,6 +421,11 @@ class CompliantContact:
             slipping |= over
         self._last_direction = direction
         return p, slipping
+
+    def statistics(self) -> dict:
+        """Counts since construction: steps with touching points, and how many of
+        them needed the active-set loop (impacts, take-offs, slips)."""
+        return {"solves": self.solves, "active_set_solves": self.active_set_solves}
 
     # ------------------------------------------------------------------ resolution
 

@@ -47,13 +47,14 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from ..config import PARAMETERS, SURFACE_PARAMETERS, load_config, read_yaml_params
+from ..config import PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, load_config, read_yaml_params
 from ..errors import ConfigError, DivergenceError, WbSimError
 from ..parameters import unknown_key_error
 from ..simulator import Simulator
 from . import conversions as cv
 from .frames import FrameTree
-from .parameters import NODE_PARAMETERS, descriptor, is_node_key, load_node_config
+from .parameters import (NODE_PARAMETERS, core_keys, descriptor, is_node_key,
+                         load_node_config)
 from .urdf import urdf_for_ros
 
 try:
@@ -137,7 +138,7 @@ class SimNode(Node):
         self.cfg = load_node_config(flat)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.sim = Simulator(load_config(flat))  # it leaves the node's own keys to us
+            self.sim = Simulator(load_config(core_keys(flat)))
         for w in caught:  # e.g. a robot starting inside the ground: into the node's log
             self.get_logger().warning(str(w.message))
         self._notes_logged: set[str] = set()
@@ -268,6 +269,9 @@ class SimNode(Node):
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
                 declare(f"{s}.{p.key}", p)
+        for pose in flat["poses"]:
+            for p in POSE_PARAMETERS:
+                declare(f"poses.{pose}.{p.key}", p)
         # a key the node does not know is refused, as the Python API refuses it (rclpy
         # would ignore it: a misspelt `contact: stifness:` silently kept the default)
         unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
@@ -336,7 +340,7 @@ class SimNode(Node):
         name = self.cfg["viewer"]
         if name == "none":
             return None
-        from ..viewer import make_viewer  # meshcat only when asked for
+        from ..tools.viewer import make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
                              ground_height=ground.height, ground_normal=ground.normal)
@@ -439,9 +443,19 @@ class SimNode(Node):
         t_ns = self._now_ns()
         q = sim.q
         qj = sim.joint_positions
+        # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
+        # readings of n steps ago, stamped now, as a transport delay the controller does not
+        # know of (lockstep still pairs each command with the step it answers); ground truth
+        # (odometry, TF) and the clock are of now
+        delayed = sim.config.sensors.delay_steps
         if self._js_pub is not None and (every or k % n["joint_states"] == 0):
-            self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
-                                                sim.applied_torques))
+            if delayed:
+                s = sim.sensed_state
+                self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions,
+                                                    s.joint_velocities, s.applied_torques))
+            else:
+                self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
+                                                    sim.applied_torques))
             self._pub_wall[t_ns] = time.perf_counter()
             if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
                 del self._pub_wall[next(iter(self._pub_wall))]
@@ -454,11 +468,12 @@ class SimNode(Node):
         if self._clock_pub is not None and (every or k % n["clock"] == 0):
             self._clock_raw(self._clock_cdr.serialize(t_ns))
         if self._imu_pub is not None and (every or k % n["imu"] == 0):
-            r = sim.imu()
+            r = sim.sensed_imu() if delayed else sim.imu()
             self._imu_raw(self._imu_cdr.serialize(
                 t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
         if self._wrench_raw and (every or k % n["contact_wrench"] == 0):
-            for (publish, cdr), w in zip(self._wrench_raw, sim.contact_wrench_array()):
+            wrenches = sim.sensed_contact_wrench_array() if delayed else sim.contact_wrench_array()
+            for (publish, cdr), w in zip(self._wrench_raw, wrenches):
                 publish(cdr.serialize(t_ns, w[:3], w[3:]))
         if self._tf_pub is not None and (every or k % n["tf"] == 0):
             rows = self._tf_rows
@@ -957,8 +972,8 @@ class SimNode(Node):
             x, y, z = self.sim.q[:3].tolist()
             base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
         solver = ""
-        if hasattr(self.sim.contact, "statistics"):
-            st = self.sim.contact.statistics()
+        st = self.sim.contact.statistics()
+        if "nonconverged" in st:
             solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
                       f"converged")
         rejected = ""

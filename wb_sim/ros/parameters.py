@@ -1,9 +1,10 @@
 """The ROS 2 node's own parameters, and how the node declares every parameter.
 
 This module imports no rclpy (only :func:`descriptor` needs ``rcl_interfaces``,
-imported when called): :mod:`wb_sim.config` asks :func:`is_node_key` which keys of
-a shared ``wb_sim: ros__parameters:`` block are the node's, and :mod:`wb_sim.bag`
-reads the node's default topic names here.
+imported when called). The core, which does not import ros/, knows the node's keys
+of the shared ``wb_sim: ros__parameters:`` block by name only
+(:data:`wb_sim.config.NODE_GROUPS`, :data:`~wb_sim.config.NODE_NAMES`), to leave them
+to the node; a test holds those names to the declarations here.
 
 The node declares the core's parameters (:data:`wb_sim.config.PARAMETERS`, the
 contact models' groups included, and the keys of each contact surface) and its own
@@ -152,6 +153,12 @@ def is_node_key(key: str) -> bool:
     (:data:`NODE_PARAMETERS`, the parameters rclpy itself owns, QoS overrides)."""
     return key in _NODE_PARAM_BY_KEY or key in ROS_OWN_PARAMETERS or \
         key.startswith(QOS_OVERRIDES_PREFIX)
+
+
+def core_keys(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The keys of a flat parameter dict that are not the node's (for
+    :func:`wb_sim.config.load_config`, which then needs no registration)."""
+    return {k: v for k, v in flat.items() if not is_node_key(k)}
 
 
 @dataclass(frozen=True)

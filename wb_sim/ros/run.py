@@ -40,7 +40,7 @@ import yaml
 from .. import config_path
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
-from .parameters import load_node_config
+from .parameters import core_keys, load_node_config
 
 #: wall seconds without progress of the simulated time (or, at the start, without a
 #: first stats line) after which the run is declared stuck
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
         if args.viewer is not None:
             explicit["viewer"] = args.viewer
         flat.update(explicit)
-        load_config(flat)
+        load_config(core_keys(flat))
         node_cfg = load_node_config(flat)
     except ConfigError as e:
         return _fail(str(e))
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
         return _fail(f"the node ended at t = {state['t']:.3f} s, before --duration "
                      f"{args.duration:g} s")
     if args.plot:
-        from ..plot import main as plot_main  # matplotlib, rosbags: only now
+        from ..tools.plot import main as plot_main  # matplotlib, rosbags: only now
         if plot_main([str(bag), "-o", args.plot]) != 0:
             return 2
     print(f"wb_sim_run: {state['t']:.1f} s simulated; last report: {state['last']}")

@@ -41,9 +41,8 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from .errors import CommandError, ConfigError, ModelError, WbSimError
-from .robot import RobotModel, package_share_dir
-from .ros.urdf import urdf_for_ros  # pure Python: the mesh URIs ROS tools resolve
+from ..errors import CommandError, ConfigError, ModelError, WbSimError
+from ..robot import RobotModel, package_share_dir, resolve_mesh_uris
 
 log = logging.getLogger(__name__)
 
@@ -164,12 +163,12 @@ def arrow_transforms(position, force, scale: float):
 def visual_geometry(robot: RobotModel) -> pin.GeometryModel:
     """pinocchio's visual GeometryModel of the robot's URDF.
 
-    Mesh URIs are resolved as for ROS tools (:func:`wb_sim.ros.urdf.urdf_for_ros`):
+    Mesh URIs are resolved with :func:`wb_sim.robot.resolve_mesh_uris`:
     ``package://`` URIs of robots installed from PyPI (e.g. icub-models) are
     found next to the URDF file; packages known to a ROS environment through
     its share directory.
     """
-    xml = urdf_for_ros(robot.urdf_xml, robot.urdf_file)
+    xml = resolve_mesh_uris(robot.urdf_xml, robot.urdf_file)
     package_dirs = []
     for package in sorted(set(_package_names(xml))):
         try:
