@@ -68,6 +68,22 @@ PARAMETERS: tuple[Param, ...] = (
           "The ground plane passes through the world point (0, 0, height)."),
     Param("ground.normal", "floats", [0.0, 0.0, 1.0], "", "Unit normal of the ground plane "
           "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
+    # --- terrain on the ground (wb_sim/terrain.py)
+    Param("terrain.boxes", "floats", [], "m, rad",
+          "Boxes on the ground (steps, platforms): 7 numbers each, centre x, y, z, size x, y, "
+          "z, yaw (about the world z axis). Every contact point meets them."),
+    Param("terrain.stairs", "floats", [], "m, rad",
+          "Stair flights: 8 numbers each, x0, y0 (start of the first step), yaw (heading), "
+          "step depth, step height, width, count, z0 (the floor they rise from)."),
+    Param("terrain.heightfield", "str", "", "",
+          "A .npy file of heights (rows along y, columns along x; '' = none); a relative path "
+          "is relative to the YAML file that sets it."),
+    Param("terrain.heightfield_size", "floats", [1.0, 1.0], "m",
+          "Extent of the heightfield along x and y.", length=2),
+    Param("terrain.heightfield_origin", "floats", [0.0, 0.0, 0.0], "m",
+          "World position of the heightfield's first sample (row 0, column 0).", length=3),
+    Param("terrain.heightfield_scale", "float", 1.0, "",
+          "Factor applied to the file's heights (to metres).", lo=0.0, lo_open=True),
     # --- contact: the models' groups
     *CONTACT_PARAMETERS,
     Param("contact_surfaces", "strs", [], "",
@@ -338,6 +354,9 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     up = flat.get("urdf_path")
     if isinstance(up, str) and up and ":" not in up and not Path(up).is_absolute():
         flat["urdf_path"] = str((path.parent / up).resolve())
+    hf = flat.get("terrain.heightfield")
+    if isinstance(hf, str) and hf and not Path(hf).is_absolute():
+        flat["terrain.heightfield"] = str((path.parent / hf).resolve())
     return flat
 
 
@@ -432,8 +451,15 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             top[key] = v
     groups = {g: _GROUP_CLASSES.get(g, Group)(top[g]) for g in _GROUPS}
     _check_perturbation(groups["perturbation"])
+    _check_terrain(groups["terrain"])
     return SimConfig({**top, **groups, "surfaces": surfaces,
                       "poses": tuple(_pose(name, flat, values) for name in pose_names)})
+
+
+def _check_terrain(t: Group) -> None:
+    from .terrain import boxes_from_flat, stairs_boxes
+    boxes_from_flat(t.boxes)  # the ConfigErrors of their layout, at load
+    stairs_boxes(t.stairs)
 
 
 def _check_joint_list(prefix: str, names, positions) -> None:

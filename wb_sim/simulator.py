@@ -39,6 +39,7 @@ from .errors import CommandError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
+from .terrain import load_terrain
 
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
@@ -208,7 +209,8 @@ class Simulator:
 
         ground = Ground(config.ground.height, np.array(config.ground.normal))
         self.ground = ground
-        self.contact_points = ContactPoints(robot, config, ground)
+        self.terrain = load_terrain(config)  #: wb_sim.terrain.Terrain, or None: the plane only
+        self.contact_points = ContactPoints(robot, config, ground, self.terrain)
         self.contact = make_contact_model(config, self.contact_points)
         self._no_points = not self.contact_points.n
         self._max_penetration = self.contact.max_penetration
@@ -718,7 +720,7 @@ class Simulator:
         pts = self.contact_points
         return ContactPointsReading(
             surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
-            position=pts.position.copy(), force=self._force @ pts.basis.T,
+            position=pts.position.copy(), force=pts.world_forces(self._force),
             depth=self.contact.depth.copy(),
             status=tuple(STATUS_NAMES[s] for s in self.contact.status))
 

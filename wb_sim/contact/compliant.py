@@ -214,7 +214,7 @@ class CompliantContact:
         """
         pts = self.points
         n, h = pts.n, dt
-        self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
+        self.depth = d = pts.depth  # a new array each update: snapshots keep the old
         depths = d.tolist()
         self._max_depth = max(depths)
         if h != self._coef_dt:
@@ -497,7 +497,7 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
     k_t, c_t, mu = params["tangential_stiffness"], params["tangential_damping"], \
         params["friction_coefficient"]
     h, n = dt, points.n
-    depth = points.plane_z - points.position_gT[2]
+    depth = points.depth
     force, u_next = np.zeros((n, 3)), np.zeros((2, n))
     J_n = points.jacobian_g()[2::3]  # normal rows
     reach = {i: depth[i] if depth[i] > 0.0 else depth[i] - h * float(J_n[i] @ v_free)

@@ -226,7 +226,7 @@ class RigidContact:
         depths; the states are computed on demand. ``u`` is unused (the rigid
         ground does not deform)."""
         pts = self.points
-        phi = pts.position_gT[2] - pts.plane_z
+        phi = -pts.depth
         self.depth = -phi
         # in the problem: points within the margin, and points whose free motion would
         # cross it during the step (at 250 Hz a 1 m drop moves 18 mm per step)
@@ -321,7 +321,7 @@ def reference_problem(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarra
     eps = params["regularization"]
     beta, margin = params["baumgarte_gain"], params["activation_margin"]
     n = points.n
-    phi = points.position_gT[2] - points.plane_z
+    phi = -points.depth
     J_all = points.jacobian_g()  # (3n, nv), rows t1, t2, n per point
     active = [i for i in range(n)
               if min(phi[i], phi[i] + dt * float(J_all[3 * i + 2] @ v_free)) < margin]
