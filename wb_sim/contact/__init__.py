@@ -90,7 +90,7 @@ PARAMETERS: tuple[Param, ...] = (
           "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
           "'rigid' (impulses with a friction cone, the keys marked rigid).",
           choices=tuple(CONTACT_MODELS), check=_known_model),
-    *dict.fromkeys(p for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS),
+    *{p.key: p for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS}.values(),
 )
 
 
