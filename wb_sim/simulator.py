@@ -22,6 +22,7 @@ raises :class:`DivergenceError` and keeps the previous state.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections import deque
 import warnings
@@ -858,6 +859,38 @@ class Simulator:
             self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
             self.imu_sensor._noise = noise.copy()
         self._restore_readings(copy.deepcopy(state.contact))
+
+    def set_base_state(self, position=None, quaternion=None, linear_velocity=None,
+                       angular_velocity=None) -> None:
+        """Move a floating base now: its world position (m), orientation quaternion
+        (x, y, z, w; normalized here), world-frame linear velocity of its origin
+        (m/s) and angular velocity (rad/s), each left as it is when None. Joints,
+        time and the contact state (deformations, warm starts) stay; the readings
+        are those of the new configuration at the next step. Raises
+        :class:`CommandError` (state untouched) for a fixed base or a bad value
+        (wrong length, non-finite, a zero quaternion)."""
+        if not self.robot.floating_base:
+            raise CommandError("set_base_state: the robot has a fixed base (floating_base: "
+                               "false); it cannot be moved")
+        q, v = self._q.copy(), self._v.copy()
+        if position is not None:
+            q[:3] = _vector(position, "position", 3, "m, world frame")
+        if quaternion is not None:
+            quat = _vector(quaternion, "quaternion", 4, "x, y, z, w")
+            norm = float(np.linalg.norm(quat))
+            if not norm > 1e-9:
+                raise CommandError("set_base_state: the quaternion is zero (x, y, z, w)")
+            q[3:7] = quat / norm
+        R = pin.Quaternion(q[3:7]).matrix()
+        if linear_velocity is not None:  # in world axes in the stepping coordinates (a turn
+            v[:3] = _vector(linear_velocity, "linear_velocity", 3, "m/s, world frame")  # keeps it)
+        if angular_velocity is not None:  # in base axes in the stepping coordinates
+            v[3:6] = R.T @ _vector(angular_velocity, "angular_velocity", 3, "rad/s, world frame")
+        elif quaternion is not None:  # keep the world-frame angular velocity
+            v[3:6] = R.T @ (pin.Quaternion(self._q[3:7]).matrix() @ self._v[3:6])
+        snap = self.get_state()
+        self.set_state(dataclasses.replace(snap, q=q, v=v, q_prev=q, v_prev=v,
+                                           a=np.zeros_like(v)))
 
     def _signature(self) -> tuple:
         return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
