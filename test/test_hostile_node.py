@@ -466,6 +466,8 @@ STARTUP_CASES = [
     ("joints.limit_damping_ratio:=1.0e+6", "joints.limit_damping_ratio"),
     ("urdf_path:=/nonexistent/robot.urdf", "/nonexistent/robot.urdf"),
     ("real_time_factor:=fast", "real_time_factor"),
+    ("contact.baumgarte_gain:=2.0", "contact.baumgarte_gain"),  # the declared [0, 1] range
+    ("contact.model:=soft", "contact.model"),  # the declared choices, CONTACT_MODELS
 ]
 
 
