@@ -362,7 +362,8 @@ class SimNode(Node):
         from ..tools.viewer import make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
-                             ground_height=ground.height, ground_normal=ground.normal)
+                             ground_height=ground.height, ground_normal=ground.normal,
+                             terrain=self.sim.terrain)
 
         def snapshot():
             with self._lock:
