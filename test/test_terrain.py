@@ -246,12 +246,12 @@ def test_a_ball_rolling_over_a_heightfield_loses_energy_as_on_the_plane(tmp_path
     assert wave_loss == pytest.approx(plane_loss, rel=0.3), (wave_loss, plane_loss)
 
 
-def test_the_viewer_draws_the_terrain_where_the_contact_meets_it(tmp_path):
-    """The meshcat viewer's terrain solids come from the same Terrain: each box's
+def test_the_drawn_terrain_is_where_the_contact_meets_it(tmp_path):
+    """What the meshcat viewer and RViz draw comes from the same Terrain: each box's
     transform maps its local corners to the points where the box's distance is 0,
     and the heightfield mesh's vertices lie on the queried surface (pure data: no
     browser needed)."""
-    from wb_sim.tools.viewer import heightfield_mesh, terrain_boxes
+    from wb_sim.terrain import heightfield_mesh, terrain_boxes
     np.save(tmp_path / "h.npy", np.array([[0.0, 0.1], [0.2, 0.3], [0.1, 0.0]]))
     sim = wb_sim.Simulator.from_params(cube_params(2.0, **{
         "terrain.stairs": [0.0, 0.0, 0.4, STEP_D, STEP_H, 1.0, 2, 0.0],

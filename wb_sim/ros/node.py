@@ -444,6 +444,10 @@ class SimNode(Node):
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
             if topics["robot_description"] else None
+        self._terrain_pub = None
+        if cfg["topics.terrain"] and sim.terrain is not None:
+            from visualization_msgs.msg import MarkerArray
+            self._terrain_pub = pub(MarkerArray, cfg["topics.terrain"], LATCHED_QOS)
 
     def _publish_latched(self) -> None:
         stamp = cv.time_msg(self._now_ns())
@@ -453,6 +457,10 @@ class SimNode(Node):
         if self._desc_pub is not None:
             robot = self.sim.robot
             self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+        if self._terrain_pub is not None:
+            from .markers import terrain_markers
+            self._terrain_pub.publish(terrain_markers(self.sim.terrain, self.cfg["world_frame"],
+                                                      stamp))
 
     def _now_ns(self) -> int:
         return self._offset_ns + self.sim.step_count * self._dt_ns
