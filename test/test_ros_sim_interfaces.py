@@ -146,3 +146,35 @@ def test_through_ros2cli(s):
                          env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "wb_humanoid" in out.stdout
+
+
+def test_simulate_steps_action_gives_feedback(s):
+    """The SimulateSteps action while paused: feedback after each step, exactly the
+    steps asked, and refused (aborted) while playing."""
+    from rclpy.action import ActionClient
+    from simulation_interfaces.action import SimulateSteps
+    S = si_msg.SimulationState
+    client = ActionClient(s.ros.node, SimulateSteps, "/wb_sim/simulate_steps")
+    assert client.wait_for_server(timeout_sec=10.0)
+    s.ros.spin_for(0.5)
+
+    def run(steps):
+        feedback = []
+        goal = client.send_goal_async(SimulateSteps.Goal(steps=steps),
+                                      feedback_callback=lambda f: feedback.append(f.feedback))
+        assert s.ros.spin_until(goal.done, 10.0)
+        result = goal.result().get_result_async()
+        assert s.ros.spin_until(result.done, 10.0)
+        return result.result().result, feedback
+
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PAUSED)).result.result in (
+        OK, si.SetSimulationState.Response.ALREADY_IN_TARGET_STATE)
+    res, feedback = run(4)
+    assert res.result.result == OK
+    assert [f.completed_steps for f in feedback] == [1, 2, 3, 4]
+    assert [f.remaining_steps for f in feedback] == [3, 2, 1, 0]
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PLAYING)).result.result == OK
+    res, _ = run(2)
+    assert res.result.result == si_msg.Result.RESULT_OPERATION_FAILED

@@ -4,7 +4,8 @@ Gazebo, Isaac Sim and O3DE serve, for everything wb_sim can do.
 Served under the node's name (``/wb_sim/reset_simulation``, ``/wb_sim/step_simulation``,
 ``/wb_sim/get_simulation_state``, ``/wb_sim/set_simulation_state``,
 ``/wb_sim/get_entities``, ``/wb_sim/get_entity_state``, ``/wb_sim/set_entity_state``,
-``/wb_sim/get_named_poses``, ``/wb_sim/get_simulator_features``) wherever the
+``/wb_sim/get_named_poses``, ``/wb_sim/get_simulator_features``, and the action
+``/wb_sim/simulate_steps``) wherever the
 ``simulation_interfaces`` package imports (a ROS 2 install has it; on a pip-only machine
 ``tools/setup_venv.sh`` generates it). The node's own ``~/reset``, ``~/pause`` and
 ``~/step`` stay.
@@ -16,7 +17,8 @@ What wb_sim supports, as ``get_simulator_features`` lists it:
   refused as unsupported, ``SCOPE_SPAWNED`` has nothing to remove;
 * the simulation state: playing, paused, stopped (paused at the initial state); quitting is
   left to the process (SIGINT);
-* stepping while paused, one step or several;
+* stepping while paused, one step or several (a service, or the action with feedback and
+  cancellation);
 * one entity, the robot (named by its URDF), with get and set of its base pose and twist
   (world frame; a fixed base can be read, not moved);
 * the named poses of the configuration (``poses``), as the base pose of each.
@@ -80,6 +82,11 @@ class SimulationInterfaces:
         for name in self.SERVICES:
             node.create_service(kinds[name], f"~/{name}", getattr(self, f"_{name}"),
                                 qos_profile=qos_profile)
+        from rclpy.action import ActionServer, CancelResponse
+        from simulation_interfaces.action import SimulateSteps
+        self._action_type = SimulateSteps
+        self.action = ActionServer(node, SimulateSteps, "~/simulate_steps", self._simulate_steps,
+                                   cancel_callback=lambda _: CancelResponse.ACCEPT)
 
     # ------------------------------------------------------------------ helpers
 
@@ -123,6 +130,31 @@ class SimulationInterfaces:
         if not ok:
             return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED, why)
         return self._ok(response)
+
+    def _simulate_steps(self, goal):
+        """The SimulateSteps action: ``steps`` steps while paused, feedback after each,
+        cancellable between steps."""
+        result = self._action_type.Result()
+        if not self.control.is_paused():
+            goal.abort()
+            return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
+                                "not paused: set the simulation state to STATE_PAUSED first")
+        total = int(goal.request.steps)
+        feedback = self._action_type.Feedback()
+        for done in range(1, total + 1):
+            if goal.is_cancel_requested:
+                goal.canceled()
+                return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
+                                    f"cancelled after {done - 1} of {total} steps")
+            ok, why = self.control.step_paused(1)
+            if not ok:
+                goal.abort()
+                return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED, why)
+            feedback.completed_steps, feedback.remaining_steps = done, total - done
+            goal.publish_feedback(feedback)
+        self._stopped = False
+        goal.succeed()
+        return self._ok(result)
 
     def _get_simulation_state(self, request, response):
         response.state.state = self._state_code()
@@ -236,7 +268,8 @@ class SimulationInterfaces:
         response.features.features = [
             F.SIMULATION_RESET, F.SIMULATION_RESET_STATE, F.SIMULATION_STATE_GETTING,
             F.SIMULATION_STATE_SETTING, F.SIMULATION_STATE_PAUSE, F.STEP_SIMULATION_SINGLE,
-            F.STEP_SIMULATION_MULTIPLE, F.ENTITY_STATE_GETTING, F.ENTITY_STATE_SETTING,
+            F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION, F.ENTITY_STATE_GETTING,
+            F.ENTITY_STATE_SETTING,
             F.NAMED_POSES]
         response.features.custom_info = (
             "wb_sim: one entity, the robot; its base pose and twist in the world frame; the "
