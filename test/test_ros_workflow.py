@@ -159,6 +159,25 @@ def test_the_node_starts_in_a_named_pose(setup):
     assert position["l_hip_pitch"] == 0.0
 
 
+def test_the_terrain_reaches_rviz_as_markers(setup):
+    """terrain.stairs in the node: a latched visualization_msgs/MarkerArray on
+    'terrain' with one CUBE per step, sized and placed as the contact meets them."""
+    from rclpy.qos import DurabilityPolicy
+    from visualization_msgs.msg import Marker, MarkerArray
+    s = setup(*LOCKSTEP, "terrain.stairs:=[1.0, 0.0, 0.0, 0.3, 0.05, 1.0, 3.0, 0.0]")
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    rec = s.ros.record(MarkerArray, "terrain", latched)
+    assert s.ros.spin_until(lambda: rec.msgs, 5.0), s.describe()
+    markers = rec.last.markers
+    assert [m.type for m in markers] == [Marker.CUBE] * 3
+    for k, m in enumerate(markers):
+        assert m.header.frame_id == "world"
+        assert (m.scale.x, m.scale.y) == pytest.approx((0.3, 1.0))
+        assert m.scale.z == pytest.approx(0.05 * (k + 1))
+        assert m.pose.position.x == pytest.approx(1.0 + 0.3 * (k + 0.5))
+
+
 def test_lockstep_timeout_steps_on_with_the_last_command(setup):
     s = setup(*LOCKSTEP, "sync.timeout_s:=0.05", "publish.stats_period_s:=0.5")
     ros = s.ros

@@ -244,3 +244,27 @@ def test_a_ball_rolling_over_a_heightfield_loses_energy_as_on_the_plane(tmp_path
     wave_gain, wave_loss = _rolling_ball_energy(tmp_path, True)
     assert plane_gain <= 1e-9 and wave_gain <= 1e-9, (plane_gain, wave_gain)
     assert wave_loss == pytest.approx(plane_loss, rel=0.3), (wave_loss, plane_loss)
+
+
+def test_the_drawn_terrain_is_where_the_contact_meets_it(tmp_path):
+    """What the meshcat viewer and RViz draw comes from the same Terrain: each box's
+    transform maps its local corners to the points where the box's distance is 0,
+    and the heightfield mesh's vertices lie on the queried surface (pure data: no
+    browser needed)."""
+    from wb_sim.terrain import heightfield_mesh, terrain_boxes
+    np.save(tmp_path / "h.npy", np.array([[0.0, 0.1], [0.2, 0.3], [0.1, 0.0]]))
+    sim = wb_sim.Simulator.from_params(cube_params(2.0, **{
+        "terrain.stairs": [0.0, 0.0, 0.4, STEP_D, STEP_H, 1.0, 2, 0.0],
+        "terrain.heightfield": str(tmp_path / "h.npy"), "terrain.heightfield_size": [2.0, 1.0],
+        "terrain.heightfield_origin": [3.0, 0.0, 0.0], "initial.base_position": [-1, 0, 0.01]}))
+    boxes = terrain_boxes(sim.terrain)
+    assert len(boxes) == 2
+    for (size, T), box in zip(boxes, sim.terrain.boxes):
+        corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * size / 2
+        world = corners @ T[:3, :3].T + T[:3, 3]
+        np.testing.assert_allclose(box_query(box, world)[0], 0.0, atol=1e-12)
+    vertices, faces = heightfield_mesh(sim.terrain)
+    assert vertices.shape == (6, 3) and faces.shape == (4, 3) and faces.max() == 5
+    d, _ = sim.terrain.heightfield.query(vertices)
+    np.testing.assert_allclose(d, 0.0, atol=1e-12)
+    assert heightfield_mesh(None) is None and terrain_boxes(None) == []

@@ -74,7 +74,8 @@ PARAMETERS: tuple[Param, ...] = (
           "z, yaw (about the world z axis). Every contact point meets them."),
     Param("terrain.stairs", "floats", [], "m, rad",
           "Stair flights: 8 numbers each, x0, y0 (start of the first step), yaw (heading), "
-          "step depth, step height, width, count, z0 (the floor they rise from)."),
+          "step depth, step height, width, count, z0 (the floor they rise from); write "
+          "every number as a float (3.0): a ROS parameter array has one type."),
     Param("terrain.heightfield", "str", "", "",
           "A .npy file of heights (rows along y, columns along x; '' = none); a relative path "
           "is relative to the YAML file that sets it."),

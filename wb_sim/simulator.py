@@ -832,10 +832,16 @@ class Simulator:
         if not isinstance(state, SimState):
             raise CommandError(f"set_state takes a SimState from get_state(), got "
                                f"{type(state).__name__}")
-        if state.signature != self._signature():
-            raise CommandError("set_state: the snapshot is of another robot, contact set or "
-                               "time step (nq, nv, points, dt differ) or command or sensor "
-                               "delay")
+        mine = self._signature()
+        if state.signature != mine:
+            names = ("nq", "nv", "contact points", "dt", "contact model", "IMU",
+                     "command delay (joints.command_delay_steps)",
+                     "sensor delay (sensors.delay_steps)")
+            differ = [f"{name}: {theirs!r} in the snapshot, {ours!r} here"
+                      for name, theirs, ours in zip(names, state.signature, mine)
+                      if theirs != ours]
+            raise CommandError("set_state: the snapshot is of another robot or configuration ("
+                               + "; ".join(differ) + ")")
 
         def frozen(x):
             x = np.array(x)

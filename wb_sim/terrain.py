@@ -197,3 +197,33 @@ def load_terrain(config) -> Terrain | None:
     if not boxes and field is None:
         return None
     return Terrain(config.ground.height, config.ground.normal, boxes, field)
+
+
+def terrain_boxes(terrain) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(size (3,), world <- box (4, 4)) of each box of ``terrain`` (None: none)."""
+    out = []
+    for box in (terrain.boxes if terrain is not None else ()):
+        c, s = math.cos(box.yaw), math.sin(box.yaw)
+        T = np.eye(4)
+        T[:3, :3] = [[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]
+        T[:3, 3] = box.centre
+        out.append((2.0 * box.half, T))
+    return out
+
+
+def heightfield_mesh(terrain) -> tuple[np.ndarray, np.ndarray] | None:
+    """(vertices (N, 3), triangles (M, 3)) of the terrain's heightfield surface, two
+    triangles per grid cell, in world coordinates; None without a heightfield."""
+    field = terrain.heightfield if terrain is not None else None
+    if field is None:
+        return None
+    rows, cols = field.heights.shape
+    x = field.origin[0] + np.linspace(0.0, field.size[0], cols)
+    y = field.origin[1] + np.linspace(0.0, field.size[1], rows)
+    X, Y = np.meshgrid(x, y)
+    vertices = np.column_stack([X.ravel(), Y.ravel(), field.origin[2] + field.heights.ravel()])
+    i, j = np.meshgrid(np.arange(rows - 1), np.arange(cols - 1), indexing="ij")
+    a = (i * cols + j).ravel()
+    faces = np.concatenate([np.column_stack([a, a + 1, a + cols + 1]),
+                            np.column_stack([a, a + cols + 1, a + cols])])
+    return vertices, faces.astype(np.uint32)

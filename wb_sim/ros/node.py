@@ -343,7 +343,8 @@ class SimNode(Node):
         from ..tools.viewer import make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
-                             ground_height=ground.height, ground_normal=ground.normal)
+                             ground_height=ground.height, ground_normal=ground.normal,
+                             terrain=self.sim.terrain)
 
         def snapshot():
             with self._lock:
@@ -424,6 +425,10 @@ class SimNode(Node):
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
             if topics["robot_description"] else None
+        self._terrain_pub = None
+        if cfg["topics.terrain"] and sim.terrain is not None:
+            from visualization_msgs.msg import MarkerArray
+            self._terrain_pub = pub(MarkerArray, cfg["topics.terrain"], LATCHED_QOS)
 
     def _publish_latched(self) -> None:
         stamp = cv.time_msg(self._now_ns())
@@ -433,6 +438,10 @@ class SimNode(Node):
         if self._desc_pub is not None:
             robot = self.sim.robot
             self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+        if self._terrain_pub is not None:
+            from .markers import terrain_markers
+            self._terrain_pub.publish(terrain_markers(self.sim.terrain, self.cfg["world_frame"],
+                                                      stamp))
 
     def _now_ns(self) -> int:
         return self._offset_ns + self.sim.step_count * self._dt_ns
@@ -739,8 +748,32 @@ class SimNode(Node):
         self.create_service(Trigger, "~/reset", self._on_reset, qos_profile=SERVICE_QOS)
         self.create_service(SetBool, "~/pause", self._on_pause, qos_profile=SERVICE_QOS)
         self.create_service(Trigger, "~/step", self._on_step, qos_profile=SERVICE_QOS)
+        from .sim_interfaces import SimulationInterfaces, interfaces
+        if interfaces() is None:
+            self.get_logger().info(
+                "simulation_interfaces is not installed: its services (~/reset_simulation, "
+                "...) are off (a ROS 2 install has it; on a pip-only machine "
+                "tools/setup_venv.sh generates it)")
+        else:
+            self.sim_interfaces = SimulationInterfaces(self, self, SERVICE_QOS)
 
-    def _on_reset(self, request, response):
+    # the simulation control shared by ~/reset, ~/pause, ~/step and simulation_interfaces
+    # (wb_sim.ros.sim_interfaces.Control)
+
+    @property
+    def lock(self):
+        return self._lock
+
+    @property
+    def world_frame(self) -> str:
+        return self.cfg["world_frame"]
+
+    def now_msg(self):
+        return cv.time_msg(self._now_ns())
+
+    def reset_simulation(self) -> str:
+        """Back to the initial state; the clock goes on; after a divergence (which
+        paused it) stepping resumes. Returns what happened."""
         with self._lock:
             self._offset_ns = self._now_ns() + self._dt_ns  # the clock goes on
             self.sim.reset()
@@ -752,31 +785,50 @@ class SimNode(Node):
                 self._diverged = False
                 self._paused.clear()
         self._wake.set()
-        response.success = True
-        response.message = f"reset to the initial state at t = {t_reset:.3f} s" + (
+        message = f"reset to the initial state at t = {t_reset:.3f} s" + (
             "; the simulation resumes after the divergence" if resumed else "")
-        self.get_logger().info(response.message)
-        return response
+        self.get_logger().info(message)
+        return message
 
-    def _on_pause(self, request, response):
-        if request.data:
+    def set_paused(self, paused: bool) -> None:
+        if paused:
             self._paused.set()
         else:
             self._paused.clear()
         self._wake.set()
+        self.get_logger().info(f"simulation {'paused' if paused else 'running'} at "
+                               f"t = {self._now_ns() / 1e9:.3f} s")
+
+    def is_paused(self) -> bool:
+        return self._paused.is_set()
+
+    def step_paused(self, steps: int) -> tuple[bool, str]:
+        """``steps`` physics steps while paused, publishing after each."""
+        for _ in range(steps):
+            with self._lock:
+                ok, why = self._step_once()
+                self._publish(every=True)
+            if not ok:
+                return False, why
+        return True, ""
+
+    def _on_reset(self, request, response):
+        response.success = True
+        response.message = self.reset_simulation()
+        return response
+
+    def _on_pause(self, request, response):
+        self.set_paused(request.data)
         response.success = True
         response.message = "paused" if request.data else "running"
-        self.get_logger().info(f"simulation {response.message} at t = {self._now_ns() / 1e9:.3f} s")
         return response
 
     def _on_step(self, request, response):
-        if not self._paused.is_set():
+        if not self.is_paused():
             response.success = False
             response.message = "not paused: call ~/pause with data: true first"
             return response
-        with self._lock:
-            ok, why = self._step_once()
-            self._publish(every=True)
+        ok, why = self.step_paused(1)
         response.success = ok
         response.message = f"t = {self._now_ns() / 1e9:.6f} s" if ok else why
         return response

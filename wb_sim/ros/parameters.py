@@ -84,6 +84,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           check=_topic),
     Param("topics.robot_description", "str", "robot_description", "",
           "std_msgs/String with the URDF, transient-local ('' = off).", check=_topic),
+    Param("topics.terrain", "str", "terrain", "",
+          "visualization_msgs/MarkerArray of the terrain (terrain.*), transient-local, for "
+          "RViz; published only when there is terrain ('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
           "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
           check=_topic),

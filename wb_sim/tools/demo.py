@@ -68,7 +68,8 @@ def main(argv=None) -> int:
         from .viewer import make_viewer  # meshcat only when asked for
         try:
             viewer = make_viewer(args.viewer, sim.robot, ground_height=sim.config.ground.height,
-                                 ground_normal=sim.config.ground.normal)
+                                 ground_normal=sim.config.ground.normal,
+                                 terrain=sim.terrain)
         except WbSimError as e:
             print(f"wb_sim: {e}", file=sys.stderr)
             return 2
