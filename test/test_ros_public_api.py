@@ -131,3 +131,25 @@ def test_lockstep_steps_once_per_stamped_answer(tmp_path):
         assert s.node.alive()
     finally:
         s.close()
+
+
+def test_this_rclpy_has_every_internal_the_shim_uses():
+    """On the installed rclpy (Kilted here; CI) every internal is there: a new rclpy that
+    drops one turns this red instead of leaving the node on the slower path unnoticed."""
+    import os
+    from wb_sim.ros import rclpy_shim
+    if os.environ.get(rclpy_shim.FORCE_PUBLIC_ENV, "") not in ("", "0"):
+        pytest.skip(f"{rclpy_shim.FORCE_PUBLIC_ENV} is set in this environment")
+    assert rclpy_shim.INTERNALS == {"RCLError": True, "publish_raw": True,
+                                    "polled subscriptions": True}
+    assert "internals used: RCLError, publish_raw, polled subscriptions" in rclpy_shim.describe()
+
+
+def test_the_environment_variable_turns_every_internal_off():
+    import subprocess
+    import sys
+    code = ("from wb_sim.ros import rclpy_shim as s; "
+            "print(s.INTERNALS['publish_raw'], s.INTERNALS['polled subscriptions'], s.describe())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, **PUBLIC}).stdout
+    assert out.startswith("False False rclpy: public API only"), out

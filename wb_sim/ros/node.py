@@ -645,8 +645,6 @@ class SimNode(PolledNodeMixin, Node):
 
     # ------------------------------------------------------------------ physics loop
 
-    # ------------------------------------------------------------------ physics loop
-
     def _step_once(self, poll: bool = True) -> tuple[bool, str]:
         if poll:
             self._poll_commands()
