@@ -23,20 +23,23 @@ setup(
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
         # setuptools + wheel: test_packaging builds the wheel; colcon: the `colcon build` tests;
-        # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint
+        # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint;
+        # xacro: the .xacro urdf_path tests
         "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
-                 "colcon-common-extensions", "ray", "pyarrow", "ruff"],
+                 "colcon-common-extensions", "ray", "pyarrow", "ruff", "xacro"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
                 "ros-std-srvs", "ros-nav-msgs", "ros-rosgraph-msgs", "ros-builtin-interfaces",
-                "ros-rcl-interfaces", "ros-ament-index-python"],
+                "ros-rcl-interfaces", "ros-ament-index-python", "ros-visualization-msgs"],
         # recordings (rosbag2 MCAP without ROS) and their plots
         "plot": ["matplotlib", "rosbags>=0.10"],
         # the browser viewer (viewer: meshcat)
         "viewer": ["meshcat"],
         # wb_sim_batch --backend ray (a local Ray instance or a cluster)
         "ray": ["ray"],
+        # a .xacro urdf_path (parameter xacro.args)
+        "xacro": ["xacro"],
     },
     zip_safe=True,
     maintainer="wb_sim developers",
@@ -45,14 +48,14 @@ setup(
     license="BSD-3-Clause",
     entry_points={
         "console_scripts": [
-            "wb_sim_demo = wb_sim.demo:main",
-            "wb_sim_bench = wb_sim.bench:main",
+            "wb_sim_demo = wb_sim.tools.demo:main",
+            "wb_sim_bench = wb_sim.tools.bench:main",
             "wb_sim_node = wb_sim.ros.node:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",
-            "wb_sim_plot = wb_sim.plot:main",
-            "wb_sim_batch = wb_sim.campaign:main",
+            "wb_sim_plot = wb_sim.tools.plot:main",
+            "wb_sim_batch = wb_sim.tools.campaign:main",
         ],
     },
 )

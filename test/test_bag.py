@@ -1,5 +1,5 @@
 """Recording the node's topics with ``wb_sim_record`` (rosbag2, MCAP) and reading
-them back with ``wb_sim.bag`` and ``wb_sim_plot``, end to end over real ROS 2.
+them back with ``wb_sim.tools.bag`` and ``wb_sim_plot``, end to end over real ROS 2.
 
 One session: the simulator node (humanoid, lockstep) in its own
 ROS_DOMAIN_ID, the recorder, then the example PD controller (which starts the
@@ -39,9 +39,9 @@ require_ros("sensor_msgs.msg", "geometry_msgs.msg", "nav_msgs.msg", "std_msgs.ms
 import wb_sim  # noqa: E402
 from ros_helpers import (HUMANOID_YAML, Proc, fresh_domain_id,  # noqa: E402
                          pd_controller_argv, sim_node_argv)
-from wb_sim.bag import bag_topics, history_from_bag  # noqa: E402
+from wb_sim.tools.bag import bag_topics, history_from_bag  # noqa: E402
 from wb_sim.controllers import PDGravityController  # noqa: E402
-from wb_sim.plot import main as plot_main  # noqa: E402
+from wb_sim.tools.plot import main as plot_main  # noqa: E402
 
 STARTUP_TIMEOUT = 30.0
 RECORD_WALL_S = 3.0

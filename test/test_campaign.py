@@ -1,4 +1,4 @@
-"""Campaigns (wb_sim.campaign, wb_sim_batch): the same table bit for bit on a local pool of 1
+"""Campaigns (wb_sim.tools.campaign, wb_sim_batch): the same table bit for bit on a local pool of 1
 and 2 workers and on a local Ray instance; resume after an interruption; validation errors
 naming the key; metrics, delays and mass scaling against numbers computed here independently.
 
@@ -20,7 +20,7 @@ import pytest
 
 import wb_sim
 from wb_sim import ConfigError
-from wb_sim.campaign import load_campaign, run_campaign
+from wb_sim.tools.campaign import load_campaign, run_campaign
 from wb_sim.config import read_yaml_params
 from wb_sim.controllers import PDGravityController
 
@@ -169,7 +169,7 @@ def test_validation_errors(change, match):
 
 def test_cli_exit_codes(tmp_path):
     exe = Path(sys.executable).parent / "wb_sim_batch"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.campaign"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.tools.campaign"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("robot: humanoid\ngrid: {contact.stifness: [1.0e4]}\n")
     r = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=120)
@@ -193,7 +193,7 @@ def test_cli_interrupted_by_ctrl_c_resumes(tmp_path):
     import signal
     import time
     exe = Path(sys.executable).parent / "wb_sim_batch"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.campaign"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.tools.campaign"]
     camp = tmp_path / "c.yaml"
     camp.write_text("robot: humanoid\nduration_s: 0.25\nplots: false\ngrid:\n"
                     "  contact.stiffness: [" + ", ".join(f"{k}.0e4" for k in range(1, 9)) + "]\n")
@@ -333,7 +333,7 @@ def test_robot_yaml_relative_to_the_campaign_file(tmp_path):
 def test_mass_scaling_edits_the_urdf():
     """Torso mass x 1.5 and its CoM moved by [0.01, 0, -0.02] m in its frame: the robot's
     mass and centre of mass move by what the URDF's numbers say."""
-    from wb_sim.campaign import _case_config
+    from wb_sim.tools.campaign import _case_config
     s, off = 1.5, np.array([0.01, 0.0, -0.02])
     camp = load_campaign({"robot": "humanoid", "duration_s": 0.01, "plots": False,
                           "grid": {"mass_scale.torso": [s]},
@@ -354,7 +354,7 @@ def test_mass_scaling_edits_the_urdf():
 
 
 def test_import_wb_sim_campaign_loads_neither_ray_nor_rclpy():
-    code = ("import sys, wb_sim, wb_sim.campaign; "
+    code = ("import sys, wb_sim, wb_sim.tools.campaign; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('ray', 'rclpy')]; "
             "assert not bad, bad")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -370,7 +370,7 @@ def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_plots_and_recordings(tmp_path):
     pytest.importorskip("matplotlib")
-    from wb_sim.recording import History
+    from wb_sim.tools.recording import History
     camp = dict(SMALL, plots=True, record=True, random={})
     res = run_campaign(camp, workers=2, out=tmp_path, progress=False)
     names = sorted(p.name for p in res.plots)

@@ -121,3 +121,23 @@ def test_point_kinematics_read_through_the_placement_view_equal_the_plain_copy(m
     np.testing.assert_array_equal(pts.position_gT, plain[0])
     assert _placement_view(other, pts.joint_ids) is not None
     assert _placement_view(pin.Model().createData(), np.array([0])) is None  # one joint: no stride
+
+
+def test_a_standing_robot_takes_the_single_solve_path(make_humanoid, shipped_controller):
+    """Standing, every step is one Cholesky solve: after the first 0.2 s of settling
+    no step of the humanoid under its PD needs the active-set loop (which costs
+    several solves); a tilted box landing on a corner does need it (the count can move)."""
+    sim = make_humanoid()
+    ctrl = shipped_controller(sim)
+    for k in range(1200):
+        if k == 200:
+            settled = dict(sim.contact.statistics())
+        st = sim.state
+        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+    stats = sim.contact.statistics()
+    assert stats["solves"] - settled["solves"] == 1000
+    assert stats["active_set_solves"] == settled["active_set_solves"], stats
+    box = _box(**{"initial.base_position": [0.0, 0.0, 0.05], "initial.base_rpy": [0.3, 0.2, 0.0]})
+    for _ in range(300):
+        box.step(np.zeros(box.nj))
+    assert box.contact.statistics()["active_set_solves"] >= 1

@@ -371,8 +371,8 @@ def test_read_yaml_params_resolves_relative_urdf_path(tmp_path, monkeypatch):
 
 CORE_MODULES = ["wb_sim", "wb_sim.errors", "wb_sim.config", "wb_sim.robot", "wb_sim.actuation",
                 "wb_sim.contact", "wb_sim.contact.compliant", "wb_sim.contact.points",
-                "wb_sim.sensors", "wb_sim.simulator", "wb_sim.controllers", "wb_sim.bench",
-                "wb_sim.demo"]
+                "wb_sim.sensors", "wb_sim.simulator", "wb_sim.controllers", "wb_sim.tools.bench",
+                "wb_sim.tools.demo"]
 
 NO_RCLPY = textwrap.dedent("""
     import importlib, importlib.util, sys

@@ -283,7 +283,7 @@ def test_unknown_names_are_model_errors(arm, call, exc, fragments):
 def test_the_demo_keeps_memory_flat_for_any_duration(monkeypatch, capsys):
     """`python -m wb_sim --duration 1000` kept every step's base height (35 MB per
     million steps); it now keeps one second of them."""
-    import wb_sim.demo as demo
+    import wb_sim.tools.demo as demo
     seen = []
     real_deque = demo.collections.deque
 

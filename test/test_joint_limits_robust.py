@@ -191,16 +191,12 @@ def test_humanoid_hip_roll_pushed_into_its_limit_with_the_leg_swung_forward(rate
 
 
 @pytest.mark.parametrize("rate", [200, 500])
-def test_humanoid_config_is_accepted_at_200_and_500_hz(rate):
+def test_humanoid_config_is_accepted_at_200_and_500_hz(rate, make_humanoid, shipped_controller):
     """The shipped humanoid configuration at 200 and 500 Hz (only the rate
     changed): built without ConfigError and standing 0.2 s under its PD
     controller without divergence."""
-    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
-                                     {"physics_rate_hz": float(rate)})
-    gains = wb_sim.config.read_yaml_params(wb_sim.config_path("humanoid"),
-                                           "wb_sim_pd_controller")
-    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
-                               gravity=sim.config.gravity)
+    sim = make_humanoid(physics_rate_hz=float(rate))
+    ctrl = shipped_controller(sim)
     z0 = sim.q[2]
     try:
         for _ in range(int(0.2 * rate)):

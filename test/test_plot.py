@@ -1,4 +1,4 @@
-"""PNG plots of a run (wb_sim.plot, ``wb_sim_plot``) and the demo's --record / --plot.
+"""PNG plots of a run (wb_sim.tools.plot, ``wb_sim_plot``) and the demo's --record / --plot.
 
 Checked: the five figures are written as real PNG images of a legible size
 (at least 800 x 400 pixels, tens of kB), the contact figure is left out
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 import wb_sim
-from wb_sim import demo
+from wb_sim.tools import demo
 from wb_sim.controllers import PDGravityController
-from wb_sim.plot import main, plot_history, torque_selection, tracking_selection
-from wb_sim.recording import History, Recorder
+from wb_sim.tools.plot import main, plot_history, torque_selection, tracking_selection
+from wb_sim.tools.recording import History, Recorder
 
 FIGURES = ["base_com.png", "contact_forces.png", "joint_tracking.png", "torques.png",
            "real_time_factor.png"]

@@ -1,5 +1,5 @@
-"""The README stays true: its parameter table is the one generated from the code,
-and the commands and configurations it names exist."""
+"""The README and docs/ stay true: the parameter tables are the ones generated from
+the code, the commands and configurations they name exist, their links resolve."""
 
 import re
 from pathlib import Path
@@ -10,13 +10,33 @@ from wb_sim.config import (NODE_PARAMETERS, PARAMETERS, node_parameter_table_mar
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
 
 
 def test_parameter_table_is_generated_from_the_code():
-    assert parameter_table_markdown() in README
-    assert node_parameter_table_markdown() in README
-    for p in PARAMETERS + NODE_PARAMETERS:
-        assert f"| `{p.key}` |" in README, p.key
+    parameters = (DOCS / "parameters.md").read_text()
+    ros = (DOCS / "ros.md").read_text()
+    assert parameter_table_markdown() in parameters
+    assert node_parameter_table_markdown() in ros
+    for p in PARAMETERS:
+        assert f"| `{p.key}` |" in parameters, p.key
+    for p in NODE_PARAMETERS:
+        assert f"| `{p.key}` |" in ros, p.key
+
+
+def test_links_of_the_readme_and_the_docs_resolve():
+    """Every relative link of README.md and docs/*.md names an existing file."""
+    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    checked = 0
+    for page in pages:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: link to {target} is broken"
+            checked += 1
+    assert checked >= 10  # the README links every page of docs/
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", README))
+    assert {p.name for p in DOCS.glob("*.md")} <= linked, "a page of docs/ the README does not link"
 
 
 def test_every_robot_named_in_readme_has_a_config():
@@ -58,8 +78,8 @@ def test_readme_python_api_example_stands_and_records_data(tmp_path, monkeypatch
 
 def test_plots_of_an_empty_history_are_refused(tmp_path):
     import pytest
-    from wb_sim.plot import plot_history
-    from wb_sim.recording import Recorder, RecordingError
+    from wb_sim.tools.plot import plot_history
+    from wb_sim.tools.recording import Recorder, RecordingError
     sim = wb_sim.Simulator.from_yaml(wb_sim.default_config_path())
     with pytest.raises(RecordingError, match="no samples"):
         plot_history(Recorder(sim).history(), tmp_path / "plots")

@@ -1,4 +1,4 @@
-"""Recording headless runs (wb_sim.recording) and the progress line (wb_sim.progress).
+"""Recording headless runs (wb_sim.tools.recording) and the progress line (wb_sim.tools.progress).
 
 Numbers checked: every recorded value equals the simulator's own query at the
 same step (centre of mass, base position, joint positions, applied torques,
@@ -19,8 +19,8 @@ import pytest
 
 import wb_sim
 from wb_sim.controllers import PDGravityController
-from wb_sim.progress import Progress
-from wb_sim.recording import History, Recorder, RecordingError
+from wb_sim.tools.progress import Progress
+from wb_sim.tools.recording import History, Recorder, RecordingError
 
 STEPS = 400  # 0.4 s: the 1 mm drop has settled after about 0.2 s
 
@@ -157,7 +157,7 @@ def test_bad_files_raise_recording_error(tmp_path):
 
 
 def test_core_imports_no_plotting_or_bag_library():
-    code = ("import sys, wb_sim, wb_sim.recording, wb_sim.progress, wb_sim.demo, wb_sim.bench\n"
+    code = ("import sys, wb_sim, wb_sim.tools.recording, wb_sim.tools.progress, wb_sim.tools.demo, wb_sim.tools.bench\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in "
             "('matplotlib', 'rosbags', 'rclpy')]\n"
             "assert not bad, bad\n")

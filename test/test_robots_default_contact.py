@@ -142,15 +142,13 @@ def test_rigid_solo12_standing_reports_sticking_feet():
     assert "slip" in sim.contact_points_state().status
 
 
-def test_humanoid_stands_with_its_pd_behind_by_3_ms():
+def test_humanoid_stands_with_its_pd_behind_by_3_ms(make_humanoid, shipped_controller):
     """A controller in another process answers late (the ROS node's p99 is ~1 ms, more
     on a loaded machine): the default humanoid under its shipped PD still stands with
     its torques acting 3 steps late (the contact's tangential stiffness sets this
     margin: at 1e6 N/m the same robot fell with 3 steps, at 2e5 it stands with 4)."""
-    p = read_yaml_params(wb_sim.config_path("humanoid"))
-    gains = read_yaml_params(wb_sim.config_path("humanoid"), node_name="wb_sim_pd_controller")
-    sim = wb_sim.Simulator.from_params(dict(p, **{"joints.command_delay_steps": 3}))
-    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"])
+    sim = make_humanoid(**{"joints.command_delay_steps": 3})
+    ctrl = shipped_controller(sim)
     z0 = sim.q[2]
     low = z0
     for _ in range(4000):

@@ -76,6 +76,17 @@ def _time_msg(t_ns):
     return Time(sec=t_ns // NS, nanosec=t_ns % NS)
 
 
+def _lockstep_command(s, js, cmd, names, efforts) -> int:
+    """Answer the newest joint state with ``efforts`` (stamped with its stamp) and
+    wait for the node's next state; returns the stamp answered, ns."""
+    t = max(stamp_ns(m) for m in js.msgs)
+    c = JointState(name=names, effort=efforts.tolist())
+    c.header.stamp = _time_msg(t)
+    cmd.publish(c)
+    assert s.ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+    return t
+
+
 def test_lockstep_protocol_one_step_per_matching_command(setup):
     s = setup(*LOCKSTEP, "publish.stats_period_s:=0.5")
     ros = s.ros
@@ -99,17 +110,72 @@ def test_lockstep_protocol_one_step_per_matching_command(setup):
 
     rng = np.random.default_rng(1)
     for _ in range(20):
-        t = max(stamp_ns(m) for m in js.msgs)
         efforts = rng.uniform(-1.0, 1.0, len(names))
-        c = JointState(name=names, effort=efforts.tolist())
-        c.header.stamp = _time_msg(t)
-        cmd.publish(c)
-        assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > t, 5.0), s.describe()
+        t = _lockstep_command(s, js, cmd, names, efforts)
         new = [m for m in js.msgs if stamp_ns(m) > t]
         assert {stamp_ns(m) for m in new} == {t + DT_NS}  # exactly one step
         assert np.allclose(new[0].effort, efforts, rtol=0, atol=1e-12)  # applied as sent
     ros.spin_for(0.3)
     assert max(stamp_ns(m) for m in js.msgs) == t + DT_NS  # and no step without a command
+
+
+def test_sensor_delay_reaches_the_node_streams(setup):
+    """sensors.delay_steps: 3 (a core parameter) in the node: in lockstep, the
+    joint state stamped at step k carries exactly the headless simulator's joint
+    positions of step k - 3 under the same commands (the initial ones before), so
+    the delay the Python API and the campaigns have is the node's too."""
+    n = 3
+    s = setup(*LOCKSTEP, f"sensors.delay_steps:={n}")
+    ros = s.ros
+    js = ros.record(JointState, "joint_states", STATE_QOS)
+    cmd = ros.publisher(JointState, "joint_commands")
+    names = list(s.first_js.name)
+    assert ros.spin_until(lambda: js.msgs, 5.0), s.describe()
+    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+    assert list(sim.joint_names) == names
+    truth = [sim.joint_positions.copy()]
+    rng = np.random.default_rng(4)
+    for _ in range(8):
+        efforts = rng.uniform(-2.0, 2.0, len(names))
+        _lockstep_command(s, js, cmd, names, efforts)
+        sim.step(efforts)
+        truth.append(sim.joint_positions.copy())
+    by_step = {stamp_ns(m) // DT_NS: np.array(m.position) for m in js.msgs}
+    assert sorted(by_step) == list(range(9))
+    for k, position in by_step.items():
+        np.testing.assert_array_equal(position, truth[max(0, k - n)], err_msg=f"step {k}")
+    assert not np.array_equal(truth[8], truth[5])  # the robot moved: the test can fail
+
+
+def test_the_node_starts_in_a_named_pose(setup):
+    """poses / poses.<P>.* / initial.pose reach the node like every core parameter:
+    its first joint state is the pose's."""
+    s = setup(*LOCKSTEP, "poses:=[crouch]", "poses.crouch.joint_names:=[l_knee, r_knee]",
+              "poses.crouch.joint_positions:=[0.3, 0.4]",
+              "poses.crouch.base_position:=[0.0, 0.0, 0.72]", "initial.pose:=crouch")
+    first = s.first_js
+    position = dict(zip(first.name, first.position))
+    assert position["l_knee"] == 0.3 and position["r_knee"] == 0.4
+    assert position["l_hip_pitch"] == 0.0
+
+
+def test_the_terrain_reaches_rviz_as_markers(setup):
+    """terrain.stairs in the node: a latched visualization_msgs/MarkerArray on
+    'terrain' with one CUBE per step, sized and placed as the contact meets them."""
+    from rclpy.qos import DurabilityPolicy
+    from visualization_msgs.msg import Marker, MarkerArray
+    s = setup(*LOCKSTEP, "terrain.stairs:=[1.0, 0.0, 0.0, 0.3, 0.05, 1.0, 3.0, 0.0]")
+    latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    rec = s.ros.record(MarkerArray, "terrain", latched)
+    assert s.ros.spin_until(lambda: rec.msgs, 5.0), s.describe()
+    markers = rec.last.markers
+    assert [m.type for m in markers] == [Marker.CUBE] * 3
+    for k, m in enumerate(markers):
+        assert m.header.frame_id == "world"
+        assert (m.scale.x, m.scale.y) == pytest.approx((0.3, 1.0))
+        assert m.scale.z == pytest.approx(0.05 * (k + 1))
+        assert m.pose.position.x == pytest.approx(1.0 + 0.3 * (k + 0.5))
 
 
 def test_lockstep_timeout_steps_on_with_the_last_command(setup):

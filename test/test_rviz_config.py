@@ -26,3 +26,14 @@ def test_rviz_config_shows_model_tf_and_a_wrench_per_default_surface():
     sim = wb_sim.config.read_yaml_params(wb_sim.default_config_path())
     assert wrench_topics == {f"/contact_wrench/{s}" for s in sim["contact_surfaces"]}
 
+
+
+def test_rviz_config_shows_the_terrain_markers_as_the_node_latches_them():
+    cfg = yaml.safe_load(RVIZ.read_text())
+    markers = [d for d in cfg["Visualization Manager"]["Displays"]
+               if d["Class"] == "rviz_default_plugins/MarkerArray"]
+    assert len(markers) == 1
+    topic = markers[0]["Topic"]
+    table = {p.key: p.default for p in wb_sim.config.NODE_PARAMETERS}
+    assert topic["Value"] == "/" + table["topics.terrain"]
+    assert topic["Durability Policy"] == "Transient Local"  # published once, latched

@@ -31,10 +31,10 @@ def _trajectory(sim, ctrl, steps, rng):
 
 
 @pytest.mark.parametrize("model", ["compliant", "rigid"])
-def test_restoring_a_snapshot_continues_bit_identically(model):
-    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
-        "contact.model": model, "imu.angular_velocity_noise_std": 0.01,
-        "imu.linear_acceleration_noise_std": 0.05, "contact.friction_coefficient": 0.3})
+def test_restoring_a_snapshot_continues_bit_identically(model, make_humanoid):
+    noisy = {"contact.model": model, "imu.angular_velocity_noise_std": 0.01,
+             "imu.linear_acceleration_noise_std": 0.05, "contact.friction_coefficient": 0.3}
+    sim = make_humanoid(**noisy)
     ctrl = PDGravityController(sim.robot, sim.state.joint_positions, 200.0, 5.0)
     for _ in range(300):  # land and settle
         st = sim.state
@@ -50,18 +50,15 @@ def test_restoring_a_snapshot_continues_bit_identically(model):
     again = _trajectory(sim, ctrl, 200, np.random.default_rng(1))
     assert np.array_equal(first, again)
     # a second simulator built from the same configuration takes the snapshot too
-    twin = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
-        "contact.model": model, "imu.angular_velocity_noise_std": 0.01,
-        "imu.linear_acceleration_noise_std": 0.05, "contact.friction_coefficient": 0.3})
+    twin = make_humanoid(**noisy)
     twin.set_state(snap)
     assert np.array_equal(_trajectory(twin, ctrl, 200, np.random.default_rng(1)), first)
 
 
-def test_a_snapshot_keeps_the_slip_warm_start():
+def test_a_snapshot_keeps_the_slip_warm_start(make_humanoid):
     """Mid-slide (feet slipping on mu 0.05 under a push), the snapshot still
     continues bit-identically: the compliant model's slip directions are in it."""
-    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
-                                     overrides={"contact.friction_coefficient": 0.05})
+    sim = make_humanoid(**{"contact.friction_coefficient": 0.05})
     ctrl = PDGravityController(sim.robot, sim.state.joint_positions, 200.0, 5.0)
     for k in range(400):
         if k >= 300:
@@ -75,10 +72,10 @@ def test_a_snapshot_keeps_the_slip_warm_start():
     assert np.array_equal(_trajectory(sim, ctrl, 100, np.random.default_rng(2)), first)
 
 
-def test_readings_are_those_of_the_state_after_a_query_or_a_restore():
+def test_readings_are_those_of_the_state_after_a_query_or_a_restore(humanoid):
     """forward_dynamics at another state leaves the contact readings alone, and
     set_state brings back the readings of the snapshot's last step."""
-    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    sim = humanoid
     ctrl = PDGravityController(sim.robot, sim.state.joint_positions, 200.0, 5.0)
     for _ in range(200):
         st = sim.state
@@ -100,8 +97,8 @@ def test_readings_are_those_of_the_state_after_a_query_or_a_restore():
     assert np.array_equal(sim.contact_points_state().depth, before.depth)
 
 
-def test_set_state_refuses_a_foreign_snapshot():
-    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+def test_set_state_refuses_a_foreign_snapshot(humanoid):
+    sim = humanoid
     other = wb_sim.Simulator.from_yaml(wb_sim.config_path("anymal"))
     q = sim.q.copy()
     with pytest.raises(wb_sim.CommandError, match="another robot"):

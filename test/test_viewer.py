@@ -1,4 +1,4 @@
-"""The meshcat viewer (wb_sim.viewer).
+"""The meshcat viewer (wb_sim.tools.viewer).
 
 Unit tests (no browser): the viewer table and its errors, the contact force
 arrows' geometry, the visual geometry of a primitive and a mesh robot, lazy
@@ -33,7 +33,7 @@ import pytest
 import wb_sim
 from wb_sim.errors import ConfigError
 from wb_sim.errors import CommandError
-from wb_sim.viewer import (ARROW_HEAD_LENGTH, ARROW_MIN_LENGTH, VIEWERS, arrow_transforms,
+from wb_sim.tools.viewer import (ARROW_HEAD_LENGTH, ARROW_MIN_LENGTH, VIEWERS, arrow_transforms,
                            arrows_transforms, make_viewer, rotation_z_to, visual_geometry)
 
 CHROMIUM = os.environ.get("WB_SIM_CHROMIUM", "/usr/bin/chromium")
@@ -85,7 +85,7 @@ def test_bad_viewer_parameters(humanoid_sim, kw):
 
 
 def test_import_does_not_import_meshcat():
-    code = ("import sys, wb_sim, wb_sim.viewer; "
+    code = ("import sys, wb_sim, wb_sim.tools.viewer; "
             "print(sorted(m for m in ('meshcat', 'zmq', 'umsgpack', 'pinocchio.visualize') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -153,7 +153,7 @@ def test_transforms_are_packed_as_umsgpack_packs_them():
     require("meshcat")  # umsgpack and zmq come with it
     import umsgpack
     import zmq
-    from wb_sim.viewer import _Connection
+    from wb_sim.tools.viewer import _Connection
     conn = _Connection(zmq, umsgpack, "tcp://127.0.0.1:1")  # never sent to
     try:
         T = np.random.default_rng(2).normal(size=(3, 4, 4))
@@ -177,7 +177,7 @@ def _dae(tmp_path, *primitives) -> str:
 
 
 def test_collada_files_that_meshcat_cannot_merge(tmp_path):
-    from wb_sim.viewer import _dae_loads_in_meshcat
+    from wb_sim.tools.viewer import _dae_loads_in_meshcat
     vn, vnt = ("VERTEX", "NORMAL"), ("VERTEX", "NORMAL", "TEXCOORD")
     assert _dae_loads_in_meshcat(_dae(tmp_path, vn, vn, ("VERTEX",)))  # normals are computed
     assert _dae_loads_in_meshcat(_dae(tmp_path, vnt, vnt))
@@ -239,7 +239,7 @@ def test_server_stops_with_close_and_with_a_killed_parent(humanoid_sim):
     viewer.close()  # idempotent
     assert _wait_dead(pid)
     # a parent that dies by SIGKILL (no atexit) does not leave its server behind
-    code = ("import wb_sim, wb_sim.viewer as v, time; "
+    code = ("import wb_sim, wb_sim.tools.viewer as v, time; "
             "sim = wb_sim.Simulator.from_yaml(wb_sim.config_path('humanoid')); "
             "w = v.MeshcatViewer(sim.robot); print(w.server_pid, flush=True); time.sleep(600)")
     parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,

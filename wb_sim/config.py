@@ -64,6 +64,10 @@ def _nonneg_all(xs):
     return None if all(x >= 0 for x in xs) else "every entry must be >= 0"
 
 
+def _positive_all(xs):
+    return None if all(x > 0 for x in xs) else "every entry must be > 0"
+
+
 def _unit_vector(xs):
     n = math.sqrt(sum(x * x for x in xs))
     if not 0.999 < n < 1.001:
@@ -97,6 +101,8 @@ MAX_FRICTION_COEFFICIENT = 1.0e3
 #: a 45 x 45 grid per foot took 195 s and 3.6 GB before failing
 MAX_SURFACE_POINTS = 400
 MAX_CONTACT_POINTS = 1000
+#: sensors.delay_steps: the delayed readings are kept in memory (10 s at 1 kHz)
+MAX_SENSOR_DELAY_STEPS = 10000
 
 
 def _one_of(*choices):
@@ -127,6 +133,23 @@ PARAMETERS: tuple[Param, ...] = (
           "The ground plane passes through the world point (0, 0, height)."),
     Param("ground.normal", "floats", [0.0, 0.0, 1.0], "", "Unit normal of the ground plane "
           "(world frame), pointing out of the ground.", length=3, check=_unit_vector),
+    # --- terrain on the ground (wb_sim/terrain.py)
+    Param("terrain.boxes", "floats", [], "m, rad",
+          "Boxes on the ground (steps, platforms): 7 numbers each, centre x, y, z, size x, y, "
+          "z, yaw (about the world z axis). Every contact point meets them."),
+    Param("terrain.stairs", "floats", [], "m, rad",
+          "Stair flights: 8 numbers each, x0, y0 (start of the first step), yaw (heading), "
+          "step depth, step height, width, count, z0 (the floor they rise from); write "
+          "every number as a float (3.0): a ROS parameter array has one type."),
+    Param("terrain.heightfield", "str", "", "",
+          "A .npy file of heights (rows along y, columns along x; '' = none); a relative path "
+          "is relative to the YAML file that sets it."),
+    Param("terrain.heightfield_size", "floats", [1.0, 1.0], "m",
+          "Extent of the heightfield along x and y.", length=2),
+    Param("terrain.heightfield_origin", "floats", [0.0, 0.0, 0.0], "m",
+          "World position of the heightfield's first sample (row 0, column 0).", length=3),
+    Param("terrain.heightfield_scale", "float", 1.0, "",
+          "Factor applied to the file's heights (to metres).", check=_positive),
     # --- contact
     Param("contact.model", "str", "compliant", "",
           "Contact model: 'compliant' (spring-damper ground, the contact.stiffness ... keys) or "
@@ -190,6 +213,17 @@ PARAMETERS: tuple[Param, ...] = (
     Param("initial.base_rpy", "floats", [0.0, 0.0, 0.0], "rad",
           "Initial base orientation, roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll)).",
           length=3),
+    Param("initial.pose", "str", "", "",
+          "A named pose (of 'poses') to start from instead of the initial.* fields ('' = "
+          "those fields)."),
+    Param("poses", "strs", [], "",
+          "Names of named poses; each pose P has keys poses.P.joint_names, "
+          "poses.P.joint_positions, poses.P.base_position, poses.P.base_rpy (the fields of "
+          "initial.*). A pose can be the initial state (initial.pose) and a reset target "
+          "(Simulator.reset(pose=P))."),
+    Param("xacro.args", "strs", [], "",
+          "Arguments of a .xacro urdf_path, 'name:=value' each, as the xacro command line "
+          "takes them (needs the xacro package)."),
     # --- IMU
     Param("imu.frame", "str", "", "", "Frame of the IMU ('' = no IMU)."),
     Param("imu.angular_velocity_noise_std", "float", 0.0, "rad/s",
@@ -240,6 +274,33 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.command_delay_steps", "int", 0, "steps",
           "Transport delay of the torque commands: the torques given to step k act at step "
           "k + n (until then, the first command given). 0 = none.", check=_between(0, 100000)),
+    # --- sensing and model perturbations (robustness studies of a controller)
+    Param("sensors.delay_steps", "int", 0, "steps",
+          "Transport delay of the sensed readings: Simulator.sensed_state, sensed_imu() and "
+          "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
+          "until n steps have passed); Simulator.state stays the true state. 0 = none.",
+          check=_between(0, MAX_SENSOR_DELAY_STEPS)),
+    Param("perturbation.mass_scale_links", "strs", [], "",
+          "Links whose mass and rotational inertia are scaled (a payload, a model error), "
+          "one factor each in perturbation.mass_scale."),
+    Param("perturbation.mass_scale", "floats", [], "",
+          "One factor > 0 per link of perturbation.mass_scale_links: the link's mass and "
+          "inertia times it (same shape, same centre of mass).", check=_positive_all),
+    Param("perturbation.com_offset_links", "strs", [], "",
+          "Links whose centre of mass is moved by perturbation.com_offset."),
+    Param("perturbation.com_offset", "floats", [], "m",
+          "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
+          "in the link's frame."),
+)
+
+#: Fields of a named pose P, given as ``poses.P.<field>``.
+POSE_PARAMETERS: tuple[Param, ...] = (
+    Param("joint_names", "strs", [], "", "Joints given a position in the pose (others: 0)."),
+    Param("joint_positions", "floats", [], "rad or m", "Positions, in the order of joint_names."),
+    Param("base_position", "floats", [], "m",
+          "Floating base: position of the root link ([] = initial.base_position)."),
+    Param("base_rpy", "floats", [], "rad",
+          "Floating base: roll-pitch-yaw of the root link ([] = initial.base_rpy)."),
 )
 
 #: Fields of a contact surface S, given as ``S.<field>``.
@@ -326,6 +387,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           check=_topic),
     Param("topics.robot_description", "str", "robot_description", "",
           "std_msgs/String with the URDF, transient-local ('' = off).", check=_topic),
+    Param("topics.terrain", "str", "terrain", "",
+          "visualization_msgs/MarkerArray of the terrain (terrain.*), transient-local, for "
+          "RViz; published only when there is terrain ('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
           "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
           check=_topic),
@@ -382,6 +446,7 @@ _PARAM_BY_KEY = {p.key: p for p in PARAMETERS}
 PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key (the simulator's live checks)
 _NODE_PARAM_BY_KEY = {p.key: p for p in NODE_PARAMETERS}
 _SURFACE_BY_FIELD = {p.key: p for p in SURFACE_PARAMETERS}
+_POSE_BY_FIELD = {p.key: p for p in POSE_PARAMETERS}
 
 
 # ----------------------------------------------------------------------------
@@ -448,6 +513,26 @@ class InitialConfig:
     joint_positions: tuple[float, ...]
     base_position: tuple[float, float, float]
     base_rpy: tuple[float, float, float]
+    pose: str
+
+
+@dataclass(frozen=True)
+class PoseConfig:
+    """A named pose (``poses.<name>.*``); its base fields are filled from initial.*."""
+    name: str
+    joint_names: tuple[str, ...]
+    joint_positions: tuple[float, ...]
+    base_position: tuple[float, float, float]
+    base_rpy: tuple[float, float, float]
+
+
+@dataclass(frozen=True)
+class XacroConfig:
+    args: tuple[str, ...]
+
+    def mappings(self) -> dict[str, str]:
+        """{name: value} of the 'name:=value' arguments."""
+        return dict(a.split(":=", 1) for a in self.args)
 
 
 @dataclass(frozen=True)
@@ -477,6 +562,35 @@ class JointsConfig:
 
 
 @dataclass(frozen=True)
+class TerrainConfig:
+    boxes: tuple[float, ...]
+    stairs: tuple[float, ...]
+    heightfield: str
+    heightfield_size: tuple[float, float]
+    heightfield_origin: tuple[float, float, float]
+    heightfield_scale: float
+
+
+@dataclass(frozen=True)
+class SensorsConfig:
+    delay_steps: int
+
+
+@dataclass(frozen=True)
+class PerturbationConfig:
+    mass_scale_links: tuple[str, ...]
+    mass_scale: tuple[float, ...]
+    com_offset_links: tuple[str, ...]
+    com_offset: tuple[float, ...]
+
+    def inertial_edits(self) -> tuple[dict[str, float], dict[str, tuple[float, float, float]]]:
+        """({link: mass factor}, {link: centre-of-mass offset, m})."""
+        offsets = {name: tuple(self.com_offset[3 * i:3 * i + 3])
+                   for i, name in enumerate(self.com_offset_links)}
+        return dict(zip(self.mass_scale_links, self.mass_scale)), offsets
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """The validated parameter set. Build it with :func:`load_config`."""
 
@@ -491,6 +605,11 @@ class SimConfig:
     initial: InitialConfig
     imu: ImuConfig
     joints: JointsConfig
+    sensors: SensorsConfig
+    perturbation: PerturbationConfig
+    poses: tuple[PoseConfig, ...]
+    xacro: XacroConfig
+    terrain: TerrainConfig
 
     @property
     def dt(self) -> float:
@@ -632,6 +751,9 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     up = flat.get("urdf_path")
     if isinstance(up, str) and up and ":" not in up and not Path(up).is_absolute():
         flat["urdf_path"] = str((path.parent / up).resolve())
+    hf = flat.get("terrain.heightfield")
+    if isinstance(hf, str) and hf and not Path(hf).is_absolute():
+        flat["terrain.heightfield"] = str((path.parent / hf).resolve())
     return flat
 
 
@@ -704,14 +826,35 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             raise ConfigError(
                 f"parameter 'contact_surfaces': surface name {s!r} clashes with a parameter group")
 
-    known = list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+    pose_names = values["poses"]
+    for name in pose_names:
+        if not name or "." in name:
+            raise ConfigError(f"parameter 'poses': invalid pose name {name!r}")
+    if len(set(pose_names)) != len(pose_names):
+        raise ConfigError("parameter 'poses': names must be unique")
+
+    known = (list(_PARAM_BY_KEY) + [f"{s}.{f}" for s in surface_names for f in _SURFACE_BY_FIELD]
+             + [f"poses.{n}.{f}" for n in pose_names for f in _POSE_BY_FIELD])
     for key in flat:
         if key in _PARAM_BY_KEY or is_node_key(key):
             continue
         head, _, field = key.partition(".")
         if head in surface_names and field in _SURFACE_BY_FIELD:
             continue
+        if head == "poses" and field.partition(".")[0] in pose_names \
+                and field.partition(".")[2] in _POSE_BY_FIELD:
+            continue
         raise _unknown_key_error(key, known)
+    if values["initial.pose"] and values["initial.pose"] not in pose_names:
+        raise ConfigError(f"parameter 'initial.pose': no pose {values['initial.pose']!r} in "
+                          f"'poses' ({', '.join(pose_names) or 'none'})")
+    for a in values["xacro.args"]:
+        name, sep, _ = a.partition(":=")
+        if not sep or not name.strip():
+            raise ConfigError(f"parameter 'xacro.args': {a!r} is not of the form 'name:=value'")
+    if values["xacro.args"] and not values["urdf_path"].endswith(".xacro"):
+        raise ConfigError("parameter 'xacro.args' is given but 'urdf_path' is not a .xacro "
+                          "file; remove xacro.args or point urdf_path at the .xacro")
 
     surfaces = tuple(_surface(name, flat) for name in surface_names)
     n_points = sum(s.grid[0] * s.grid[1] if s.shape == "box" else
@@ -723,13 +866,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     if bool(values["urdf_path"]) == bool(values["robot_description"]):
         raise ConfigError(
             "exactly one of parameters 'urdf_path' and 'robot_description' must be set")
-    jn, jp = values["initial.joint_names"], values["initial.joint_positions"]
-    if len(jn) != len(jp):
-        raise ConfigError(
-            f"parameter 'initial.joint_positions' has {len(jp)} entries but "
-            f"'initial.joint_names' has {len(jn)}")
-    if len(set(jn)) != len(jn):
-        raise ConfigError("parameter 'initial.joint_names': names must be unique")
+    _check_joint_list("initial", values["initial.joint_names"], values["initial.joint_positions"])
 
     def group(prefix: str, cls):
         fields = cls.__dataclass_fields__
@@ -750,7 +887,61 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
         initial=group("initial", InitialConfig),
         imu=group("imu", ImuConfig),
         joints=group("joints", JointsConfig),
+        sensors=group("sensors", SensorsConfig),
+        perturbation=_perturbation(group("perturbation", PerturbationConfig)),
+        poses=tuple(_pose(name, flat, values) for name in pose_names),
+        xacro=group("xacro", XacroConfig),
+        terrain=_terrain(group("terrain", TerrainConfig)),
     )
+
+
+def _terrain(t: TerrainConfig) -> TerrainConfig:
+    from .terrain import boxes_from_flat, stairs_boxes
+    boxes_from_flat(t.boxes)  # the ConfigErrors of their layout, at load
+    stairs_boxes(t.stairs)
+    return t
+
+
+def _check_joint_list(prefix: str, names, positions) -> None:
+    if len(names) != len(positions):
+        raise ConfigError(
+            f"parameter '{prefix}.joint_positions' has {len(positions)} entries but "
+            f"'{prefix}.joint_names' has {len(names)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"parameter '{prefix}.joint_names': names must be unique")
+
+
+def _pose(name: str, flat: Mapping[str, Any], values: Mapping[str, Any]) -> PoseConfig:
+    """The named pose ``poses.<name>.*``; empty base fields take initial.*'s."""
+    v = {}
+    for f, p in _POSE_BY_FIELD.items():
+        key = f"poses.{name}.{f}"
+        v[f] = _coerce(key, p, flat[key]) if key in flat else tuple(p.default)
+    _check_joint_list(f"poses.{name}", v["joint_names"], v["joint_positions"])
+    for f in ("base_position", "base_rpy"):
+        if not v[f]:
+            v[f] = values[f"initial.{f}"]
+        elif len(v[f]) != 3:
+            raise ConfigError(f"parameter 'poses.{name}.{f}' needs 3 numbers, got {len(v[f])}")
+        elif not values["floating_base"]:
+            raise ConfigError(f"parameter 'poses.{name}.{f}': a fixed base does not move; "
+                              f"place it with initial.base_position / initial.base_rpy")
+    return PoseConfig(name=name, **v)
+
+
+def _perturbation(p: PerturbationConfig) -> PerturbationConfig:
+    """The cross-checks of the perturbation group (the links themselves are checked
+    against the URDF when the robot is built)."""
+    for names, values, per, key in ((p.mass_scale_links, p.mass_scale, 1, "mass_scale"),
+                                    (p.com_offset_links, p.com_offset, 3, "com_offset")):
+        if len(values) != per * len(names):
+            raise ConfigError(
+                f"parameter 'perturbation.{key}' has {len(values)} numbers but "
+                f"'perturbation.{key}_links' names {len(names)} link(s): give "
+                f"{'one factor' if per == 1 else '3 numbers (dx, dy, dz)'} per link")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"parameter 'perturbation.{key}_links': names must be unique")
+    return p
 
 
 def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
@@ -796,12 +987,13 @@ def _surface(name: str, flat: Mapping[str, Any]) -> SurfaceConfig:
 
 
 def parameter_table_markdown() -> str:
-    """The README's parameter table, generated from :data:`PARAMETERS`."""
-    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS])
+    """The parameter table of docs/parameters.md, generated from :data:`PARAMETERS`."""
+    return _table([(p.key, p) for p in PARAMETERS] + [(f"S.{p.key}", p) for p in SURFACE_PARAMETERS]
+                  + [(f"poses.P.{p.key}", p) for p in POSE_PARAMETERS])
 
 
 def node_parameter_table_markdown() -> str:
-    """The README's table of the ROS node's own parameters."""
+    """The table of the ROS node's own parameters in docs/ros.md."""
     return _table([(p.key, p) for p in NODE_PARAMETERS])
 
 

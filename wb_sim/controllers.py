@@ -46,3 +46,48 @@ class PDGravityController:
         tau += g[self.idx_v]
         tau -= self.kd * vj
         return tau
+
+
+class JointTargets:
+    """The latest joint command in mixed modes, evaluated at every physics step as a
+    motor drive runs it (the ros2_control interfaces position / velocity / effort,
+    and the legged robots' low-level impedance command):
+
+        tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff        per joint
+
+    A joint's mode is set by what its last command gave: a position target brings
+    the kp term (with v_ref = 0 unless a velocity is given too), a velocity alone
+    the kd term, an effort is the feed-forward ``tau_ff`` (0 when not given). A
+    command of efforts only is applied as it is, as before. Gains are per joint
+    (``kp``: N*m/rad, ``kd``: N*m*s/rad).
+    """
+
+    def __init__(self, nj: int, kp, kd):
+        self.nj = nj
+        self.kp = np.broadcast_to(np.asarray(kp, dtype=float), (nj,)).copy()
+        self.kd = np.broadcast_to(np.asarray(kd, dtype=float), (nj,)).copy()
+        self.q_ref = np.zeros(nj)
+        self.v_ref = np.zeros(nj)
+        self.tau_ff = np.zeros(nj)
+        self.has_position = np.zeros(nj, dtype=bool)
+        self.has_velocity = np.zeros(nj, dtype=bool)
+
+    def set(self, joints, position=None, velocity=None, effort=None) -> None:
+        """The command for the joints ``joints`` (indices): each field an array in
+        that order, or None where the command does not give it. The other joints
+        keep their command."""
+        joints = np.asarray(joints, dtype=int)
+        self.has_position[joints] = position is not None
+        self.has_velocity[joints] = velocity is not None
+        self.q_ref[joints] = 0.0 if position is None else position
+        self.v_ref[joints] = 0.0 if velocity is None else velocity
+        self.tau_ff[joints] = 0.0 if effort is None else effort
+
+    def torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray:
+        """Torques (nj,) at joint positions ``qj`` and velocities ``vj``."""
+        tau = self.tau_ff.copy()
+        servo = self.has_position | self.has_velocity
+        if servo.any():
+            tau += np.where(self.has_position, self.kp * (self.q_ref - qj), 0.0)
+            tau += np.where(servo, self.kd * (self.v_ref - vj), 0.0)
+        return tau

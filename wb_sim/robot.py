@@ -146,6 +146,63 @@ def resolve_urdf_path(urdf_path: str) -> Path:
     return path
 
 
+def expand_xacro(path: Path, args: dict[str, str]) -> str:
+    """The URDF text of the xacro file ``path`` with its ``xacro:arg`` values
+    ``args``, through the xacro package (imported only here). Raises
+    :class:`ModelError` naming the file when xacro is missing or the file does not
+    expand (an undefined property, a missing include, ``$(find pkg)`` without ROS)."""
+    try:
+        import xacro
+    except ImportError:
+        raise ModelError(f"urdf_path '{path}' is a xacro file and the xacro package is not "
+                         f"installed: pip install xacro (in a ROS 2 install: rosdep key "
+                         f"xacro), or expand it yourself with the xacro command") from None
+    try:
+        doc = xacro.process_file(str(path), mappings=dict(args))
+    except Exception as e:  # xacro raises its own XacroException and plain errors alike
+        raise ModelError(f"cannot expand xacro file '{path}' (xacro.args {dict(args)}): "
+                         f"{type(e).__name__}: {e}") from None
+    return doc.toxml()
+
+
+def edit_inertials(xml: str, mass_scale: dict[str, float], com_offset: dict[str, tuple],
+                   origin: str = "the URDF") -> str:
+    """The URDF with the named links' masses and rotational inertias times their
+    factor (the same shape, density times it: the centre of mass stays) and their
+    centres of mass moved by their offset (m, in the link's frame). Raises
+    :class:`ModelError` naming a link that does not exist or has no ``<inertial>``."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as e:
+        raise ModelError(f"{origin} is not valid XML: {e}") from None
+    links = {e.get("name"): e for e in root.iter("link")}
+    for name in list(mass_scale) + [n for n in com_offset if n not in mass_scale]:
+        key = "mass_scale" if name in mass_scale else "com_offset"
+        if name not in links:
+            raise ModelError(f"parameter 'perturbation.{key}_links': {origin} has no link "
+                             f"{name!r}; its links with an <inertial>: "
+                             f"{', '.join(n for n, e in links.items() if e.find('inertial') is not None)}")
+        inertial = links[name].find("inertial")
+        if inertial is None or inertial.find("mass") is None:
+            raise ModelError(f"parameter 'perturbation.{key}_links': link {name!r} of {origin} "
+                             f"has no <inertial> mass to perturb")
+        s = float(mass_scale.get(name, 1.0))
+        mass = inertial.find("mass")
+        mass.set("value", repr(float(mass.get("value")) * s))
+        inertia = inertial.find("inertia")
+        if inertia is not None:
+            for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+                if inertia.get(k) is not None:
+                    inertia.set(k, repr(float(inertia.get(k)) * s))
+        if name in com_offset:
+            pose = inertial.find("origin")
+            if pose is None:
+                pose = ET.SubElement(inertial, "origin")
+            xyz = [float(x) for x in (pose.get("xyz") or "0 0 0").split()]
+            pose.set("xyz", " ".join(repr(a + float(b)) for a, b in zip(xyz, com_offset[name])))
+    return ET.tostring(root, encoding="unicode")
+
+
 def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
     try:
         root = ET.fromstring(xml)
@@ -302,23 +359,36 @@ class RobotModel:
     def from_urdf(cls, urdf_path: str = "", robot_description: str = "",
                   floating_base: bool = True,
                   base_placement: pin.SE3 | None = None,
-                  mimic: str = "refuse") -> "RobotModel":
+                  mimic: str = "refuse",
+                  mass_scale: dict[str, float] | None = None,
+                  com_offset: dict[str, tuple] | None = None,
+                  xacro_args: dict[str, str] | None = None) -> "RobotModel":
         """Build from a URDF file (``urdf_path``) or string (``robot_description``).
 
         For a fixed base, ``base_placement`` (world <- root link) places the
         root link in the world; for a floating base it is ignored (the initial
         base pose is part of the state). ``mimic``: what a moving mimic joint
         gets, 'refuse' (ModelError) or 'independent' (parameter ``joints.mimic``).
+        ``mass_scale`` / ``com_offset``: per-link edits of the URDF's
+        ``<inertial>`` before the build (:func:`edit_inertials`; parameters
+        ``perturbation.*``); :attr:`urdf_xml` is then the edited URDF. A
+        ``.xacro`` ``urdf_path`` is expanded first with ``xacro_args``
+        (``name: value``; parameter ``xacro.args``).
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
-            try:
-                xml = path.read_text()
-            except (OSError, UnicodeDecodeError) as e:
-                raise ModelError(f"cannot read URDF file '{path}': {e}") from e
+            if path.suffix == ".xacro":
+                xml = expand_xacro(path, xacro_args or {})
+            else:
+                try:
+                    xml = path.read_text()
+                except (OSError, UnicodeDecodeError) as e:
+                    raise ModelError(f"cannot read URDF file '{path}': {e}") from e
             origin: str = f"'{path}'"
         else:
             path, xml, origin = None, robot_description, "robot_description"
+        if mass_scale or com_offset:
+            xml = edit_inertials(xml, mass_scale or {}, com_offset or {}, origin)
         root = _check_urdf_xml(xml, origin, mimic)
         try:
             if floating_base:

@@ -22,7 +22,9 @@ raises :class:`DivergenceError` and keeps the previous state.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
+from collections import deque
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
+from .terrain import load_terrain
 
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
@@ -127,6 +130,7 @@ class SimState:
     imu: tuple | None  #: (noise generator state, current noise)
     signature: tuple  #: (nq, nv, points, dt, contact model, imu): what it fits
     commands: tuple = ()  #: joints.command_delay_steps: the torques given, not yet acting
+    sensed: tuple = ()  #: sensors.delay_steps: the readings not yet handed out
 
     @property
     def t(self) -> float:
@@ -181,16 +185,19 @@ class Simulator:
         self._inv_dt = np.array(1.0 / self.dt)
         base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
                                  np.array(config.initial.base_position))
+        mass_scale, com_offset = config.perturbation.inertial_edits()
         self.robot = RobotModel.from_urdf(
             config.urdf_path, config.robot_description, config.floating_base,
             base_placement=None if config.floating_base else base_placement,
-            mimic=config.joints.mimic)
+            mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
+            xacro_args=config.xacro.mappings())
         robot = self.robot
         #: physical model (armature only), for the dynamics queries
         self.model = robot.model
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
         self.actuation = Actuation(robot, config.joints, self.dt)
         self._command_delay = config.joints.command_delay_steps
+        self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
         self._data = self.model.createData()
         self._model_step = self._stepping_model()
@@ -204,7 +211,8 @@ class Simulator:
 
         ground = Ground(config.ground.height, np.array(config.ground.normal))
         self.ground = ground
-        self.contact_points = ContactPoints(robot, config, ground)
+        self.terrain = load_terrain(config)  #: wb_sim.terrain.Terrain, or None: the plane only
+        self.contact_points = ContactPoints(robot, config, ground, self.terrain)
         self.contact = make_contact_model(config, self.contact_points)
         self._no_points = not self.contact_points.n
         self._max_penetration = self.contact.max_penetration
@@ -265,16 +273,27 @@ class Simulator:
         return cls.from_params(params)
 
     def _initial_configuration(self) -> np.ndarray:
-        robot, cfg = self.robot, self.config.initial
+        """q0: the configured initial state, or the named pose initial.pose."""
+        cfg = self.config.initial
+        self.named_poses = {p.name: self._configuration(f"poses.{p.name}", p)
+                            for p in self.config.poses}
+        if cfg.pose:
+            return self.named_poses[cfg.pose]
+        return self._configuration("initial", cfg)
+
+    def _configuration(self, prefix: str, pose) -> np.ndarray:
+        """The configuration (read-only) of ``pose`` (initial.* or a named pose's
+        fields: joint_names, joint_positions, base_position, base_rpy)."""
+        robot = self.robot
         q = pin.neutral(self.model)
         if robot.floating_base:
-            q[:3] = cfg.base_position
-            q[3:7] = _rpy_quaternion(cfg.base_rpy)
+            q[:3] = pose.base_position
+            q[3:7] = _rpy_quaternion(pose.base_rpy)
         positions = np.zeros(robot.nj)
-        for name, x in zip(cfg.joint_names, cfg.joint_positions):
+        for name, x in zip(pose.joint_names, pose.joint_positions):
             if name not in robot.joint_names:
                 raise ModelError(
-                    f"parameter 'initial.joint_names': unknown joint '{name}'; the model's "
+                    f"parameter '{prefix}.joint_names': unknown joint '{name}'; the model's "
                     f"actuated joints are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
         self.actuation.check_initial_positions(robot, positions)
@@ -417,9 +436,16 @@ class Simulator:
 
     # ------------------------------------------------------------------ stepping
 
-    def reset(self) -> None:
-        """Back to the configured initial state (t = 0, at rest)."""
-        self._q = self.q0
+    def reset(self, pose: str | None = None) -> None:
+        """Back to the configured initial state (t = 0, at rest), or to the named
+        pose ``pose`` (parameter ``poses``; :attr:`named_poses`) at rest."""
+        if pose is None:
+            self._q = self.q0
+        else:
+            if pose not in self.named_poses:
+                raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
+                                   f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
+            self._q = self.named_poses[pose]
         self._v = np.zeros(self.model.nv)
         self._v.setflags(write=False)
         self._v_public = self._v
@@ -438,6 +464,10 @@ class Simulator:
         v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
         self._a = (v1 - self._v) * self._inv_dt
         self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
+        # sensors.delay_steps: the readings of the last n + 1 steps, the oldest first
+        self._sensed: deque = deque(maxlen=self._sensor_delay + 1)
+        if self._sensor_delay:
+            self._sensed.extend([self._readings()] * (self._sensor_delay + 1))
 
     @property
     def t(self) -> float:
@@ -611,6 +641,30 @@ class Simulator:
             self._pushes_applied = ()
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
+        if self._sensor_delay:
+            self._sensed.append(self._readings())
+
+    def _readings(self) -> tuple:
+        """(state, IMU reading or None, contact wrench array) now: what a delayed sensor
+        hands out ``sensors.delay_steps`` steps later."""
+        return (self.state, None if self.imu_sensor is None else self.imu(),
+                self.contact_wrench_array())
+
+    @property
+    def sensed_state(self) -> State:
+        """The state as the sensors report it: that of ``sensors.delay_steps`` steps
+        ago (the initial state until then); :attr:`state` when there is no delay."""
+        return self._sensed[0][0] if self._sensor_delay else self.state
+
+    def sensed_imu(self) -> ImuReading:
+        """The IMU reading of ``sensors.delay_steps`` steps ago (see :attr:`sensed_state`)."""
+        if self.imu_sensor is None:
+            raise ModelError("no IMU configured: set parameter 'imu.frame'")
+        return self._sensed[0][1] if self._sensor_delay else self.imu()
+
+    def sensed_contact_wrench_array(self) -> np.ndarray:
+        """:meth:`contact_wrench_array` of ``sensors.delay_steps`` steps ago."""
+        return self._sensed[0][2].copy() if self._sensor_delay else self.contact_wrench_array()
 
     def _raise_divergence(self, v_next: np.ndarray) -> None:
         speed2 = v_next @ v_next
@@ -685,7 +739,7 @@ class Simulator:
         pts = self.contact_points
         return ContactPointsReading(
             surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
-            position=pts.position.copy(), force=self._force @ pts.basis.T,
+            position=pts.position.copy(), force=pts.world_forces(self._force),
             depth=self.contact.depth.copy(),
             status=tuple(STATUS_NAMES[s] for s in self.contact.status))
 
@@ -786,7 +840,8 @@ class Simulator:
             imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
                                           imu._noise.copy()),
             signature=self._signature(),
-            commands=tuple(c.copy() for c in self._commands))
+            commands=tuple(c.copy() for c in self._commands),
+            sensed=copy.deepcopy(tuple(self._sensed)))
 
     def set_state(self, state: "SimState") -> None:
         """Restore a snapshot of :meth:`get_state` (of this simulator, or of one built
@@ -795,9 +850,16 @@ class Simulator:
         if not isinstance(state, SimState):
             raise CommandError(f"set_state takes a SimState from get_state(), got "
                                f"{type(state).__name__}")
-        if state.signature != self._signature():
-            raise CommandError("set_state: the snapshot is of another robot, contact set or "
-                               "time step (nq, nv, points, dt differ) or command delay")
+        mine = self._signature()
+        if state.signature != mine:
+            names = ("nq", "nv", "contact points", "dt", "contact model", "IMU",
+                     "command delay (joints.command_delay_steps)",
+                     "sensor delay (sensors.delay_steps)")
+            differ = [f"{name}: {theirs!r} in the snapshot, {ours!r} here"
+                      for name, theirs, ours in zip(names, state.signature, mine)
+                      if theirs != ours]
+            raise CommandError("set_state: the snapshot is of another robot or configuration ("
+                               + "; ".join(differ) + ")")
 
         def frozen(x):
             x = np.array(x)
@@ -815,15 +877,49 @@ class Simulator:
         self._a, self._force = state.a.copy(), state.force.copy()
         self._tau_applied = frozen(state.tau_applied)
         self._commands = tuple(c.copy() for c in state.commands)
+        self._sensed = deque(copy.deepcopy(state.sensed), maxlen=self._sensor_delay + 1)
         if self.imu_sensor is not None and state.imu is not None:
             rng_state, noise = state.imu
             self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
             self.imu_sensor._noise = noise.copy()
         self._restore_readings(copy.deepcopy(state.contact))
 
+    def set_base_state(self, position=None, quaternion=None, linear_velocity=None,
+                       angular_velocity=None) -> None:
+        """Move a floating base now: its world position (m), orientation quaternion
+        (x, y, z, w; normalized here), world-frame linear velocity of its origin
+        (m/s) and angular velocity (rad/s), each left as it is when None. Joints,
+        time and the contact state (deformations, warm starts) stay; the readings
+        are those of the new configuration at the next step. Raises
+        :class:`CommandError` (state untouched) for a fixed base or a bad value
+        (wrong length, non-finite, a zero quaternion)."""
+        if not self.robot.floating_base:
+            raise CommandError("set_base_state: the robot has a fixed base (floating_base: "
+                               "false); it cannot be moved")
+        q, v = self._q.copy(), self._v.copy()
+        if position is not None:
+            q[:3] = _vector(position, "position", 3, "m, world frame")
+        if quaternion is not None:
+            quat = _vector(quaternion, "quaternion", 4, "x, y, z, w")
+            norm = float(np.linalg.norm(quat))
+            if not norm > 1e-9:
+                raise CommandError("set_base_state: the quaternion is zero (x, y, z, w)")
+            q[3:7] = quat / norm
+        R = pin.Quaternion(q[3:7]).matrix()
+        if linear_velocity is not None:  # in world axes in the stepping coordinates (a turn
+            v[:3] = _vector(linear_velocity, "linear_velocity", 3, "m/s, world frame")  # keeps it)
+        if angular_velocity is not None:  # in base axes in the stepping coordinates
+            v[3:6] = R.T @ _vector(angular_velocity, "angular_velocity", 3, "rad/s, world frame")
+        elif quaternion is not None:  # keep the world-frame angular velocity
+            v[3:6] = R.T @ (pin.Quaternion(self._q[3:7]).matrix() @ self._v[3:6])
+        snap = self.get_state()
+        self.set_state(dataclasses.replace(snap, q=q, v=v, q_prev=q, v_prev=v,
+                                           a=np.zeros_like(v)))
+
     def _signature(self) -> tuple:
         return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
-                self.contact.name, self.imu_sensor is not None, self._command_delay)
+                self.contact.name, self.imu_sensor is not None, self._command_delay,
+                self._sensor_delay)
 
     @property
     def mass(self) -> float:

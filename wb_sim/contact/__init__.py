@@ -58,6 +58,11 @@ class ContactModel(Protocol):
     def resolution_note(self, delassus: np.ndarray, weight: float, dt: float) -> str | None:
         """A sentence for the log if dt does not resolve the contact."""
 
+    def statistics(self) -> dict:
+        """Counts of the solver's work: at least ``solves``; the rigid model adds
+        ``nonconverged`` and ``iterations_mean`` / ``iterations_p99``, the compliant
+        one ``active_set_solves``."""
+
 
 #: contact.model value -> class
 CONTACT_MODELS = {

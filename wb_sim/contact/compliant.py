@@ -101,6 +101,9 @@ class CompliantContact:
         self._any_slip = False
         self._all_stick = np.ones(n, dtype=np.int8)
         self._max_depth = -math.inf if n else 0.0
+        #: steps with points in the solve, and those that needed the active-set loop
+        self.solves = 0
+        self.active_set_solves = 0
         self._coef_dt = None
         # buffers of the common step (every point in the solve): the system matrix and
         # B^-1 per row; rewritten each step, never handed out
@@ -194,7 +197,7 @@ class CompliantContact:
         """
         pts = self.points
         n, h = pts.n, dt
-        self.depth = d = pts.plane_z - pts.position_gT[2]  # a new array: snapshots keep the old
+        self.depth = d = pts.depth  # a new array each update: snapshots keep the old
         depths = d.tolist()
         self._max_depth = max(depths)
         if h != self._coef_dt:
@@ -217,6 +220,7 @@ class CompliantContact:
             Jg = pts.jacobian_component_major(idx)
             dk, uk = d[idx], u[:, idx]
             ds = np.where(dk > 0.0, dk, d_free[idx])
+        self.solves += 1
         # unknowns: the forces f = p / h (N), so the system is h (G + (h B)^-1) f = rhs,
         # i.e. (J h M^-1 J^T + B^-1) f = B^-1 f0 - w_free: h rides on BLAS's scale factor
         MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, 3k): h M^-1 J^T
@@ -239,6 +243,7 @@ class CompliantContact:
             if info != 0 or min(F[2].tolist()) <= 0.0 or max(self._cone.dot(F * F).tolist()) > 0.0:
                 f = None  # outside the cone, pulling, or numerically singular: the loop
         if f is None:
+            self.active_set_solves += 1
             f, slipping = self._general(A, rhs, diag, target, k, idx)
             F = f.reshape(3, k)
             loaded = F[2] > 0.0
@@ -400,6 +405,11 @@ class CompliantContact:
         self._last_direction = direction
         return p, slipping
 
+    def statistics(self) -> dict:
+        """Counts since construction: steps with touching points, and how many of
+        them needed the active-set loop (impacts, take-offs, slips)."""
+        return {"solves": self.solves, "active_set_solves": self.active_set_solves}
+
     # ------------------------------------------------------------------ resolution
 
     def load_depth(self, weight: float) -> float:
@@ -470,7 +480,7 @@ def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray,
     k_t, c_t, mu = params["tangential_stiffness"], params["tangential_damping"], \
         params["friction_coefficient"]
     h, n = dt, points.n
-    depth = points.plane_z - points.position_gT[2]
+    depth = points.depth
     force, u_next = np.zeros((n, 3)), np.zeros((2, n))
     J_n = points.jacobian_g()[2::3]  # normal rows
     reach = {i: depth[i] if depth[i] > 0.0 else depth[i] - h * float(J_n[i] @ v_free)

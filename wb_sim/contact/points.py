@@ -35,6 +35,7 @@ import pinocchio as pin
 
 from ..config import SimConfig
 from ..robot import RobotModel
+from ..terrain import tangent_bases as terrain_bases
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,13 @@ class ContactPoints:
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
-    def __init__(self, robot: RobotModel, config: SimConfig, ground: Ground):
+    def __init__(self, robot: RobotModel, config: SimConfig, ground: Ground, terrain=None):
         model = robot.model
         self.ground = ground
+        #: wb_sim.terrain.Terrain beyond the plane, or None (the single-basis fast path)
+        self.terrain = terrain
+        #: (n, 3, 3) per-point bases, columns (t1, t2, n), with terrain (else None)
+        self.bases = None
         self.surface_names = tuple(s.name for s in config.surfaces)
         self.surface_frames = tuple(s.frame for s in config.surfaces)
         placements = []
@@ -156,7 +161,9 @@ class ContactPoints:
         n = self.n
         self.position_T = np.zeros((3, n))
         self.position = self.position_T.T
-        self.position_gT = self.position_T if not self._rotated else np.zeros((3, n))
+        separate = self._rotated or self.terrain is not None
+        self.position_gT = np.zeros((3, n)) if separate else self.position_T
+        self.depth = np.full(n, -np.inf)
 
     def update(self, model: pin.Model, data: pin.Data, v: None = None) -> None:
         """Positions (world and ground coordinates) of all points and their Jacobian.
@@ -178,13 +185,42 @@ class ContactPoints:
             HT = self._read_placements()
         self._HT_now = HT  # for surface_wrenches
         PT = HT.dot(self._r_augT, self.position_T)
-        if self.has_spheres:
-            PT -= self._sphere_offsetT
-        if self._rotated:
-            self.basis.T.dot(PT - self._originT, self.position_gT)
-        self._C_flat[self._skew_index] = PT.T.dot(self._skew_map)
+        if self.terrain is not None:
+            self._update_on_terrain(PT)
+        else:
+            if self.has_spheres:
+                PT -= self._sphere_offsetT
+            if self._rotated:
+                self.basis.T.dot(PT - self._originT, self.position_gT)
+            self._C_flat[self._skew_index] = PT.T.dot(self._skew_map)
+            #: (n,) penetration of each point, m (> 0 below the ground); a new array
+            self.depth = self.plane_z - self.position_gT[2]
         Jp = self._C.dot(data.J, self._Jp)
         np.multiply(Jp, self._row_support, out=Jp)
+
+    def _update_on_terrain(self, PT: np.ndarray) -> None:
+        """Positions, depths, per-point bases and the rows of C against the terrain:
+        each point (a sphere's centre) asks the terrain for its signed distance and
+        normal; a sphere touches at ``centre - radius n``."""
+        centres = PT.T.copy()
+        sdf, normals = self.terrain.query(centres)
+        self.depth = self.radius - sdf
+        if self.has_spheres:
+            PT -= (self.radius[:, None] * normals).T
+        pos = PT.T
+        B = terrain_bases(normals)
+        self.bases = B
+        # ground coordinates per point: (t1 . p, t2 . p, n . p); depth comes from the terrain
+        np.einsum("nic,ni->cn", B, pos, out=self.position_gT)
+        lin = B.transpose(2, 0, 1).reshape(-1, 3)  # rows c * n + i: component c of point i
+        self._C[:, :3] = lin
+        self._C[:, 3:] = np.cross(np.tile(pos, (3, 1)), lin)  # p x B_c: the angular part
+
+    def world_forces(self, force_g: np.ndarray) -> np.ndarray:
+        """(n, 3) point forces in world axes from ground coordinates (t1, t2, n)."""
+        if self.bases is not None:
+            return np.einsum("nij,nj->ni", self.bases, force_g)
+        return force_g @ self.basis.T
 
     def _bind(self, data: pin.Data) -> None:
         """Prepare reading the joint placements of ``data`` (once per data object)."""
@@ -234,10 +270,15 @@ class ContactPoints:
         lowest point's offset from the centre), so the wrenches are a constant
         linear map of ``HT^T [f | -radius n x f]`` (HT holds every ``[R_j, t_j]``):
         two products for all surfaces."""
-        f_wT = force_g.T if not self._rotated else self.basis.dot(force_g.T)
+        if self.bases is not None:
+            f_wT = self.world_forces(force_g).T
+        else:
+            f_wT = force_g.T if not self._rotated else self.basis.dot(force_g.T)
         F = self._wrench_forces
         F[:, :self.n] = f_wT
-        if self.has_spheres:
+        if self.has_spheres and self.bases is not None:  # the lever -radius n_i, per point
+            F[:, self.n:] = np.cross(-self.radius[:, None] * self.bases[:, :, 2], f_wT.T).T
+        elif self.has_spheres:
             np.multiply(self._neg_radius_nx.dot(f_wT), self._radius_row, out=F[:, self.n:])
         return self._wrench_map.dot(self._HT_now.T.dot(F).reshape(-1)).reshape(-1, 6)
 

@@ -45,6 +45,8 @@ tolerance, the step completes with its last iterate and
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pinocchio as pin
 
@@ -197,7 +199,7 @@ class RigidContact:
         depths; the states are computed on demand. ``u`` is unused (the rigid
         ground does not deform)."""
         pts = self.points
-        phi = pts.position_gT[2] - pts.plane_z
+        phi = -pts.depth
         self.depth = -phi
         # in the problem: points within the margin, and points whose free motion would
         # cross it during the step (at 250 Hz a 1 m drop moves 18 mm per step)
@@ -279,3 +281,144 @@ class RigidContact:
             slipping = np.hypot(v_after[:, 0], v_after[:, 1]) > SLIP_TOLERANCES * self.tolerance
             st[idx] = np.where(lam3[:, 2] > 0.0, np.where(slipping, 2, 1), 0)
         return st
+
+
+def reference_problem(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray, dt: float,
+                      params: dict[str, float], total_mass: float):
+    """The contact problem of :meth:`RigidContact.solve`, built plainly point by point:
+    ``(active, J, G, g, unit)`` with the active point indices, their Jacobian (3k, nv)
+    rows t1, t2, n per point, the regularized Delassus matrix and the free velocity
+    with its gap terms in units of ``unit`` (N*s) as the solver sees them; None when
+    no point is active. ``params``: friction_coefficient, regularization,
+    baumgarte_gain, activation_margin."""
+    eps = params["regularization"]
+    beta, margin = params["baumgarte_gain"], params["activation_margin"]
+    n = points.n
+    phi = -points.depth
+    J_all = points.jacobian_g()  # (3n, nv), rows t1, t2, n per point
+    active = [i for i in range(n)
+              if min(phi[i], phi[i] + dt * float(J_all[3 * i + 2] @ v_free)) < margin]
+    if not active:
+        return None
+    J = np.vstack([J_all[3 * i:3 * i + 3] for i in active])
+    unit = total_mass * STANDARD_GRAVITY / n * dt  # the fast path's impulse unit
+    G = J @ Minv @ J.T * unit
+    g = J @ v_free
+    for j, i in enumerate(active):
+        G[3 * j + 2, 3 * j + 2] *= 1.0 + eps
+        if phi[i] >= 0.0:
+            g[3 * j + 2] += phi[i] / dt
+        else:
+            g[3 * j + 2] -= min(beta * -phi[i] / dt, math.sqrt(2.0 * STANDARD_GRAVITY * -phi[i]))
+    return active, J, G, g, unit
+
+
+def coulomb_residual(problem, force: np.ndarray, dt: float, mu: float) -> float:
+    """How far point forces (n, 3) are from solving ``problem`` (from
+    :func:`reference_problem`), in m/s: per active point, the natural-map residual
+    ``|lambda - proj_K(lambda - (c + mu |c_t| e_n) / W_nn)| W_nn`` of the De Saxce
+    form of Coulomb's law and Signorini's condition (0 exactly at a solution)."""
+    active, J, G, g, unit = problem
+    lam = np.concatenate([force[i] for i in active]) * dt / unit
+    c = G @ lam + g
+    worst = 0.0
+    for j in range(len(active)):
+        lj, cj = lam[3 * j:3 * j + 3], c[3 * j:3 * j + 3]
+        w_nn = G[3 * j + 2, 3 * j + 2]
+        x = lj - (cj + np.array([0.0, 0.0, mu * math.hypot(cj[0], cj[1])])) / w_nn
+        worst = max(worst, float(np.abs(lj - _cone_projection(x, mu)).max()) * w_nn)
+    return worst
+
+
+def _cone_projection(x: np.ndarray, mu: float) -> np.ndarray:
+    """Euclidean projection on the cone {|x_t| <= mu x_n}."""
+    t = math.hypot(x[0], x[1])
+    if t <= mu * x[2]:
+        return x.copy()
+    if mu * t <= -x[2]:
+        return np.zeros(3)
+    n = (mu * t + x[2]) / (mu * mu + 1.0)
+    return np.array([x[0] * mu * n / t, x[1] * mu * n / t, n])
+
+
+def reference_solve(points: ContactPoints, Minv: np.ndarray, v_free: np.ndarray, dt: float,
+                    params: dict[str, float], total_mass: float, sweeps: int = 2000,
+                    tol: float = 1e-14) -> tuple[np.ndarray, np.ndarray]:
+    """Plain reference of :meth:`RigidContact.solve`: the problem built point by
+    point (:func:`reference_problem`, the full symmetric ``Minv``) and solved by
+    its own solver (nonsmooth Gauss-Seidel: each point's Coulomb problem solved
+    exactly with the others held, :func:`_one_point`, until the impulses stop
+    changing), written for reading, not speed. Returns ``(v_next, force)``
+    (force (n, 3) = lambda / dt).
+
+    The impulses of points on one rigid foot are not unique (4 corners, 6 dofs),
+    and with several sliding corners neither, in rare states, is the solution: the
+    tests compare the end-of-step velocity and each body's total contact wrench,
+    and hold both results to :func:`coulomb_residual`."""
+    mu = params["friction_coefficient"]
+    force = np.zeros((points.n, 3))
+    problem = reference_problem(points, Minv, v_free, dt, params, total_mass)
+    if problem is None:
+        return v_free.copy(), force
+    active, J, G, g, unit = problem
+    k = len(active)
+    lam = np.zeros(3 * k)
+    for _ in range(sweeps):
+        change = 0.0
+        for j in range(k):
+            rows = slice(3 * j, 3 * j + 3)
+            W = G[rows, rows]
+            c0 = G[rows] @ lam + g[rows] - W @ lam[rows]  # its velocity without its own impulse
+            new = _one_point(W, c0, mu)
+            change = max(change, float(np.abs(new - lam[rows]).max()))
+            lam[rows] = new
+        if change < tol:
+            break
+    lam = lam * unit
+    for j, i in enumerate(active):
+        force[i] = lam[3 * j:3 * j + 3] / dt
+    return v_free + Minv @ J.T @ lam, force
+
+
+def _one_point(W: np.ndarray, c0: np.ndarray, mu: float) -> np.ndarray:
+    """The impulse (t1, t2, n) of one point whose velocity is ``w = c0 + W lambda``
+    (W its 3 x 3 Delassus block), by Coulomb's law: apart (lambda = 0, w_n >= 0),
+    sticking (w = 0, lambda in the cone) or sliding (w_n = 0, lambda on the cone
+    against w_t: lambda_t = -mu lambda_n w_t / |w_t|)."""
+    if c0[2] >= 0.0:
+        return np.zeros(3)
+    lam = -np.linalg.solve(W, c0)
+    if math.hypot(lam[0], lam[1]) <= mu * lam[2]:
+        return lam
+    # sliding: the direction d = (cos a, sin a) of w_t is the unknown; for a given d,
+    # w_n = 0 gives lambda_n, then w_t follows; a solution has w_t along +d (the cross
+    # product d x w_t vanishes, their dot product is positive) and lambda_n > 0. Scan the
+    # angle, then bisect the sign change.
+
+    def at(angle: float):
+        d = np.array([math.cos(angle), math.sin(angle)])
+        lam_n = -c0[2] / (W[2, 2] - mu * (W[2, :2] @ d))
+        lam = np.array([*(-mu * lam_n * d), lam_n])
+        w_t = c0[:2] + W[:2] @ lam
+        return lam, d[0] * w_t[1] - d[1] * w_t[0], d @ w_t
+
+    angles = np.linspace(0.0, 2.0 * math.pi, 721)
+    samples = [at(a) for a in angles]
+    best = None
+    for i in range(720):
+        x0, x1 = samples[i][1], samples[i + 1][1]
+        if x0 == 0.0 or x0 * x1 < 0.0:
+            lo, hi = angles[i], angles[i + 1]
+            for _ in range(80):
+                mid = 0.5 * (lo + hi)
+                lam, x, dot = at(mid)
+                if (x < 0.0) == (x0 < 0.0) and x != 0.0:
+                    lo = mid
+                else:
+                    hi = mid
+            lam, x, dot = at(0.5 * (lo + hi))
+            if dot > 0.0 and lam[2] > 0.0 and (best is None or lam[2] < best[2]):
+                best = lam
+    if best is None:
+        raise RuntimeError("reference_solve: no sliding solution for one point")
+    return best

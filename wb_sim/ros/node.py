@@ -50,7 +50,7 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool, Trigger
 
-from ..config import (NODE_PARAMETERS, PARAMETERS, SURFACE_PARAMETERS, _positive,
+from ..config import (NODE_PARAMETERS, PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, _positive,
                       _unknown_key_error, is_node_key, load_config, load_node_config,
                       read_yaml_params)
 from ..errors import ConfigError, DivergenceError, WbSimError
@@ -281,6 +281,9 @@ class SimNode(PolledNodeMixin, Node):
         for s in flat["contact_surfaces"]:
             for p in SURFACE_PARAMETERS:
                 declare(f"{s}.{p.key}", p)
+        for pose in flat["poses"]:
+            for p in POSE_PARAMETERS:
+                declare(f"poses.{pose}.{p.key}", p)
         # a key the node does not know is refused, as the Python API refuses it (rclpy
         # would ignore it: a misspelt `contact: stifness:` silently kept the default)
         unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
@@ -349,10 +352,11 @@ class SimNode(PolledNodeMixin, Node):
         name = self.cfg["viewer"]
         if name == "none":
             return None
-        from ..viewer import make_viewer  # meshcat only when asked for
+        from ..tools.viewer import make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
-                             ground_height=ground.height, ground_normal=ground.normal)
+                             ground_height=ground.height, ground_normal=ground.normal,
+                             terrain=self.sim.terrain)
 
         def snapshot():
             with self._lock:
@@ -429,6 +433,10 @@ class SimNode(PolledNodeMixin, Node):
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
             if topics["robot_description"] else None
+        self._terrain_pub = None
+        if cfg["topics.terrain"] and sim.terrain is not None:
+            from visualization_msgs.msg import MarkerArray
+            self._terrain_pub = pub(MarkerArray, cfg["topics.terrain"], LATCHED_QOS)
 
     def _publish_latched(self) -> None:
         stamp = cv.time_msg(self._now_ns())
@@ -438,6 +446,10 @@ class SimNode(PolledNodeMixin, Node):
         if self._desc_pub is not None:
             robot = self.sim.robot
             self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+        if self._terrain_pub is not None:
+            from .markers import terrain_markers
+            self._terrain_pub.publish(terrain_markers(self.sim.terrain, self.cfg["world_frame"],
+                                                      stamp))
 
     def _now_ns(self) -> int:
         return self._offset_ns + self.sim.step_count * self._dt_ns
@@ -449,10 +461,16 @@ class SimNode(PolledNodeMixin, Node):
         for stream in self.streams.due(self.sim.step_count, every):
             publish[stream](t_ns)
 
+    # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
+    # readings of n steps ago, stamped now, as a transport delay the controller does not
+    # know of (lockstep still pairs each command with the step it answers); ground truth
+    # (odometry, TF) and the clock are of now
+
     def _publish_joint_states(self, t_ns: int) -> None:
         sim = self.sim
-        self._js_raw(self._js_cdr.serialize(t_ns, sim.joint_positions, sim.joint_velocities,
-                                            sim.applied_torques))
+        s = sim.sensed_state if sim.config.sensors.delay_steps else sim
+        self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions, s.joint_velocities,
+                                            s.applied_torques))
         self.gate.state_published(t_ns, time.perf_counter())
 
     def _publish_odom(self, t_ns: int) -> None:
@@ -460,12 +478,16 @@ class SimNode(PolledNodeMixin, Node):
         self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
 
     def _publish_imu(self, t_ns: int) -> None:
-        r = self.sim.imu()
+        sim = self.sim
+        r = sim.sensed_imu() if sim.config.sensors.delay_steps else sim.imu()
         self._imu_raw(self._imu_cdr.serialize(t_ns, r.orientation, r.angular_velocity,
                                               r.linear_acceleration))
 
     def _publish_wrenches(self, t_ns: int) -> None:
-        for (publish, cdr), w in zip(self._wrench_raw, self.sim.contact_wrench_array()):
+        sim = self.sim
+        wrenches = sim.sensed_contact_wrench_array() if sim.config.sensors.delay_steps \
+            else sim.contact_wrench_array()
+        for (publish, cdr), w in zip(self._wrench_raw, wrenches):
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
 
     def _publish_tf(self, t_ns: int) -> None:
@@ -601,8 +623,32 @@ class SimNode(PolledNodeMixin, Node):
         self.create_service(Trigger, "~/reset", self._on_reset, qos_profile=SERVICE_QOS)
         self.create_service(SetBool, "~/pause", self._on_pause, qos_profile=SERVICE_QOS)
         self.create_service(Trigger, "~/step", self._on_step, qos_profile=SERVICE_QOS)
+        from .sim_interfaces import SimulationInterfaces, interfaces
+        if interfaces() is None:
+            self.get_logger().info(
+                "simulation_interfaces is not installed: its services (~/reset_simulation, "
+                "...) are off (a ROS 2 install has it; on a pip-only machine "
+                "tools/setup_venv.sh generates it)")
+        else:
+            self.sim_interfaces = SimulationInterfaces(self, self, SERVICE_QOS)
 
-    def _on_reset(self, request, response):
+    # the simulation control shared by ~/reset, ~/pause, ~/step and simulation_interfaces
+    # (wb_sim.ros.sim_interfaces.Control)
+
+    @property
+    def lock(self):
+        return self._lock
+
+    @property
+    def world_frame(self) -> str:
+        return self.cfg["world_frame"]
+
+    def now_msg(self):
+        return cv.time_msg(self._now_ns())
+
+    def reset_simulation(self) -> str:
+        """Back to the initial state; the clock goes on; after a divergence (which
+        paused it) stepping resumes. Returns what happened."""
         with self._lock:
             self._offset_ns = self._now_ns() + self._dt_ns  # the clock goes on
             self.sim.reset()
@@ -614,31 +660,50 @@ class SimNode(PolledNodeMixin, Node):
                 self._diverged = False
                 self._paused.clear()
         self._wake.set()
-        response.success = True
-        response.message = f"reset to the initial state at t = {t_reset:.3f} s" + (
+        message = f"reset to the initial state at t = {t_reset:.3f} s" + (
             "; the simulation resumes after the divergence" if resumed else "")
-        self.get_logger().info(response.message)
-        return response
+        self.get_logger().info(message)
+        return message
 
-    def _on_pause(self, request, response):
-        if request.data:
+    def set_paused(self, paused: bool) -> None:
+        if paused:
             self._paused.set()
         else:
             self._paused.clear()
         self._wake.set()
+        self.get_logger().info(f"simulation {'paused' if paused else 'running'} at "
+                               f"t = {self._now_ns() / 1e9:.3f} s")
+
+    def is_paused(self) -> bool:
+        return self._paused.is_set()
+
+    def step_paused(self, steps: int) -> tuple[bool, str]:
+        """``steps`` physics steps while paused, publishing after each."""
+        for _ in range(steps):
+            with self._lock:
+                ok, why = self._step_once()
+                self._publish(every=True)
+            if not ok:
+                return False, why
+        return True, ""
+
+    def _on_reset(self, request, response):
+        response.success = True
+        response.message = self.reset_simulation()
+        return response
+
+    def _on_pause(self, request, response):
+        self.set_paused(request.data)
         response.success = True
         response.message = "paused" if request.data else "running"
-        self.get_logger().info(f"simulation {response.message} at t = {self._now_ns() / 1e9:.3f} s")
         return response
 
     def _on_step(self, request, response):
-        if not self._paused.is_set():
+        if not self.is_paused():
             response.success = False
             response.message = "not paused: call ~/pause with data: true first"
             return response
-        with self._lock:
-            ok, why = self._step_once()
-            self._publish(every=True)
+        ok, why = self.step_paused(1)
         response.success = ok
         response.message = f"t = {self._now_ns() / 1e9:.6f} s" if ok else why
         return response
@@ -788,8 +853,8 @@ class SimNode(PolledNodeMixin, Node):
             x, y, z = self.sim.q[:3].tolist()
             base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
         solver = ""
-        if hasattr(self.sim.contact, "statistics"):
-            st = self.sim.contact.statistics()
+        st = self.sim.contact.statistics()
+        if "nonconverged" in st:
             solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
                       f"converged")
         rejected = ""

@@ -4,7 +4,7 @@ Foxglove, rosbags and ``wb_sim_plot``.
 
 It asks the simulator node (``--sim-node``, default ``wb_sim``) for all its
 parameters (``list_parameters`` + ``get_parameters``), writes them as JSON on
-``/wb_sim_record/parameters`` (std_msgs/String; :mod:`wb_sim.bag` reads the
+``/wb_sim_record/parameters`` (std_msgs/String; :mod:`wb_sim.tools.bag` reads the
 friction coefficient, ground normal, effort limits and topic names there), and
 records, under the names the parameters give them:
 
@@ -186,7 +186,7 @@ class BagRecorder:
         from rosbags.rosbag2 import StoragePlugin, Writer
         from rosbags.rosbag2.errors import WriterError
 
-        from ..bag import typestore
+        from ..tools.bag import typestore
 
         plan = plan_topics(params, self.only)
         if self.only is not None:

@@ -245,7 +245,7 @@ def main(argv=None) -> int:
         return _fail(f"the node ended at t = {state['t']:.3f} s, before --duration "
                      f"{args.duration:g} s")
     if args.plot:
-        from ..plot import main as plot_main  # matplotlib, rosbags: only now
+        from ..tools.plot import main as plot_main  # matplotlib, rosbags: only now
         if plot_main([str(bag), "-o", args.plot]) != 0:
             return 2
     print(f"wb_sim_run: {state['t']:.1f} s simulated; last report: {state['last']}")

@@ -3,9 +3,9 @@ PD + gravity-compensation controller, headless, with progress and final figures.
 
 ``--robot`` picks another ready configuration (config/<robot>.yaml), ``--config``
 any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
-``--record FILE.npz`` saves the run's history (:mod:`wb_sim.recording`, with the
+``--record FILE.npz`` saves the run's history (:mod:`wb_sim.tools.recording`, with the
 PD reference as reference positions), ``--plot DIR`` writes its plots
-(:mod:`wb_sim.plot`, needs matplotlib) after the run. ``--viewer meshcat``
+(:mod:`wb_sim.tools.plot`, needs matplotlib) after the run. ``--viewer meshcat``
 shows the run in a browser (the URL is printed), paced to real time.
 """
 
@@ -18,13 +18,13 @@ import time
 
 import numpy as np
 
-from . import config_path
-from .config import read_yaml_params
-from .controllers import PDGravityController
-from .errors import WbSimError
+from .. import config_path
+from ..config import read_yaml_params
+from ..controllers import PDGravityController
+from ..errors import WbSimError
 from .progress import Progress
 from .recording import Recorder
-from .simulator import Simulator
+from ..simulator import Simulator
 from .stand import StandMonitor
 
 
@@ -68,7 +68,8 @@ def main(argv=None) -> int:
         from .viewer import make_viewer  # meshcat only when asked for
         try:
             viewer = make_viewer(args.viewer, sim.robot, ground_height=sim.config.ground.height,
-                                 ground_normal=sim.config.ground.normal)
+                                 ground_normal=sim.config.ground.normal,
+                                 terrain=sim.terrain)
         except WbSimError as e:
             print(f"wb_sim: {e}", file=sys.stderr)
             return 2

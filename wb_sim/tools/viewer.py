@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from .errors import CommandError, ConfigError, ModelError, WbSimError
-from .robot import RobotModel, package_share_dir, urdf_for_ros
+from ..errors import CommandError, ConfigError, ModelError, WbSimError
+from ..robot import RobotModel, package_share_dir, urdf_for_ros
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +375,8 @@ class MeshcatViewer:
         world_frame_axes: show the world frame's axes (red x, green y, blue z).
         ground_height, ground_normal: the ground plane (m, unit vector), where
             the grid is drawn.
+        terrain: the simulator's terrain (``sim.terrain``: boxes, stairs, a
+            heightfield), drawn as solids; None: the plane only.
 
     Raises:
         ConfigError: meshcat is not installed, or a parameter is out of range.
@@ -385,7 +387,7 @@ class MeshcatViewer:
     def __init__(self, robot: RobotModel, *, rate_hz: float = 30.0,
                  force_scale_m_per_N: float = 0.002, zmq_url: str | None = None,
                  world_frame_axes: bool = True, ground_height: float = 0.0,
-                 ground_normal=(0.0, 0.0, 1.0)):
+                 ground_normal=(0.0, 0.0, 1.0), terrain=None):
         if not rate_hz > 0:
             raise ConfigError(f"viewer rate_hz must be > 0, got {rate_hz}")
         if not force_scale_m_per_N >= 0:
@@ -420,6 +422,7 @@ class MeshcatViewer:
             self._vis = meshcat.Visualizer(window=self._conn)
             self._root = "wb_sim"
             self._load_scene(world_frame_axes, ground_height, np.asarray(ground_normal, float))
+            self._load_terrain(terrain)
         except BaseException:
             self.close()
             raise
@@ -458,6 +461,20 @@ class MeshcatViewer:
         self._ground[:3, :3] = rotation_z_to(n)
         self._ground[:3, 3] = [0.0, 0.0, ground_height]
         self._view_offset(np.zeros(3))
+
+    def _load_terrain(self, terrain) -> None:
+        """The terrain's boxes and heightfield as grey solids under ``<root>/terrain``."""
+        import meshcat.geometry as mg
+        material = mg.MeshLambertMaterial(color=TERRAIN_COLOR)
+        from ..terrain import heightfield_mesh, terrain_boxes
+        for i, (size, T) in enumerate(terrain_boxes(terrain)):
+            node = self._vis[f"{self._root}/terrain/box_{i}"]
+            node.set_object(mg.Box(size.tolist()), material)
+            node.set_transform(T)
+        mesh = heightfield_mesh(terrain)
+        if mesh is not None:
+            self._vis[f"{self._root}/terrain/heightfield"].set_object(
+                mg.TriangularMeshGeometry(*mesh), material)
 
     def _path(self, path: str) -> str:
         """The absolute scene path of ``path`` (relative to meshcat's root)."""
@@ -687,6 +704,10 @@ def _grid_segments(half_size: float, cell: float) -> np.ndarray:
     along_y = np.stack([np.stack([a, b, zero]), np.stack([a, b + cell, zero])], axis=-1)
     along_x = np.stack([np.stack([b, a, zero]), np.stack([b + cell, a, zero])], axis=-1)
     return np.concatenate([along_y, along_x], axis=1).reshape(3, -1).astype(np.float32)
+
+
+#: RGB of the terrain's solids
+TERRAIN_COLOR = 0xB0A890
 
 
 #: viewer option ``viewer``: name -> class (``None``: no viewer)

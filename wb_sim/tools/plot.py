@@ -1,10 +1,10 @@
 """PNG plots of a run: ``wb_sim_plot INPUT [-o OUT_DIR]``, or :func:`plot_history`
-on a :class:`~wb_sim.recording.History` from Python.
+on a :class:`~wb_sim.tools.recording.History` from Python.
 
 INPUT is a history saved by :meth:`History.save` (``.npz``, e.g. ``python -m
 wb_sim --record run.npz``) or a rosbag2 of the node's topics (its directory,
 or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
-:func:`wb_sim.bag.history_from_bag`. The figures:
+:func:`wb_sim.tools.bag.history_from_bag`. The figures:
 
 * ``base_com.png``: base origin and centre of mass, x / y / z against time and
   a top view;
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import WbSimError
+from ..errors import WbSimError
 from .recording import History, RecordingError
 
 #: at most this many joints in the joint grids

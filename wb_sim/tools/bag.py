@@ -1,4 +1,4 @@
-"""A :class:`~wb_sim.recording.History` from a rosbag2 of the node's topics, read
+"""A :class:`~wb_sim.tools.recording.History` from a rosbag2 of the node's topics, read
 with `rosbags <https://gitlab.com/ternaris/rosbags>`_ (no ROS installation needed).
 
 The bag may come from ``wb_sim_record`` or from ``ros2 bag record`` (MCAP or
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from .errors import WbSimError
+from ..errors import WbSimError
 from .recording import History, RecordingError, joint_units
 
 #: topic of the simulator's parameters (JSON) written by wb_sim_record
@@ -155,7 +155,7 @@ def _hold(src_t: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def _effort_limits(robot, params: dict[str, Any]) -> np.ndarray:
-    from .actuation import per_joint
+    from ..actuation import per_joint
 
     if params.get("joints.effort_limits", True) is False:
         return np.full(robot.nj, np.inf)
@@ -167,9 +167,9 @@ def _effort_limits(robot, params: dict[str, Any]) -> np.ndarray:
 
 
 def history_from_bag(path: str | Path) -> History:
-    """The :class:`~wb_sim.recording.History` of a bag of the node's topics (see the
+    """The :class:`~wb_sim.tools.recording.History` of a bag of the node's topics (see the
     module docstring); :class:`RecordingError` naming what is missing."""
-    from .robot import RobotModel
+    from ..robot import RobotModel
 
     path = Path(path)
     data, types, params = _read(path)

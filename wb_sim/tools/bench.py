@@ -1,4 +1,4 @@
-"""Benchmarks. ``python -m wb_sim.bench icub_stand`` runs the shared
+"""Benchmarks. ``python -m wb_sim.tools.bench icub_stand`` runs the shared
 ``icub_stand`` scenario (``shared/benchmarks/icub_stand.md``) exactly:
 
 * iCub ``iCubGazeboV2_5`` from icub-models, free-flyer on ``root_link``;
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .contact import CONTACT_MODELS
-from .controllers import PDGravityController
+from ..contact import CONTACT_MODELS
+from ..controllers import PDGravityController
 from .progress import Progress
-from .simulator import Simulator
+from ..simulator import Simulator
 from .stand import StandMonitor
 
 ICUB_STAND = {
@@ -100,7 +100,7 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
         soles.append(np.concatenate([s.frame_pose(l_sole).translation[:2],
                                      s.frame_pose(r_sole).translation[:2]]))
 
-    solver_stats = sim.contact.statistics() if hasattr(sim.contact, "statistics") else None
+    solver_stats = sim.contact.statistics()
     sim.reset()
     sole0 = np.concatenate([sim.frame_pose(l_sole).translation[:2],
                             sim.frame_pose(r_sole).translation[:2]])
@@ -128,7 +128,7 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wb_sim.bench",
+    parser = argparse.ArgumentParser(prog="python -m wb_sim.tools.bench",
                                      description="wb_sim benchmarks (see shared/benchmarks/).")
     parser.add_argument("scenario", choices=["icub_stand"])
     parser.add_argument("--contact", default="compliant", choices=sorted(CONTACT_MODELS),
@@ -151,11 +151,14 @@ def main(argv=None) -> int:
     print(f"fell:                            {'yes' if rep['fell'] else 'no'}")
     print(f"verdict:                         {rep['stand_verdict']}")
     print(f"timed runs bit-identical:        {'yes' if rep['bit_identical_runs'] else 'NO'}")
-    if rep["solver"]:
-        st = rep["solver"]
+    st = rep["solver"]
+    if "iterations_mean" in st:
         print(f"solver iterations per step:      mean {st['iterations_mean']:.2f}, "
               f"p99 {st['iterations_p99']:.0f}")
+    if "nonconverged" in st:
         print(f"solves not converged:            {st['nonconverged']} of {st['solves']}")
+    if "active_set_solves" in st:
+        print(f"steps needing the active set:    {st['active_set_solves']} of {st['solves']}")
     ok = rep["bit_identical_runs"] and rep["stands"]
     if args.peer:
         peer = _run_peer(args.peer, args.runs)
@@ -172,12 +175,12 @@ def _run_peer(script: str, runs: int) -> float | None:
         out = subprocess.run([sys.executable, script, "--runs", str(runs)], capture_output=True,
                              text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"wb_sim.bench: peer {script} did not run: {e}", file=sys.stderr)
+        print(f"wb_sim.tools.bench: peer {script} did not run: {e}", file=sys.stderr)
         return None
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
             return float(json.loads(line)["us_per_step_median"])
-    print(f"wb_sim.bench: peer {script} printed no result (exit {out.returncode}):\n"
+    print(f"wb_sim.tools.bench: peer {script} printed no result (exit {out.returncode}):\n"
           f"{out.stderr[-2000:]}", file=sys.stderr)
     return None
 

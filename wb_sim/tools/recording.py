@@ -1,6 +1,6 @@
 """Recording a headless run in memory: :class:`Recorder` samples a
 :class:`~wb_sim.Simulator` after each step into a :class:`History` of arrays,
-which saves to and loads from ``.npz`` and is what :mod:`wb_sim.plot` draws.
+which saves to and loads from ``.npz`` and is what :mod:`wb_sim.tools.plot` draws.
 
 numpy only (the plots import matplotlib themselves, the bag reader rosbags)::
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import WbSimError
+from ..errors import WbSimError
 
 #: format version written into every .npz history
 FORMAT_VERSION = 1

@@ -24,28 +24,29 @@ A campaign file (YAML) says::
         imu.angular_velocity_bias: {normal: [[0, 0, 0], [0.01, 0.01, 0.01]]}
     metrics: [stands, fell, max_tilt_deg]      # default: all built-in metrics
     custom_metrics: {energy: "my_pkg.metrics:energy"}
-    record: false                  # per-case recordings (wb_sim.recording, .npz)
+    record: false                  # per-case recordings (wb_sim.tools.recording, .npz)
     plots: true                    # summary plots (needs matplotlib)
 
 The keys of ``set``, ``grid`` and ``random`` are
 
 * any simulator parameter (``wb_sim.config.PARAMETERS`` and ``<surface>.<field>``);
 * ``mass_scale.<link>`` (> 0): the link's mass and rotational inertia times this factor, and
-  ``com_offset.<link>`` ([dx, dy, dz], m): its centre of mass moved in the link's frame. Both
-  edit the ``<inertial>`` of the URDF text before the simulator is built (the campaign passes it
-  as ``robot_description``);
+  ``com_offset.<link>`` ([dx, dy, dz], m): its centre of mass moved in the link's frame (the
+  simulator's ``perturbation.*`` parameters, which edit the URDF's ``<inertial>`` before the
+  build);
 * ``command_delay_steps``: the torques computed at step k are applied at step k + n (the
   simulator's ``joints.command_delay_steps``: until then the first command acts);
-  ``sensor_delay_steps``: the controller sees the state of step k - n (a FIFO before it in the
-  campaign runner, filled with the initial state at the start);
+  ``sensor_delay_steps``: the controller sees the state of step k - n (the simulator's
+  ``sensors.delay_steps``: its ``sensed_state`` / ``sensed_imu()``, the initial ones at first);
 * ``pushes.<i>.<field>``: a field of the i-th push (``time_s``, ``link``, ``force``, ``torque``,
   ``magnitude``, ``direction_deg``, ``duration_s``); magnitude and direction give a horizontal
   force in the link's frame, ``magnitude * [cos(dir), sin(dir), 0]``;
 * ``controller.<name>``: a keyword argument of the controller (``kp``, ``kd`` for the PD).
 
-IMU bias is the simulator's own ``imu.angular_velocity_bias`` / ``imu.linear_acceleration_bias``
-and the command delay its ``joints.command_delay_steps``, so the ROS node has both too; the sensor
-delay and the mass / CoM changes live in the campaign runner only.
+IMU bias, the delays and the mass / CoM changes are all the simulator's own parameters
+(``imu.*_bias``, ``joints.command_delay_steps``, ``sensors.delay_steps``, ``perturbation.*``):
+the shorthand keys above only name them per link, and any simulator (the ROS node's too) takes
+them.
 
 A controller ``module:callable`` is a factory ``make(sim, case, **params)`` returning a callable
 ``ctrl(obs) -> torques`` (nj,), called every step, or every ``round(1 / (rate_hz dt))`` steps with
@@ -78,19 +79,18 @@ import sys
 import time
 import traceback
 import xml.etree.ElementTree as ET
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from .config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
-from .errors import ConfigError, DivergenceError, WbSimError
+from ..config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
+from ..errors import ConfigError, DivergenceError, WbSimError
 
 #: built-in metrics, in table order, with their meaning (README)
 METRICS: dict[str, str] = {
-    "stands": "wb_sim.stand.StandMonitor's verdict (base drop <= 0.1 m, feet slid <= 5 mm after "
+    "stands": "wb_sim.tools.stand.StandMonitor's verdict (base drop <= 0.1 m, feet slid <= 5 mm after "
               "0.5 s, no joint saturated > 5 % of the steps) and the run completed",
     "fell": "the base dropped more than 0.1 m below its start, or the run diverged",
     "base_drop_m": "largest drop of the base below its start, m",
@@ -111,7 +111,7 @@ SPECIAL_KEYS = ("command_delay_steps", "sensor_delay_steps")
 
 
 def _version() -> str:
-    from . import __version__
+    from .. import __version__
     return __version__
 
 
@@ -196,7 +196,7 @@ def _import_callable(where: str, key: str, ref: str) -> Callable:
 
 def _robot_params(where: str, robot: Any) -> tuple[dict, dict, str]:
     """(flat simulator parameters, PD gains, config path) of the campaign's robot."""
-    from . import config_path
+    from .. import config_path
     if not isinstance(robot, str) or not robot:
         raise _err(where, "robot", f"expected a ready robot name or a YAML path, got {robot!r}")
     if robot.endswith((".yaml", ".yml")) or os.sep in robot:
@@ -218,10 +218,15 @@ def _link_names(params: Mapping[str, Any]) -> list[str]:
 
 
 def _urdf_text(params: Mapping[str, Any]) -> str:
-    from .robot import resolve_urdf_path
+    """The URDF the simulator will build (a .xacro expanded with xacro.args)."""
+    from ..config import load_config
+    from ..robot import expand_xacro, resolve_urdf_path
     if params.get("robot_description"):
         return params["robot_description"]
-    return resolve_urdf_path(params["urdf_path"]).read_text()
+    path = resolve_urdf_path(params["urdf_path"])
+    if path.suffix == ".xacro":
+        return expand_xacro(path, load_config(params).xacro.mappings())
+    return path.read_text()
 
 
 def _check_value(where: str, key: str, value: Any, ctx: dict) -> Any:
@@ -390,7 +395,7 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
     except ConfigError as e:
         raise ConfigError(f"campaign {where}: robot '{robot_path}': {e}") from None
     links = _link_names(params)
-    from .robot import RobotModel
+    from ..robot import RobotModel
     import warnings
     with warnings.catch_warnings():  # what the model says, each case's simulator says again
         warnings.simplefilter("ignore")
@@ -508,8 +513,7 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
     """(simulator parameters, special values, pushes, controller params) of a case."""
     values = _case_values(spec, case)
     params = dict(spec["params"])
-    special: dict[str, Any] = {"command_delay_steps": 0, "sensor_delay_steps": 0,
-                               "mass_scale": {}, "com_offset": {}}
+    special: dict[str, Any] = {"mass_scale": {}, "com_offset": {}}
     pushes = [dict(p) for p in spec["pushes"]]
     cparams = dict(spec["controller"]["params"])
     imu_seed_set = False
@@ -517,8 +521,8 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
         head, _, rest = key.partition(".")
         if key == "command_delay_steps":  # the simulator's own (joints.command_delay_steps)
             params["joints.command_delay_steps"] = v
-        elif key in SPECIAL_KEYS:
-            special[key] = v
+        elif key == "sensor_delay_steps":  # the simulator's own (sensors.delay_steps)
+            params["sensors.delay_steps"] = v
         elif head in ("mass_scale", "com_offset"):
             special[head][rest] = v
         elif head == "pushes":
@@ -531,10 +535,11 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
             imu_seed_set |= key == "imu.seed"
     if not imu_seed_set:
         params["imu.seed"] = case["seed"]
-    if special["mass_scale"] or special["com_offset"]:
-        params["robot_description"] = _edit_inertials(_urdf_text(params), special["mass_scale"],
-                                                      special["com_offset"])
-        params["urdf_path"] = ""
+    for head, per in (("mass_scale", 1), ("com_offset", 3)):
+        if special[head]:  # the simulator's perturbation.* parameters
+            params[f"perturbation.{head}_links"] = list(special[head])
+            params[f"perturbation.{head}"] = [float(x) for v in special[head].values()
+                                              for x in np.atleast_1d(v)]
     for i, p in enumerate(pushes):
         if "link" not in p:
             raise ConfigError(f"campaign {where}: 'pushes.{i}.link': required")
@@ -550,38 +555,11 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
     return params, special, pushes, cparams
 
 
-def _edit_inertials(xml: str, mass_scale: Mapping[str, float],
-                    com_offset: Mapping[str, list]) -> str:
-    """The URDF with the named links' masses and inertias scaled (the same shape, density
-    times s) and their centres of mass moved (in the link's frame)."""
-    root = ET.fromstring(xml)
-    links = {e.get("name"): e for e in root.iter("link")}
-    for name in set(mass_scale) | set(com_offset):
-        inertial = links[name].find("inertial")
-        if inertial is None:
-            raise ConfigError(f"mass_scale / com_offset: link '{name}' has no <inertial>")
-        s = mass_scale.get(name, 1.0)
-        m = inertial.find("mass")
-        m.set("value", repr(float(m.get("value")) * s))
-        inertia = inertial.find("inertia")
-        if inertia is not None:
-            for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
-                if inertia.get(k) is not None:
-                    inertia.set(k, repr(float(inertia.get(k)) * s))
-        if name in com_offset:
-            origin = inertial.find("origin")
-            if origin is None:
-                origin = ET.SubElement(inertial, "origin")
-            xyz = [float(x) for x in (origin.get("xyz") or "0 0 0").split()]
-            origin.set("xyz", " ".join(repr(a + b) for a, b in zip(xyz, com_offset[name])))
-    return ET.tostring(root, encoding="unicode")
-
-
 def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> tuple[Callable, bool]:
     """(controller(obs) -> tau, whether it wants the IMU)."""
     ref = spec["controller"]["callable"]
     if ref == "pd":
-        from .controllers import PDGravityController
+        from ..controllers import PDGravityController
         pd = PDGravityController(sim.robot, sim.state.joint_positions, cparams["kp"],
                                  cparams["kd"], gravity=sim.config.gravity)
         return (lambda obs: pd(obs.q, obs.joint_positions, obs.joint_velocities)), False
@@ -613,7 +591,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     import pinocchio as pin
 
     from .recording import Recorder
-    from .simulator import Simulator
+    from ..simulator import Simulator
     from .stand import StandMonitor
 
     params, special, pushes, cparams = _case_config(spec, case)
@@ -657,8 +635,11 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         return Observation(sim.t, sim.q, sim.v, sim.joint_positions, sim.joint_velocities,
                            imu())
 
-    sd = special["sensor_delay_steps"]
-    obs_fifo = deque([observe()] * (sd + 1), maxlen=sd + 1)
+    if sim.config.sensors.delay_steps:  # the simulator's delayed readings
+        def observe():  # noqa: F811
+            st = sim.sensed_state
+            return Observation(st.t, st.q, st.v, st.joint_positions, st.joint_velocities,
+                               sim.sensed_imu() if wants_imu else None)
     min_cos_tilt = 1.0
     com_dev = peak = 0.0
     saturated_steps = losses = 0
@@ -687,7 +668,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             for link, force, torque, dur in schedule.get(k, ()):
                 sim.apply_external_wrench(link, force, torque, dur)
             if k % every == 0:
-                tau = np.asarray(ctrl(obs_fifo[0]), dtype=float)
+                tau = np.asarray(ctrl(observe()), dtype=float)
                 if tau.shape != (nj,):
                     raise ValueError(f"the controller returned torques of shape {tau.shape}, "
                                      f"expected ({nj},)")
@@ -725,7 +706,6 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
                 if (loaded > f).any():  # loaded before, not now
                     losses += int(np.count_nonzero(loaded > f))
                 loaded = f
-            obs_fifo.append(observe())
     except DivergenceError as e:
         e._partial = metrics(True)
         _save_recording(rec, out, case)
@@ -1044,7 +1024,7 @@ def main(argv=None) -> int:
     or options."""
     parser = argparse.ArgumentParser(
         prog="wb_sim_batch", description="Run a wb_sim campaign: every case of a YAML "
-        "campaign file into one results table (see wb_sim.campaign).")
+        "campaign file into one results table (see wb_sim.tools.campaign).")
     parser.add_argument("campaign", help="campaign file (YAML)")
     parser.add_argument("--out", "-o", help="output directory (default: <campaign>_results); "
                         "cases already in its cache are not run again")

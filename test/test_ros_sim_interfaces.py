@@ -1,0 +1,180 @@
+"""ROS 2 simulation_interfaces on the node (wb_sim/ros/sim_interfaces.py), called
+over real DDS as any simulator-agnostic client calls them: features, entities,
+entity state get/set round trip, pause / step / play / stop, reset scopes, named
+poses, and the same through ros2cli where the launch stack is installed.
+
+Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``
+(CI: tools/setup_venv.sh generates simulation_interfaces)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from ros_helpers import require_ros
+
+require_ros("sensor_msgs.msg", "simulation_interfaces.srv")
+
+from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import JointState  # noqa: E402
+from simulation_interfaces import msg as si_msg  # noqa: E402
+from simulation_interfaces import srv as si  # noqa: E402
+
+from ros_helpers import SimSetup, ros_env, stamp_ns  # noqa: E402
+
+DT_NS = 1_000_000
+STATE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+POSES = ("poses:=[crouch]", "poses.crouch.joint_names:=[l_knee]",
+         "poses.crouch.joint_positions:=[0.3]", "poses.crouch.base_position:=[0.1, 0.0, 0.75]")
+
+
+@pytest.fixture(scope="module")
+def s(tmp_path_factory):
+    setup = SimSetup(tmp_path_factory.mktemp("sim_interfaces"), "sync.mode:=lockstep",
+                     "real_time_factor:=0.0", *POSES)
+    yield setup
+    setup.close()
+
+
+_CLIENTS: dict = {}
+
+
+def _call(s, kind, name, timeout: float = 10.0, **fields):
+    """Call /wb_sim/<name> through one client per service, made once: a fresh
+    client's first answer can be lost while DDS matches its reply reader, so each
+    client gets a warm-up (ready, then 0.5 s of spinning) before its first call."""
+    key = (id(s), name)
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = s.ros.node.create_client(kind, f"/wb_sim/{name}")
+        assert s.ros.spin_until(client.service_is_ready, timeout), f"no service {name}"
+        s.ros.spin_for(0.5)
+    future = client.call_async(kind.Request(**fields))
+    assert s.ros.spin_until(future.done, timeout), f"no answer from {name}\n{s.describe()}"
+    return future.result()
+
+
+OK = si_msg.Result.RESULT_OK
+
+
+def test_features_and_the_robot_entity(s):
+    F = si_msg.SimulatorFeatures
+    features = set(_call(s, si.GetSimulatorFeatures, "get_simulator_features").features.features)
+    assert {F.SIMULATION_RESET_STATE, F.STEP_SIMULATION_MULTIPLE, F.ENTITY_STATE_GETTING,
+            F.ENTITY_STATE_SETTING, F.NAMED_POSES, F.SIMULATION_STATE_PAUSE} <= features
+    assert F.SPAWNING not in features and F.SIMULATION_RESET_TIME not in features
+    res = _call(s, si.GetEntities, "get_entities")
+    assert res.result.result == OK and res.entities == ["wb_humanoid"]
+    res = _call(s, si.GetEntities, "get_entities",
+                filters=si_msg.EntityFilters(filter="^nothing$"))
+    assert res.entities == []
+    res = _call(s, si.GetEntityState, "get_entity_state", entity="nobody")
+    assert res.result.result == si_msg.Result.RESULT_NOT_FOUND
+
+
+def test_entity_state_round_trip(s):
+    state = si_msg.EntityState()
+    state.pose.position.x, state.pose.position.y, state.pose.position.z = 0.3, -0.1, 1.2
+    state.pose.orientation.z, state.pose.orientation.w = np.sin(0.25), np.cos(0.25)
+    state.twist.linear.x, state.twist.angular.z = 0.5, 0.2
+    res = _call(s, si.SetEntityState, "set_entity_state", entity="wb_humanoid", state=state,
+                set_pose=True, set_twist=True)
+    assert res.result.result == OK, res.result.error_message
+    got = _call(s, si.GetEntityState, "get_entity_state", entity="wb_humanoid").state
+    assert got.header.frame_id == "world"
+    assert (got.pose.position.x, got.pose.position.y, got.pose.position.z) == (0.3, -0.1, 1.2)
+    assert got.pose.orientation.z == pytest.approx(np.sin(0.25), abs=1e-15)
+    assert got.twist.linear.x == pytest.approx(0.5, abs=1e-15)
+    assert got.twist.angular.z == pytest.approx(0.2, abs=1e-15)
+    assert _call(s, si.ResetSimulation, "reset_simulation",
+                 scope=si.ResetSimulation.Request.SCOPE_STATE).result.result == OK
+    back = _call(s, si.GetEntityState, "get_entity_state", entity="wb_humanoid").state
+    assert back.pose.position.x == 0.0 and back.twist.linear.x == 0.0
+    res = _call(s, si.ResetSimulation, "reset_simulation",
+                scope=si.ResetSimulation.Request.SCOPE_TIME)
+    assert res.result.result == si_msg.Result.RESULT_FEATURE_UNSUPPORTED
+
+
+def test_pause_step_play_and_stop(s):
+    S = si_msg.SimulationState
+    js = s.ros.record(JointState, "joint_states", STATE_QOS)
+    res = _call(s, si.StepSimulation, "step_simulation", steps=3)
+    assert res.result.result == si_msg.Result.RESULT_INCORRECT_STATE  # playing
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PAUSED)).result.result == OK
+    assert _call(s, si.GetSimulationState, "get_simulation_state").state.state == S.STATE_PAUSED
+    s.ros.spin_for(0.3)
+    js.clear()
+    assert _call(s, si.StepSimulation, "step_simulation", steps=5).result.result == OK
+    assert s.ros.spin_until(lambda: len({stamp_ns(m) for m in js.msgs}) >= 5, 5.0)
+    s.ros.spin_for(0.3)
+    stamps = sorted({stamp_ns(m) for m in js.msgs})
+    assert len(stamps) == 5 and set(np.diff(stamps)) == {DT_NS}  # exactly 5 steps
+    res = _call(s, si.SetSimulationState, "set_simulation_state", state=S(state=S.STATE_PAUSED))
+    assert res.result.result == si.SetSimulationState.Response.ALREADY_IN_TARGET_STATE
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_STOPPED)).result.result == OK
+    assert _call(s, si.GetSimulationState, "get_simulation_state").state.state == S.STATE_STOPPED
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PLAYING)).result.result == OK
+    res = _call(s, si.SetSimulationState, "set_simulation_state",
+                state=S(state=S.STATE_QUITTING))
+    assert res.result.result == si_msg.Result.RESULT_FEATURE_UNSUPPORTED
+    s.ros.stop_recording(js)
+
+
+def test_named_poses(s):
+    res = _call(s, si.GetNamedPoses, "get_named_poses")
+    assert [p.name for p in res.poses] == ["crouch"]
+    p = res.poses[0].pose
+    assert (p.position.x, p.position.z, p.orientation.w) == (0.1, 0.75, 1.0)
+
+
+def test_through_ros2cli(s):
+    """`ros2 service call` as a user types it (needs the launch stack's ros2cli)."""
+    from ros_helpers import require_launch_stack
+    require_launch_stack()
+    import shutil
+    import sys
+    from pathlib import Path
+    ros2 = Path(sys.executable).with_name("ros2")
+    ros2 = str(ros2) if ros2.exists() else shutil.which("ros2")
+    out = subprocess.run([ros2, "service", "call", "/wb_sim/get_entities",
+                          "simulation_interfaces/srv/GetEntities", "{}"],
+                         env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "wb_humanoid" in out.stdout
+
+
+def test_simulate_steps_action_gives_feedback(s):
+    """The SimulateSteps action while paused: feedback after each step, exactly the
+    steps asked, and refused (aborted) while playing."""
+    from rclpy.action import ActionClient
+    from simulation_interfaces.action import SimulateSteps
+    S = si_msg.SimulationState
+    client = ActionClient(s.ros.node, SimulateSteps, "/wb_sim/simulate_steps")
+    assert client.wait_for_server(timeout_sec=10.0)
+    s.ros.spin_for(0.5)
+
+    def run(steps):
+        feedback = []
+        goal = client.send_goal_async(SimulateSteps.Goal(steps=steps),
+                                      feedback_callback=lambda f: feedback.append(f.feedback))
+        assert s.ros.spin_until(goal.done, 10.0)
+        result = goal.result().get_result_async()
+        assert s.ros.spin_until(result.done, 10.0)
+        return result.result().result, feedback
+
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PAUSED)).result.result in (
+        OK, si.SetSimulationState.Response.ALREADY_IN_TARGET_STATE)
+    res, feedback = run(4)
+    assert res.result.result == OK
+    assert [f.completed_steps for f in feedback] == [1, 2, 3, 4]
+    assert [f.remaining_steps for f in feedback] == [3, 2, 1, 0]
+    assert _call(s, si.SetSimulationState, "set_simulation_state",
+                 state=S(state=S.STATE_PLAYING)).result.result == OK
+    res, _ = run(2)
+    assert res.result.result == si_msg.Result.RESULT_OPERATION_FAILED
