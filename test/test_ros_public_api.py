@@ -43,7 +43,8 @@ def public(tmp_path_factory):
 
 
 def test_the_node_says_it_uses_the_public_api_only(public):
-    assert "rclpy: public API only (forced by WB_SIM_RCLPY_PUBLIC_API=1)" in public.node.log()
+    assert public.node.wait_for_log("rclpy: public API only (forced by WB_SIM_RCLPY_PUBLIC_API=1)",
+                                    10.0, spin=public.ros.spin_for), public.describe()
     assert "internals used" not in public.node.log()
 
 
