@@ -221,8 +221,15 @@ class SimNode(PolledNodeMixin, Node):
         self.pacer.suspended = value
 
     def _gate_log(self, level: str, text: str, topic: str | None) -> None:
+        # one call site per severity: rclpy refuses two severities from one site
+        # ("Logger severity cannot be changed between calls")
         logger = self._reject_loggers[topic] if topic else self.get_logger()
-        getattr(logger, level)(text)
+        if level == "warning":
+            logger.warning(text)
+        elif level == "info":
+            logger.info(text)
+        else:
+            logger.error(text)
 
     def watch_for_duplicate_name(self) -> None:
         """Thread body: until DUPLICATE_CHECK_S after the node's creation, look for
