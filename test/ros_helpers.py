@@ -238,9 +238,11 @@ class SimSetup:
     """A ``wb_sim`` node process in a fresh DDS domain, the processes started
     next to it, and this test's rclpy client on the same domain."""
 
-    def __init__(self, log_dir, *overrides: str):
+    def __init__(self, log_dir, *overrides: str, env: dict[str, str] | None = None):
+        """``env``: extra environment variables of the processes it starts."""
         self.domain = fresh_domain_id()
         self.dir = log_dir
+        self.env = env or {}
         self.procs: dict[str, Proc] = {}
         self.ros = RosClient(self.domain)
         try:
@@ -260,7 +262,8 @@ class SimSetup:
             raise
 
     def start(self, name: str, argv: list[str]) -> Proc:
-        p = Proc(name, argv, self.domain, self.dir)
+        p = Proc(name, argv, self.domain, self.dir,
+                 env={**ros_env(self.domain), **self.env} if self.env else None)
         self.procs[name] = p
         return p
 

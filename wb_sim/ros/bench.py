@@ -46,7 +46,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def run(robot: str, duration: float, rtf: float, controller: bool,
-        sync: str = "realtime") -> dict:
+        sync: str = "realtime", node_params: tuple[str, ...] = ()) -> dict:
     files = ["--params-file", str(config_path(robot))]
     env = dict(os.environ)
     env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
@@ -54,7 +54,7 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
         [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
          "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
          "-p", f"command.wait_for_first:={'true' if controller else 'false'}",
-         "-p", f"sync.mode:={sync}"],
+         "-p", f"sync.mode:={sync}", *(a for kv in node_params for a in ("-p", kv))],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, env=env)
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env) \
@@ -77,6 +77,9 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                     out["controller_cpu_percent"] = 100 * (_cpu_seconds(ctrl.pid) - cpu0_ctrl) / wall
                 out.update(real_time_factor=float(m["rtf"]), wall_s=float(m["wall"]),
                            sim_t=float(m["t"]))
+                pacing = re.search(r"pacing: ([^,]+)", line)
+                if pacing:
+                    out["pacing"] = pacing[1].strip()
                 if sync == "lockstep":
                     out.update(steps_per_s=float(m["sps"]), command_timeouts=int(m["miss"]))
                 else:
@@ -106,10 +109,18 @@ def main(argv=None) -> int:
     ap.add_argument("--controller", choices=("pd", "none"), default="pd")
     ap.add_argument("--sync", choices=("realtime", "lockstep"), default="realtime",
                     help="the node's sync.mode (lockstep: use --real-time-factor 0 for throughput)")
+    ap.add_argument("--realtime-priority", type=int,
+                    help="the node's realtime_priority (0: the normal scheduler and the "
+                         "sleep + spin wait); default: the node's (50)")
+    ap.add_argument("--spin-margin", type=float,
+                    help="the node's realtime_spin_margin_s, s (default: the node's, 0.0002)")
     args = ap.parse_args(argv)
     if args.sync == "lockstep" and args.controller == "none":
         ap.error("--sync lockstep needs a controller to answer")
-    r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync)
+    params = tuple([f"realtime_priority:={args.realtime_priority}"] * (args.realtime_priority is not None)
+                   + [f"realtime_spin_margin_s:={args.spin_margin}"] * (args.spin_margin is not None))
+    r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync,
+            params)
     if "real_time_factor" not in r:
         print("bench: the node produced no report", file=sys.stderr)
         return 2
@@ -121,7 +132,8 @@ def main(argv=None) -> int:
         print(f"  lockstep throughput       {r['steps_per_s']:.0f} steps/s "
               f"({r['command_timeouts']} command timeouts)")
     else:
-        print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps")
+        print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps"
+              f" (pacing: {r.get('pacing', '?')})")
     print(f"  node CPU                  {r['node_cpu_percent']:.0f} % of one core")
     if "controller_cpu_percent" in r:
         print(f"  controller CPU            {r['controller_cpu_percent']:.0f} % of one core")

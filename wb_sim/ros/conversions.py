@@ -8,7 +8,6 @@ validate an incoming command and return torques, or raise
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import Mapping, Sequence
 
@@ -21,17 +20,10 @@ from std_msgs.msg import Float64MultiArray
 
 from ..sensors import ContactWrench, ImuReading
 from .frames import Transform
+from .gate import (CommandRejected, check_finite, parse_effort_array,  # noqa: F401 - re-exported
+                   parse_joint_command_arrays)
 
 NS_PER_S = 1_000_000_000
-
-
-class CommandRejected(ValueError):
-    """An incoming command that is not applied; the message says why, ``kind``
-    is a short reason for counting rejections (e.g. 'non-finite')."""
-
-    def __init__(self, message: str, kind: str = "invalid"):
-        super().__init__(message)
-        self.kind = kind
 
 
 # ----------------------------------------------------------------------------- time
@@ -273,40 +265,9 @@ def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.
     return parse_joint_command_arrays(msg.name, msg.effort, index)
 
 
-def parse_joint_command_arrays(names: Sequence[str], effort, index: Mapping[str, int]
-                               ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`parse_joint_commands` on the names and efforts of a message (e.g.
-    read by :class:`JointStateReader` from its serialized form)."""
-    if len(names) == 0:
-        raise CommandRejected("no joint names", "no names")
-    if len(effort) != len(names):
-        raise CommandRejected(f"{len(names)} names but {len(effort)} efforts", "length mismatch")
-    try:
-        idx = np.fromiter((index[n] for n in names), dtype=np.intp, count=len(names))
-    except KeyError as e:
-        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
-    if len(set(names)) != len(names):
-        raise CommandRejected("duplicated joint names", "duplicated names")
-    values = np.asarray(effort, dtype=float)
-    _check_finite(values, names)
-    return idx, values
-
-
 def parse_effort_commands(msg: Float64MultiArray, names: Sequence[str]) -> np.ndarray:
     """Validate a std_msgs/Float64MultiArray of efforts in ``names`` order."""
-    values = np.asarray(msg.data, dtype=float)
-    if values.shape != (len(names),):
-        raise CommandRejected(f"expected {len(names)} efforts (command.joint_names), "
-                              f"got {values.size}", "wrong length")
-    _check_finite(values, names)
-    return values
-
-
-def _check_finite(values: np.ndarray, names: Sequence[str]) -> None:
-    if not math.isfinite(float(values.dot(values))):
-        bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
-        raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
-                              else "efforts too large", "non-finite")
+    return parse_effort_array(msg.data, names)
 
 
 def parse_external_wrench(msg: WrenchStamped) -> tuple[str, np.ndarray, np.ndarray]:

@@ -106,11 +106,8 @@ def flooder(topic: str, rate_hz: float, duration: float, joint_names: list[str],
         valid_pub = node.create_publisher(JointState, "joint_commands", qos)
         valid = serialize_message(JointState(name=joint_names, effort=efforts))
 
-    def raw(p):
-        impl = getattr(p, "_Publisher__publisher", None)
-        return getattr(impl, "publish_raw", None) or p.publish
-
-    publish, publish_valid = raw(pub), raw(valid_pub)
+    from .rclpy_shim import raw_publisher
+    publish, publish_valid = raw_publisher(pub), raw_publisher(valid_pub)
     deadline = time.monotonic() + 60.0
     while (pub.get_subscription_count() < 1 or valid_pub.get_subscription_count() < 1) \
             and time.monotonic() < deadline:

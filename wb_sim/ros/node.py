@@ -5,6 +5,12 @@ with simulated time); messages -> torques. The physics runs on its own
 thread; an executor thread serves the services and parameter updates. One
 lock guards the simulator.
 
+This module only wires plain parts to rclpy: the command gate (:mod:`.gate`:
+validation, watchdog, stamp matching, lockstep), the pacer (:mod:`.pacer`:
+deadlines, scheduling policy, statistics), the stream table (:mod:`.streams`:
+rates and what is due at a step); rclpy's private internals are used only
+through :mod:`.rclpy_shim`.
+
 Two ways to advance time (``sync.mode``):
 
 * ``realtime``: paced against the wall clock with absolute deadlines
@@ -17,8 +23,6 @@ Two ways to advance time (``sync.mode``):
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import gc
 import math
 import os
@@ -35,8 +39,6 @@ import rclpy
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import NameValidationException, ParameterException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
-from rclpy._rclpy_pybind11 import RCLError
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -52,9 +54,14 @@ from ..errors import ConfigError, DivergenceError, WbSimError
 from ..parameters import unknown_key_error
 from ..simulator import Simulator
 from . import conversions as cv
+from . import rclpy_shim
 from .frames import FrameTree
+from .gate import REJECT_LOG_PERIOD_S, TOPICS, CommandGate
+from .pacer import Pacer
 from .parameters import (NODE_PARAMETERS, core_keys, descriptor, is_node_key,
                          load_node_config)
+from .rclpy_shim import PolledNodeMixin, RCLError
+from .streams import STREAMS, StreamTable
 from .urdf import urdf_for_ros
 
 try:
@@ -82,28 +89,10 @@ COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: services: a burst of calls (scripts resetting in a loop) is queued, not dropped
 SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
-#: a step finishing more than this after its deadline counts as a deadline miss, s
-MISS_THRESHOLD_S = 1.0e-3
-#: when the loop falls this far behind (e.g. the process was stopped), it re-anchors, s
-REANCHOR_S = 0.5
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
-#: lockstep: while no command comes, the state is published again this often (wall), s
-RESEND_S = 0.5
-#: lockstep: poll for the command this long before blocking in a wait set, s
-BUSY_POLL_S = 2.0e-3
-#: lockstep: longest single wait, so that stop, pause and reset are noticed, s
-WAIT_SLICE_S = 0.05
 #: frame rate of the browser viewer, 1/s
 VIEWER_RATE_HZ = 30.0
-#: longest single sleep of the physics loop, s: a tiny real_time_factor (1e-9 asks for
-#: 1e6 s per step) must not make the node deaf to a new value, a reset or SIGINT
-SLEEP_SLICE_S = 0.05
-#: a rejected message's reason is logged at most this often per topic and kind, s; the
-#: others are only counted (the stats line reports the counts)
-REJECT_LOG_PERIOD_S = 1.0
-#: at most this many pushes act at once; more are refused (each costs a Jacobian a step)
-MAX_PUSHES = 100
 #: how long after its creation the node looks for another node of its name, s: DDS
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
@@ -112,21 +101,11 @@ DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
 _LIVE_CORE = tuple(p.key for p in PARAMETERS if p.live)
 
 
-class _Stats:
-    """Achieved real-time factor, deadline misses and command latency since the last report."""
-
-    def __init__(self):
-        self.reset(time.perf_counter(), 0.0)
-        self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
-
-    def reset(self, wall: float, sim: float) -> None:
-        self.wall0, self.sim0, self.steps, self.misses, self.stale = wall, sim, 0, 0, 0
-        self.applied = 0  # steps that applied a command newer than the previous step's
-        self.accepted = 0  # valid commands taken
 
 
-class SimNode(Node):
-    """The simulator node (name ``wb_sim``)."""
+class SimNode(PolledNodeMixin, Node):
+    """The simulator node (name ``wb_sim``): wiring of the physics, the command gate,
+    the pacer and the stream table to rclpy."""
 
     def __init__(self, params_files: tuple[str, ...] = (), **kwargs: Any):
         """``params_files``: the ``--params-file`` arguments, in order (a relative
@@ -146,10 +125,6 @@ class SimNode(Node):
         self._duplicate_check_until = created + DUPLICATE_CHECK_S
         self._refuse_duplicate_name(0.0)  # one already discovered: refused before publishing
         self.exit_code = 0
-        #: rejected messages since the last stats line: (topic, kind) -> count
-        self._rejected: collections.Counter = collections.Counter()
-        self._rejected_total = 0
-        self._reject_logged: dict[tuple[str, str], float] = {}  # -> wall time last logged
         self._rcl_failures = 0  # failed publishes or takes (the loop goes on)
         self._rcl_failure_logged = -math.inf
         self._lock = threading.RLock()
@@ -170,26 +145,20 @@ class SimNode(Node):
             raise ConfigError(f"parameter 'command.joint_names': unknown joint(s) "
                               f"{', '.join(unknown)}; joints: {', '.join(sim.joint_names)}")
         self.command_joint_names = cmd_names
-        self._command_idx = np.array([self.joint_index[n] for n in cmd_names], dtype=np.intp)
-        self._clear_commands()
-        self._stats = _Stats()
-        self._pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self._lockstep = self.cfg["sync.mode"] == "lockstep"
-        self._sched_priority = 0  # of the physics thread (0: the normal scheduler)
-        self._sched_warned = False
-        self._sched_suspended = False  # set when the loop fell behind at real-time priority
-        self._match_stamp = self._lockstep and self.cfg["sync.match_stamp"]
         if self._lockstep and not self.cfg["topics.joint_states"]:
             raise ConfigError("parameter 'sync.mode' = 'lockstep' needs joint states to answer: "
                               "'topics.joint_states' must not be empty")
-        self._state_stamp_ns = 0  # stamp of the last published joint state
-        self._need_command = False  # lockstep: the last joint state has no answer yet
-        self._wait_set = None
-        if self.cfg["command.wait_for_first"] and not self._lockstep:  # lockstep always waits
+        self.pacer = Pacer(self.dt, spin_margin_s=self.cfg["realtime_spin_margin_s"])
+        self._reject_loggers = {t: self.get_logger().get_child(t) for t in TOPICS}
+        self.gate = CommandGate(
+            sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
+            lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
+            wait_for_first=self.cfg["command.wait_for_first"],
+            frame_names=sim.robot.frame_names())
+        self._match_stamp = self.gate.match_stamp
+        if self.gate.waiting_for_first:
             self._paused.set()
-            self._waiting_for_first = True
-        else:
-            self._waiting_for_first = False
         self._make_publishers()
         self._make_subscriptions()
         self._make_services()
@@ -210,7 +179,38 @@ class SimNode(Node):
                + (", stamps matched)" if self._match_stamp else ")") if self._lockstep else "")
             + f"; commands on '{self.cfg['topics.joint_commands']}' / "
             f"'{self.cfg['topics.effort_commands']}'"
-            + ("; waiting for the first command" if self._waiting_for_first else ""))
+            + ("; waiting for the first command" if self.gate.waiting_for_first else ""))
+        self.get_logger().info(rclpy_shim.describe())
+
+    # the parameter callback replaces the configuration: the gate reads the new one
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, value) -> None:
+        self._cfg = value
+        if getattr(self, "gate", None) is not None:
+            self.gate.cfg = value
+
+    @property
+    def _sched_suspended(self) -> bool:
+        return self.pacer.suspended
+
+    @_sched_suspended.setter
+    def _sched_suspended(self, value: bool) -> None:
+        self.pacer.suspended = value
+
+    def _gate_log(self, level: str, text: str, topic: str | None) -> None:
+        # one call site per severity: rclpy refuses two severities from one site
+        # ("Logger severity cannot be changed between calls")
+        logger = self._reject_loggers[topic] if topic else self.get_logger()
+        if level == "warning":
+            logger.warning(text)
+        elif level == "info":
+            logger.info(text)
+        else:
+            logger.error(text)
 
     def watch_for_duplicate_name(self) -> None:
         """Thread body: until DUPLICATE_CHECK_S after the node's creation, look for
@@ -361,66 +361,62 @@ class SimNode(Node):
             self.viewer = None
         return super().destroy_node()
 
+
     # ------------------------------------------------------------------ publishers
 
     def _make_publishers(self) -> None:
         cfg, sim = self.cfg, self.sim
-        rate = 1.0 / self.dt
         topics = {k: cfg[f"topics.{k}"] for k in ("joint_states", "imu", "contact_wrench", "odom",
                                                   "tf", "tf_static", "clock",
                                                   "robot_description")}
-        self._every = {}
-        for stream, key in (("joint_states", "publish.joint_states_rate_hz"),
-                            ("imu", "publish.imu_rate_hz"),
-                            ("contact_wrench", "publish.contact_wrench_rate_hz"),
-                            ("odom", "publish.odom_rate_hz"), ("clock", "publish.clock_rate_hz"),
-                            ("tf", "publish.tf_rate_hz")):
-            self._every[stream] = cfg.decimation(key, rate)
         if sim.imu_sensor is None:
             topics["imu"] = ""
         if not sim.robot.floating_base:
             topics["odom"] = ""  # the base does not move
         self.topics = topics
+        self.streams = StreamTable.from_config(cfg, 1.0 / self.dt,
+                                               {s: bool(topics[s]) for s, _ in STREAMS})
         pub = self.create_publisher
+        raw = rclpy_shim.raw_publisher  # the per-step streams publish serialized bytes
+        self._publish_stream = {}  # stream -> function(t_ns)
 
         # one serialized template per stream (names and frames fixed, numbers patched)
-        self._js_pub = pub(JointState, topics["joint_states"], STATE_QOS) \
-            if topics["joint_states"] else None
-        self._js_cdr = cv.joint_state_template(sim.joint_names)
-
-        self._imu_pub = pub(Imu, topics["imu"], STATE_QOS) if topics["imu"] else None
-        if self._imu_pub is not None:
+        if "joint_states" in self.streams:
+            self._js_pub = pub(JointState, topics["joint_states"], STATE_QOS)
+            self._js_raw, self._js_cdr = raw(self._js_pub), cv.joint_state_template(sim.joint_names)
+            self._publish_stream["joint_states"] = self._publish_joint_states
+        if "odom" in self.streams:
+            self._odom_raw = raw(pub(Odometry, topics["odom"], STATE_QOS))
+            self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
+            self._publish_stream["odom"] = self._publish_odom
+        if "clock" in self.streams:
+            self._clock_raw = raw(pub(Clock, topics["clock"], STATE_QOS))
+            self._clock_cdr = cv.clock_template()
+            self._publish_stream["clock"] = lambda t_ns: self._clock_raw(
+                self._clock_cdr.serialize(t_ns))
+        if "imu" in self.streams:
             c = sim.config.imu
+            self._imu_raw = raw(pub(Imu, topics["imu"], STATE_QOS))
             self._imu_cdr = cv.imu_template(sim.imu_sensor.frame, cv.imu_covariances(
                 c.angular_velocity_noise_std, c.linear_acceleration_noise_std))
-
-        self._wrench_pubs = []
-        if topics["contact_wrench"]:
-            for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames):
-                self._wrench_pubs.append((pub(WrenchStamped, f"{topics['contact_wrench']}/{name}",
-                                              STATE_QOS), cv.wrench_template(frame)))
-
-        self._odom_pub = pub(Odometry, topics["odom"], STATE_QOS) if topics["odom"] else None
-        if self._odom_pub is not None:
-            self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
-
-        self._clock_pub = pub(Clock, topics["clock"], STATE_QOS) if topics["clock"] else None
-        self._clock_cdr = cv.clock_template()
-
+            self._publish_stream["imu"] = self._publish_imu
+        if "contact_wrench" in self.streams:
+            self._wrench_raw = [
+                (raw(pub(WrenchStamped, f"{topics['contact_wrench']}/{name}", STATE_QOS)),
+                 cv.wrench_template(frame))
+                for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames)]
+            self._publish_stream["contact_wrench"] = self._publish_wrenches
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
-        self._tf_pub = pub(TFMessage, topics["tf"], TF_QOS) if topics["tf"] else None
-        floating = sim.robot.floating_base
-        parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
-        children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
-        self._tf_cdr = cv.tf_template(parents, children)
-        self._tf_rows = np.empty((len(parents), 7))
-        # the per-step streams publish serialized bytes through rclpy's C publisher
-        self._js_raw, self._odom_raw, self._clock_raw, self._imu_raw, self._tf_raw = (
-            _raw_publish(p) for p in (self._js_pub, self._odom_pub, self._clock_pub,
-                                      self._imu_pub, self._tf_pub))
-        self._wrench_raw = [(_raw_publish(p), cdr) for p, cdr in self._wrench_pubs]
+        if "tf" in self.streams:
+            floating = sim.robot.floating_base
+            parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
+            children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
+            self._tf_raw = raw(pub(TFMessage, topics["tf"], TF_QOS))
+            self._tf_cdr = cv.tf_template(parents, children)
+            self._tf_rows = np.empty((len(parents), 7))
+            self._publish_stream["tf"] = self._publish_tf
         self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
             if topics["tf_static"] else None
         self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
@@ -448,144 +444,108 @@ class SimNode(Node):
 
     def _publish(self, every: bool = False) -> None:
         """Publish the streams due at this step (all of them with ``every``)."""
-        sim, k, n = self.sim, self.sim.step_count, self._every
         t_ns = self._now_ns()
-        q = sim.q
-        qj = sim.joint_positions
-        # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
-        # readings of n steps ago, stamped now, as a transport delay the controller does not
-        # know of (lockstep still pairs each command with the step it answers); ground truth
-        # (odometry, TF) and the clock are of now
-        delayed = sim.config.sensors.delay_steps
-        if self._js_pub is not None and (every or k % n["joint_states"] == 0):
-            if delayed:
-                s = sim.sensed_state
-                self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions,
-                                                    s.joint_velocities, s.applied_torques))
-            else:
-                self._js_raw(self._js_cdr.serialize(t_ns, qj, sim.joint_velocities,
-                                                    sim.applied_torques))
-            self._pub_wall[t_ns] = time.perf_counter()
-            if len(self._pub_wall) > 200:  # keep the newest (dicts keep insertion order)
-                del self._pub_wall[next(iter(self._pub_wall))]
-            self._state_stamp_ns = t_ns
-            self._need_command = self._lockstep
-        # what a controller needs first (joint states, base pose), then the rest
-        if self._odom_pub is not None and (every or k % n["odom"] == 0):
-            v = sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
-            self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
-        if self._clock_pub is not None and (every or k % n["clock"] == 0):
-            self._clock_raw(self._clock_cdr.serialize(t_ns))
-        if self._imu_pub is not None and (every or k % n["imu"] == 0):
-            r = sim.sensed_imu() if delayed else sim.imu()
-            self._imu_raw(self._imu_cdr.serialize(
-                t_ns, r.orientation, r.angular_velocity, r.linear_acceleration))
-        if self._wrench_raw and (every or k % n["contact_wrench"] == 0):
-            wrenches = sim.sensed_contact_wrench_array() if delayed else sim.contact_wrench_array()
-            for (publish, cdr), w in zip(self._wrench_raw, wrenches):
-                publish(cdr.serialize(t_ns, w[:3], w[3:]))
-        if self._tf_pub is not None and (every or k % n["tf"] == 0):
-            rows = self._tf_rows
-            k0 = 1 if sim.robot.floating_base else 0
-            if k0:
-                rows[0] = q[:7]
-            rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(qj)
-            self._tf_raw(self._tf_cdr.serialize(t_ns, *rows))
+        publish = self._publish_stream
+        for stream in self.streams.due(self.sim.step_count, every):
+            publish[stream](t_ns)
+
+    # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
+    # readings of n steps ago, stamped now, as a transport delay the controller does not
+    # know of (lockstep still pairs each command with the step it answers); ground truth
+    # (odometry, TF) and the clock are of now
+
+    def _publish_joint_states(self, t_ns: int) -> None:
+        sim = self.sim
+        s = sim.sensed_state if sim.config.sensors.delay_steps else sim
+        self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions, s.joint_velocities,
+                                            s.applied_torques))
+        self.gate.state_published(t_ns, time.perf_counter())
+
+    def _publish_odom(self, t_ns: int) -> None:
+        q, v = self.sim.q, self.sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
+        self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
+
+    def _publish_imu(self, t_ns: int) -> None:
+        sim = self.sim
+        r = sim.sensed_imu() if sim.config.sensors.delay_steps else sim.imu()
+        self._imu_raw(self._imu_cdr.serialize(t_ns, r.orientation, r.angular_velocity,
+                                              r.linear_acceleration))
+
+    def _publish_wrenches(self, t_ns: int) -> None:
+        sim = self.sim
+        wrenches = sim.sensed_contact_wrench_array() if sim.config.sensors.delay_steps \
+            else sim.contact_wrench_array()
+        for (publish, cdr), w in zip(self._wrench_raw, wrenches):
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _publish_tf(self, t_ns: int) -> None:
+        sim, rows = self.sim, self._tf_rows
+        k0 = 1 if sim.robot.floating_base else 0
+        if k0:
+            rows[0] = sim.q[:7]
+        rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(sim.joint_positions)
+        self._tf_raw(self._tf_cdr.serialize(t_ns, *rows))
 
     # ------------------------------------------------------------------ commands
 
     def _make_subscriptions(self) -> None:
-        """Command subscriptions. The physics loop takes their messages itself at
-        the start of each step (:meth:`_poll_commands`) instead of leaving them to
-        the executor: at 1 kHz the executor's per-message overhead would cost a
-        third of a core, and the command is applied at the very next step."""
+        """Command subscriptions, through :class:`rclpy_shim.CommandIntake`: taken by the
+        physics loop at the start of each step, or (public API) delivered by the executor."""
         cfg = self.cfg
-        self._reject_loggers = {t: self.get_logger().get_child(t)
-                                for t in ("joint_commands", "effort_commands", "external_wrench")}
-        self._frame_names = frozenset(self.sim.robot.frame_names())
-        self._polled = []
+        self.intake = rclpy_shim.CommandIntake(self)
         if cfg["topics.joint_commands"]:
-            self._polled.append(self.create_subscription(
-                JointState, cfg["topics.joint_commands"], self._on_joint_commands_raw,
-                COMMAND_QOS, raw=True))
             self._jc_reader = cv.JointStateReader()
+            self.intake.subscribe(JointState, cfg["topics.joint_commands"],
+                                  self._guarded("joint_commands", self._on_joint_commands_raw),
+                                  COMMAND_QOS, raw=True)
         if cfg["topics.effort_commands"]:
-            self._polled.append(self.create_subscription(
-                Float64MultiArray, cfg["topics.effort_commands"], self._on_effort_commands,
-                COMMAND_QOS))
+            self.intake.subscribe(Float64MultiArray, cfg["topics.effort_commands"],
+                                  self._guarded("effort_commands", self._on_effort_commands),
+                                  COMMAND_QOS)
         if cfg["topics.external_wrench"]:  # polled too: a push acts from the very next step
-            self._polled.append(self.create_subscription(
-                WrenchStamped, cfg["topics.external_wrench"], self._on_external_wrench,
-                COMMAND_QOS))
-        self._takers = [self._taker(s) for s in self._polled]
+            self.intake.subscribe(WrenchStamped, cfg["topics.external_wrench"],
+                                  self._guarded("external_wrench", self._on_external_wrench),
+                                  COMMAND_QOS)
 
-    @property
-    def subscriptions(self):
-        """The subscriptions the executor serves: all but the polled command ones."""
-        polled = getattr(self, "_polled", ())
-        return (s for s in Node.subscriptions.fget(self) if s not in polled)
+    def _guarded(self, topic: str, handle):
+        """A subscription callback: ``handle(msg)`` under the lock; an exception rejects
+        the message (no message may end the physics loop or the executor); the first
+        command un-pauses the simulation."""
+        gate, lock = self.gate, self._lock
 
-    @property
-    def waitables(self):
-        """The executor's waitables, without the polled subscriptions' QoS event handlers."""
-        skip = [h for s in getattr(self, "_polled", ()) for h in getattr(s, "event_handlers", ())]
-        return (w for w in Node.waitables.fget(self) if not any(w is h for h in skip))
+        def callback(msg) -> None:
+            with lock:
+                waiting = gate.waiting_for_first
+                try:
+                    handle(msg)
+                except Exception as e:  # noqa: BLE001
+                    gate.reject(topic, cv.CommandRejected(f"{type(e).__name__}: {e}", "error"),
+                                time.monotonic())
+                if waiting and not gate.waiting_for_first:
+                    self._paused.clear()
+                    self._wake.set()
+        return callback
 
     def _poll_commands(self, subs=None) -> None:
-        """Take every waiting message of ``subs`` (default: all polled
-        subscriptions) and handle it (physics thread)."""
-        # bound take_message methods, without the handle guard (like the publishers:
-        # the subscriptions live until destroy_node): 0.7 instead of 1.2 us each
-        for take, msg_type, raw, callback in (self._takers if subs is None else
-                                              (self._taker(s) for s in subs)):
-            while (taken := take(msg_type, raw)) is not None:
-                try:
-                    callback(taken[0])
-                except Exception as e:  # noqa: BLE001 - no message may end the physics loop
-                    self._reject(_TOPIC_OF_CALLBACK.get(callback.__name__, "joint_commands"),
-                                 cv.CommandRejected(f"{type(e).__name__}: {e}", "error"))
-
-    @staticmethod
-    def _taker(sub) -> tuple:
-        return sub.handle.take_message, sub.msg_type, sub.raw, sub.callback
-
-    def _wait_for_messages(self, timeout_s: float) -> list:
-        """Block until a polled subscription has a message, or ``timeout_s``;
-        the subscriptions with messages (physics thread)."""
-        with contextlib.ExitStack() as stack:
-            for s in self._polled:
-                stack.enter_context(s.handle)
-            stack.enter_context(self.context.handle)
-            if self._wait_set is None:
-                self._wait_set = _rclpy.WaitSet(len(self._polled), 0, 0, 0, 0, 0,
-                                                self.context.handle)
-            ws = self._wait_set
-            ws.clear_entities()
-            for s in self._polled:
-                ws.add_subscription(s.handle)
-            ws.wait(max(0, int(timeout_s * 1e9)))
-            ready = ws.get_ready_entities("subscription")
-            return [s for s in self._polled if s.handle.pointer in ready]
+        """Take every waiting command message (physics thread, polled intake)."""
+        self.intake.poll(subs)
 
     def _wait_for_command(self) -> None:
         """Lockstep: wait until the last joint state has its command (or the
         timeout: a miss, the last valid command is kept), then return; also
-        returns on stop, pause or reset (``_need_command`` tells)."""
-        timeout = self.cfg["sync.timeout_s"]
+        returns on stop, pause or reset (``gate.need_command`` tells)."""
+        gate = self.gate
         start = last_sent = time.perf_counter()
         told = False
-        while self._need_command and self._running and not self._paused.is_set():
+        while gate.need_command and self._running and not self._paused.is_set():
             now = time.perf_counter()
-            if timeout > 0 and now - start >= timeout:
-                with self._lock:
-                    self._need_command = False
-                    self._stats.misses += 1
+            with self._lock:
+                action, wait_s = gate.lockstep_step(start, last_sent, now)
+            if action == "timeout":
                 return
-            if now - last_sent >= RESEND_S:
-                # a controller that started late (or restarted) missed the state: send it
-                # again; without stamp matching only until the first command, as a second
-                # answer to the same state would count for the next one
-                if self._match_stamp or not self._have_cmd:
+            if action == "resend":
+                # a controller that started late (or restarted) missed the state: send it again
+                if gate.resend_wanted():
                     with self._lock:
                         self._publish(every=True)
                 last_sent = now
@@ -593,33 +553,21 @@ class SimNode(Node):
                     told = True
                     self.get_logger().info(
                         f"lockstep: waiting for a command for the state at t = "
-                        f"{self._state_stamp_ns / 1e9:.3f} s on "
+                        f"{gate.state_stamp_ns / 1e9:.3f} s on "
                         f"'{self.cfg['topics.joint_commands']}'"
                         + (" with that header.stamp" if self._match_stamp else ""),
                         throttle_duration_sec=10.0)
-            if now - start < BUSY_POLL_S:
+            elif action == "poll":
                 # an answer is due within a millisecond: poll (1.5 us a subscription)
                 # rather than block in rcl_wait, whose set-up alone costs ~85 us
                 with self._lock:
                     self._poll_commands()
                 time.sleep(0)
-                continue
-            left = [WAIT_SLICE_S, RESEND_S - (now - last_sent)]
-            if timeout > 0:
-                left.append(timeout - (now - start))
-            ready = self._wait_for_messages(min(left))
-            if ready:
-                with self._lock:
-                    self._poll_commands(ready)
-
-    def _clear_commands(self) -> None:
-        self._tau_cmd = np.zeros(self.sim.nj)  # replaced, never written in place
-        self._have_cmd = False
-        self._tripped = False
-        self._last_cmd_ns = 0
-        self._cmd_stamp_ns = None  # stamp of the newest command, for the latency figure
-        self._cmd_seq = 0
-        self._applied_seq = 0
+            else:
+                ready = self.intake.wait(wait_s)
+                if ready:
+                    with self._lock:
+                        self._poll_commands(ready)
 
     def _on_joint_commands_raw(self, data: bytes) -> None:
         """A joint_commands message read from its serialized form: the stamp, names
@@ -632,115 +580,30 @@ class SimNode(Node):
         try:
             stamp, _, _, effort = reader(data)
         except ValueError as e:
-            return self._reject("joint_commands", cv.CommandRejected(
-                f"not a valid serialized sensor_msgs/JointState ({e})", "malformed"))
-        if self._match_stamp and stamp != self._state_stamp_ns:
-            self._stats.stale += 1  # an answer to an older state (or no stamp at all)
-            return None
-        try:
-            idx, values = cv.parse_joint_command_arrays(reader.names, effort, self.joint_index)
-        except cv.CommandRejected as e:
-            return self._reject("joint_commands", e)
-        tau = self._tau_cmd.copy()
-        tau[idx] = values
-        self._accept(tau, stamp)
+            return self.gate.reject("joint_commands", cv.CommandRejected(
+                f"not a valid serialized sensor_msgs/JointState ({e})", "malformed"),
+                time.monotonic())
+        self.gate.joint_command(stamp, reader.names, effort, self._now_ns(), time.monotonic())
 
     def _on_effort_commands(self, msg: Float64MultiArray) -> None:
-        if self._match_stamp:
-            return self._reject("effort_commands", cv.CommandRejected(
-                "effort_commands carry no stamp, and sync.match_stamp is true: send "
-                "joint_commands stamped with the joint state's stamp, or set sync.match_stamp "
-                "false", "no stamp"))
-        try:
-            values = cv.parse_effort_commands(msg, self.command_joint_names)
-        except cv.CommandRejected as e:
-            return self._reject("effort_commands", e)
-        tau = self._tau_cmd.copy()
-        tau[self._command_idx] = values
-        self._accept(tau, None)
+        self.gate.effort_command(msg.data, self._now_ns(), time.monotonic())
 
     def _on_external_wrench(self, msg: WrenchStamped) -> None:
         duration = self.cfg["external_wrench.duration_s"]
         try:
             link, force, torque = cv.parse_external_wrench(msg)
-            if link not in self._frame_names:  # the simulator's ModelError would cost more
-                raise cv.CommandRejected(f"frame '{link}' is not in the model (a link or frame "
-                                         f"of {self.sim.robot.model.name})", "unknown link")
-            if len(self.sim.external_wrenches) >= MAX_PUSHES:
-                raise cv.CommandRejected(f"{MAX_PUSHES} pushes already act", "too many pushes")
-            with self._lock:
-                self.sim.apply_external_wrench(link, force, torque, duration)
-                t = (self._now_ns() + self._dt_ns) / 1e9
+            self.gate.check_push(link, len(self.sim.external_wrenches), self.sim.robot.model.name)
+            self.sim.apply_external_wrench(link, force, torque, duration)
+            t = (self._now_ns() + self._dt_ns) / 1e9
         except (cv.CommandRejected, WbSimError) as e:
-            return self._reject("external_wrench", e)
+            return self.gate.reject("external_wrench", e, time.monotonic())
         self.get_logger().info(
             f"push on '{link}': force {np.round(force, 3).tolist()} N, torque "
             f"{np.round(torque, 3).tolist()} N*m (link frame) for {duration:g} s from t = {t:.3f} s")
 
-    def _reject(self, topic: str, why: Exception) -> None:
-        """Count a rejected message by topic and reason; log the reason at most once
-        per REJECT_LOG_PERIOD_S per topic and reason (rclpy's throttled logger
-        cost ~0.3 ms a call even when throttled: a flood of rejects stalled the
-        loop). The stats line reports the counts."""
-        key = (topic, getattr(why, "kind", "invalid"))
-        self._rejected[key] += 1
-        self._rejected_total += 1
-        now = time.monotonic()
-        if now - self._reject_logged.get(key, -math.inf) < REJECT_LOG_PERIOD_S:
-            return
-        self._reject_logged[key] = now
-        if topic == "external_wrench":
-            text = f"rejected a wrench on '{self.cfg['topics.external_wrench']}': {why}"
-        else:
-            text = (f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; keeping the "
-                    f"last valid torques")
-        self._reject_loggers[topic].warning(text)
-
-    def _accept(self, tau: np.ndarray, stamp_ns: int | None) -> None:
-        with self._lock:
-            self._tau_cmd = tau
-            self._last_cmd_ns = self._now_ns()
-            self._have_cmd = True
-            self._cmd_stamp_ns = stamp_ns
-            self._cmd_seq += 1
-            self._stats.accepted += 1
-            self._need_command = False
-            if self._lockstep and self._cmd_seq == 1:
-                self.get_logger().info("first command received: the simulation starts")
-            if self._waiting_for_first:
-                self._waiting_for_first = False
-                self._paused.clear()
-                self._wake.set()
-                self.get_logger().info("first command received: the simulation starts")
-            if self._tripped:
-                self._tripped = False
-                self.get_logger().info("commands are back; applying them")
-
     def _torques(self) -> np.ndarray:
         """The torques of this step: the last valid command, or the watchdog's choice."""
-        timeout = self.cfg["command.timeout_s"]
-        action = self.cfg["command.timeout_action"]
-        if self._have_cmd and timeout > 0 and not self._tripped and \
-                self._now_ns() - self._last_cmd_ns > timeout * cv.NS_PER_S:
-            self._tripped = True
-            what = {"hold": "holding the last torques", "zero": "torques set to zero",
-                    "damp": f"joint damping ({self.cfg['command.timeout_damping']:g} N*m*s/rad)"}
-            self.get_logger().warning(
-                f"no valid command for {timeout:g} s of simulated time: {what[action]} "
-                f"(command.timeout_action: {action})")
-        if self._tripped and action != "hold":
-            # forget them too: a later command for some joints must not bring back the others
-            self._tau_cmd = np.zeros(self.sim.nj)
-            if action == "damp":
-                return -self.cfg["command.timeout_damping"] * self.sim.joint_velocities
-            return self._tau_cmd
-        if self._cmd_seq != self._applied_seq:
-            self._applied_seq = self._cmd_seq
-            self._stats.applied += 1
-            sent = self._pub_wall.get(self._cmd_stamp_ns) if self._cmd_stamp_ns else None
-            if sent is not None:
-                self._stats.latencies.append(time.perf_counter() - sent)
-        return self._tau_cmd
+        return self.gate.torques(self._now_ns(), self.sim.joint_velocities, time.perf_counter())
 
     # ------------------------------------------------------------------ services
 
@@ -777,7 +640,7 @@ class SimNode(Node):
         with self._lock:
             self._offset_ns = self._now_ns() + self._dt_ns  # the clock goes on
             self.sim.reset()
-            self._clear_commands()
+            self.gate.clear()
             self._publish(every=True)
             t_reset = self._now_ns() / 1e9
             resumed = self._diverged  # the divergence paused it: the reset undoes that
@@ -854,27 +717,18 @@ class SimNode(Node):
         normal scheduler otherwise: as fast as possible or in lockstep it never
         sleeps or spins for commands, and must not starve the other processes.
         On a virtual machine a sleeping normal thread wakes more than 1 ms late
-        about once in 1000 sleeps; a SCHED_FIFO one about once in 10 000."""
+        about once in 1000 sleeps; a SCHED_FIFO one about once in 10 000; the
+        pacer's active wait before each deadline covers the normal scheduler."""
         prio = self.cfg["realtime_priority"]
-        want = prio if running and prio > 0 and self.cfg["real_time_factor"] > 0 and \
-            not self._lockstep and not self._sched_suspended else 0
-        if want == self._sched_priority:
-            return
-        try:
-            if want:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(want))
-            else:
-                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        except (AttributeError, OSError) as e:  # no permission, or not Linux
-            if want and not self._sched_warned:
-                self._sched_warned = True
-                self.get_logger().warning(
-                    f"cannot give the physics thread real-time priority {want} ({e}); it runs "
-                    f"with the normal scheduler and misses more deadlines (allow rtprio, e.g. "
-                    f"in /etc/security/limits.conf, or set realtime_priority: 0)")
-            if want:
-                return
-        self._sched_priority = want
+        pacing = running and self.cfg["real_time_factor"] > 0 and not self._lockstep
+        why = self.pacer.schedule(prio, pacing)
+        if why is not None:
+            self.get_logger().warning(
+                f"cannot give the physics thread real-time priority {prio} ({why}); it runs "
+                f"with the normal scheduler and waits actively for the last "
+                f"{self.pacer.spin_margin_s * 1e3:g} ms before each deadline "
+                f"(realtime_spin_margin_s; allow rtprio, e.g. in /etc/security/limits.conf, "
+                f"or set realtime_priority: 0)")
 
     def run(self) -> None:
         """The physics loop (blocks until :meth:`stop`)."""
@@ -891,12 +745,12 @@ class SimNode(Node):
         # stalled the loop 30-50 ms about once a minute: a dozen deadline misses)
         gc.freeze()
         log = self.get_logger()
-        stats = self._stats
-        anchor_wall = time.perf_counter()
-        anchor_k = 0  # steps since the anchor
+        pacer, gate = self.pacer, self.gate
+        pacer.anchor(time.perf_counter())
+        running = lambda: self._running  # noqa: E731
         while self._running:
             if self._paused.is_set():
-                if self._waiting_for_first:
+                if gate.waiting_for_first:
                     try:
                         with self._lock:
                             self._poll_commands()  # the first command un-pauses
@@ -907,21 +761,22 @@ class SimNode(Node):
                 else:
                     self._wake.wait(0.1)
                 self._wake.clear()
-                anchor_wall, anchor_k = time.perf_counter(), 0
-                stats.reset(anchor_wall, self._now_ns() / 1e9)
+                now = time.perf_counter()
+                pacer.anchor(now)
+                pacer.stats.reset(now, self._now_ns() / 1e9)
                 continue
             if self._wake.is_set():  # new real-time factor, reset or resume
                 self._wake.clear()
                 self._schedule()
-                anchor_wall, anchor_k = time.perf_counter(), 0
-            if self._need_command:  # lockstep: the last joint state waits for its command
+                pacer.anchor(time.perf_counter())
+            if gate.need_command:  # lockstep: the last joint state waits for its command
                 try:
                     self._wait_for_command()
                 except (RCLError, RuntimeError) as e:
                     if self._rcl_failed(e):
                         break
                     time.sleep(0.01)  # a middleware that keeps failing must not spin the loop
-                if self._need_command:  # stopped, paused or reset meanwhile
+                if gate.need_command:  # stopped, paused or reset meanwhile
                     continue
                 polled = True  # the wait took the commands: none to take before the step
             else:
@@ -934,38 +789,23 @@ class SimNode(Node):
             except (RCLError, RuntimeError) as e:
                 if self._rcl_failed(e):
                     break  # shut down under us (Ctrl-C, SIGTERM): rcl calls fail
-            anchor_k += 1
-            stats.steps += 1
+            now = time.perf_counter()
+            wait_s, behind = pacer.after_step(now, self.cfg["real_time_factor"], self._lockstep)
             stop_after = self.cfg["stop_after_s"]
             if stop_after > 0 and self._now_ns() >= round(stop_after * cv.NS_PER_S):
-                self._report(time.perf_counter())
+                self._report(now)
                 log.info(f"stop_after_s = {stop_after:g} s of simulated time reached")
                 break
-            rtf = self.cfg["real_time_factor"]
-            now = time.perf_counter()
-            if rtf > 0:
-                deadline = anchor_wall + anchor_k * self.dt / rtf
-                late = now - deadline
-                if self._lockstep:  # the pace is a cap: waiting for commands is no miss
-                    if late > 0:
-                        anchor_wall, anchor_k = now, 0
-                    else:
-                        self._sleep(-late)
-                elif late > MISS_THRESHOLD_S:
-                    stats.misses += 1
-                    if late > REANCHOR_S:
-                        log.warning(f"physics loop {late:.2f} s behind its deadlines; "
-                                    f"re-anchoring the pacing")
-                        anchor_wall, anchor_k = now, 0
-                        if self._sched_priority:  # a loop that cannot keep up never sleeps:
-                            self._sched_suspended = True  # at real-time priority it would
-                            self._schedule()  # hold its core; until the next real-time factor
-                            log.warning("the physics thread is back on the normal scheduler "
-                                        "until real_time_factor changes")
-                elif late < 0:
-                    self._sleep(-late)
-            period = self.cfg["publish.stats_period_s"]  # live: read every step
-            if period > 0 and now - stats.wall0 >= period:
+            if behind:
+                log.warning(f"physics loop {behind:.2f} s behind its deadlines; "
+                            f"re-anchoring the pacing")
+                if pacer.fell_behind():  # a loop that cannot keep up never sleeps: at
+                    self._schedule()  # real-time priority it would hold its core
+                    log.warning("the physics thread is back on the normal scheduler "
+                                "until real_time_factor changes")
+            elif wait_s > 0:
+                pacer.wait(wait_s, self._wake, running, spin=not self._lockstep)
+            if pacer.report_due(now, self.cfg["publish.stats_period_s"]):  # live: every step
                 self._report(now)
 
     def _rcl_failed(self, e: Exception) -> bool:
@@ -987,38 +827,15 @@ class SimNode(Node):
                                     f"going on: {e}")
         return False
 
-    def _sleep(self, seconds: float) -> None:
-        """Sleep ``seconds`` of wall time; a long sleep in slices of SLEEP_SLICE_S that
-        ends early on stop, pause, reset or a new real-time factor (``_wake``)."""
-        if seconds <= SLEEP_SLICE_S:
-            time.sleep(seconds)
-            return
-        end = time.perf_counter() + seconds
-        while self._running and not self._wake.is_set():
-            left = end - time.perf_counter()
-            if left <= 0:
-                return
-            self._wake.wait(min(left, SLEEP_SLICE_S))
-
     def _report(self, now: float) -> None:
-        s = self._stats
-        wall = now - s.wall0
+        pacer, gate = self.pacer, self.gate
+        s = pacer.stats
         sim_t = self._now_ns() / 1e9
-        rtf = (sim_t - s.sim0) / wall if wall > 0 else float("nan")
         lat = ""
-        if s.latencies:
-            x = sorted(s.latencies)
-            p50, p99 = x[len(x) // 2], x[min(len(x) - 1, int(0.99 * len(x)))]
-            lat = f", joint_states -> command applied p50 {p50 * 1e3:.2f} ms p99 {p99 * 1e3:.2f} ms"
-            s.latencies.clear()
-        per_k = 1000.0 * s.misses / s.steps if s.steps else 0.0
-        if self._lockstep:
-            pace = (f"lockstep: {s.steps / wall if wall > 0 else float('nan'):.0f} steps/s, "
-                    f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), command "
-                    f"timeouts {s.misses}, stale commands ignored {s.stale}")
-        else:
-            pace = (f"real-time factor {rtf:.3f} over {wall:.1f} s (t = {sim_t:.3f} s), "
-                    f"deadline misses {per_k:.2f} per 1000 steps")
+        p = s.latency_percentiles()
+        if p is not None:
+            lat = f", joint_states -> command applied p50 {p[0] * 1e3:.2f} ms p99 {p[1] * 1e3:.2f} ms"
+        pace = pacer.lockstep_text(now, sim_t) if self._lockstep else pacer.pace_text(now, sim_t)
         base = ""
         if self.sim.robot.floating_base:
             x, y, z = self.sim.q[:3].tolist()
@@ -1029,15 +846,16 @@ class SimNode(Node):
             solver = (f", contact solver: {st['nonconverged']} of {st['solves']} solves not "
                       f"converged")
         rejected = ""
-        if self._rejected:  # counted, not logged one by one
+        if gate.rejected:  # counted, not logged one by one
             rejected = ", rejected messages: " + ", ".join(
-                f"{topic} {kind} {n}" for (topic, kind), n in sorted(self._rejected.items()))
-            self._rejected.clear()
+                f"{topic} {kind} {n}" for (topic, kind), n in sorted(gate.rejected.items()))
+            gate.rejected.clear()
         applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
                    f"{s.steps} steps")
         if self._rcl_failures:
             applied += f", middleware call failures {self._rcl_failures} in all"
-        self.get_logger().info(f"{pace}{lat}{base}{solver}{applied}{rejected}")
+        policy = "" if self._lockstep else f", pacing: {pacer.policy}"
+        self.get_logger().info(f"{pace}{lat}{base}{solver}{applied}{policy}{rejected}")
         s.reset(now, sim_t)
 
     def stop(self) -> None:
@@ -1047,23 +865,6 @@ class SimNode(Node):
 
 
 _LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
-_TOPIC_OF_CALLBACK = {                      "_on_joint_commands_raw": "joint_commands",
-                      "_on_effort_commands": "effort_commands",
-                      "_on_external_wrench": "external_wrench"}
-
-
-def _raw_publish(publisher):
-    """A function publishing an already serialized message (bytes) on
-    ``publisher`` (None: None): the C publisher's ``publish_raw`` without
-    ``Publisher.publish``'s type dispatch and handle guard, 0.7 instead of
-    1.5 us a message. The guard keeps a publisher from being destroyed while
-    in use; the node's publishers are destroyed only by ``destroy_node``, after
-    the physics loop and the executor have stopped. An rclpy without this
-    attribute gets ``Publisher.publish``, which accepts bytes as well."""
-    if publisher is None:
-        return None
-    impl = getattr(publisher, "_Publisher__publisher", None)
-    return getattr(impl, "publish_raw", None) or publisher.publish
 
 
 def main(args=None) -> int:

@@ -22,6 +22,10 @@ ignores and plots show) whose ``header.stamp`` is the joint state's stamp, so
 the simulator can match it in lockstep and measure the loop latency. It works
 unchanged in both of the simulator's ``sync.mode`` s.
 Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``sim_node``, and the topic names.
+
+Plain, public rclpy only (message objects in and out, no serialized bytes), so
+that it reads as a template: copy it, replace :meth:`PDController._control`'s
+control law with yours.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import warnings
 import numpy as np
 import pinocchio as pin
 import rclpy
+from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import ParameterDescriptor
 from rcl_interfaces.srv import GetParameters
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -50,7 +55,6 @@ from std_msgs.msg import String
 from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
-from . import conversions as cv
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -102,8 +106,8 @@ class PDController(Node):
         self._pose_stamp: int | None = None  # stamp of base_pose, ns
         #: a joint state waiting for its pose: (stamp, positions, velocities), message order
         self._pending: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._js_reader = cv.JointStateReader()
-        self._order: np.ndarray | None = None
+        self._names: list[str] = []  # joint names of the joint states, in their order
+        self._order: np.ndarray | None = None  # their indices in the robot model
         self._pub = self.create_publisher(JointState, self.topics["joint_commands"], COMMAND_QOS)
         self._cmd = JointState()
 
@@ -170,10 +174,10 @@ class PDController(Node):
         # subscribed before the first command starts the physics: on a loaded machine the
         # set-up took longer than the simulator's command timeout (0.1 s)
         subs = [self.create_subscription(JointState, self.topics["joint_states"],
-                                         self._on_joint_states, STATE_QOS, raw=True)]
+                                         self._on_joint_states, STATE_QOS)]
         if self.robot.floating_base:
             subs.append(self.create_subscription(Odometry, self.topics["odom"], self._on_odom,
-                                                 STATE_QOS, raw=True))
+                                                 STATE_QOS))
         # and matched with the simulator's publishers (DDS discovery), so that the first
         # states reach us; at most a few seconds, then the watchdog tells
         matched = time.monotonic() + 5.0
@@ -187,45 +191,34 @@ class PDController(Node):
 
     # ------------------------------------------------------------------ control
 
-    # Both streams come serialized (raw subscriptions) and are read with
-    # wb_sim.ros.conversions: at 1 kHz, building Python message objects would cost
-    # more than the control law (an Odometry: ~65 us, its pose read here: 5 us).
-
-    def _on_odom(self, data: bytes) -> None:
-        try:
-            stamp, pose = cv.read_odometry_pose(data)
-        except ValueError as e:
-            self.get_logger().error(f"odom: {e}", throttle_duration_sec=5.0)
-            return
-        self.base_pose, self._pose_stamp = pose, stamp
+    def _on_odom(self, msg: Odometry) -> None:
+        p, o = msg.pose.pose.position, msg.pose.pose.orientation
+        stamp = stamp_ns(msg.header.stamp)
+        self.base_pose, self._pose_stamp = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w]), stamp
         pending = self._pending
         if pending is not None and pending[0] == stamp:
             self._pending = None
             self._control(*pending)
 
-    def _on_joint_states(self, data: bytes) -> None:
-        robot = self.robot
-        try:
-            stamp, position, velocity, _ = self._js_reader(data)
-        except ValueError as e:
-            self.get_logger().error(f"joint_states: {e}", throttle_duration_sec=5.0)
-            return
-        if self._js_reader.names_changed:  # map the message's order once
-            names = self._js_reader.names
+    def _on_joint_states(self, msg: JointState) -> None:
+        if list(msg.name) != self._names:  # map the message's order once
+            self._names = list(msg.name)
             try:
-                self._order = np.array([robot.joint_index(n) for n in names], dtype=np.intp)
+                self._order = np.array([self.robot.joint_index(n) for n in self._names],
+                                       dtype=np.intp)
             except WbSimError as e:
                 self.get_logger().error(f"joint_states: {e}", throttle_duration_sec=5.0)
                 self._order = None
-                return
-            # the command in the same order: names fixed, the reference in `position`
-            # (the simulator ignores it, plots show it), zero reference velocity, efforts
-            self._cmd_cdr = cv.joint_state_template(names)
-            self._cmd_ref = self._q_ref[self._order]
-            self._cmd_zero = np.zeros(len(names))
-        if self._order is None or len(position) != len(self._order) \
-                or len(velocity) != len(self._order):
+            else:
+                # the command in the same order: names fixed, the reference in `position`
+                # (the simulator ignores it, plots show it)
+                self._cmd.name = self._names
+                self._cmd.position = self._q_ref[self._order].tolist()
+        n = len(self._names)
+        if self._order is None or len(msg.position) != n or len(msg.velocity) != n:
             return
+        stamp = stamp_ns(msg.header.stamp)
+        position, velocity = np.array(msg.position), np.array(msg.velocity)
         if self._pair_by_stamp and self._pose_stamp != stamp:
             self._pending = (stamp, position, velocity)  # its pose is still on the way
             return
@@ -244,8 +237,15 @@ class PDController(Node):
         vj[self._order] = velocity
         robot.set_joint_positions(self.q, qj)
         tau = self.ctrl(self.q, qj, vj)
-        self._pub.publish(self._cmd_cdr.serialize(stamp, self._cmd_ref, self._cmd_zero,
-                                                  tau[self._order]))
+        cmd = self._cmd
+        cmd.header.stamp = Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+        cmd.effort = tau[self._order].tolist()
+        self._pub.publish(cmd)
+
+
+def stamp_ns(stamp: Time) -> int:
+    """Nanoseconds of a builtin_interfaces/Time (how the controller pairs and echoes stamps)."""
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
 def main(args=None) -> int:

@@ -16,7 +16,9 @@ records, under the names the parameters give them:
 Messages are taken serialized (CDR bytes, never converted to Python) and
 written unchanged, stamped with their receive time. The subscriptions are
 polled every 10 ms instead of being dispatched one by one by an executor:
-at 1 kHz per stream, rclpy's per-message callback overhead would cost a core.
+at 1 kHz per stream, rclpy's per-message callback overhead would cost a core
+(through :mod:`wb_sim.ros.rclpy_shim`; where only rclpy's public API is used,
+the executor delivers them and no losses are counted).
 ``robot_description`` and ``/tf_static`` are subscribed transient-local, so
 they are recorded whenever the recorder starts. SIGINT (Ctrl-C) and SIGTERM
 close the bag cleanly (exit 0); the summary gives the message counts, the
@@ -136,6 +138,8 @@ class BagRecorder:
         self.wait_s = wait_s
         self.stop = stop or threading.Event()
         self.subs: list = []
+        self._takers: list = []  # per subscription: rclpy_shim.take_raw, or None
+        self._delivered_batch: list = []  # messages the executor delivered (public API)
         self.counts: dict[str, int] = {}
         self.lost: dict[str, int] = {}
         self._seq: dict[tuple, int] = {}
@@ -215,8 +219,11 @@ class BagRecorder:
             sub_qos, offered = _qos(latched=stream in LATCHED)
             conn = self.writer.add_connection(topic, msgtype, typestore=ts,
                                               offered_qos_profiles=[offered])
-            sub = self.node.create_subscription(cls, topic, lambda _msg: None, sub_qos, raw=True)
+            sub = self.node.create_subscription(cls, topic, self._delivered(conn, topic),
+                                                sub_qos, raw=True)
             self.subs.append((sub, conn, topic))
+            from .rclpy_shim import take_raw  # rclpy's internals, with the public fallback
+            self._takers.append(take_raw(sub))
             self.counts[topic] = 0
             self.lost[topic] = 0
         self.log.info(f"recording {len(self.subs)} topics into '{self.output}': "
@@ -241,14 +248,26 @@ class BagRecorder:
 
     # ------------------------------------------------------------------ recording
 
+    @property
+    def executor_delivers(self) -> bool:
+        """True where the messages come through the executor (rclpy_shim's public path):
+        the main loop spins it instead of sleeping between polls."""
+        return any(t is None for t in self._takers)
+
+    def _delivered(self, conn, topic: str):
+        """The subscription's callback: used only where the executor delivers (no
+        sequence numbers there: losses are not counted)."""
+        def on_message(data: bytes) -> None:
+            self._delivered_batch.append((time.time_ns(), conn, data))
+            self.counts[topic] += 1
+        return on_message
+
     def poll(self) -> int:
         """Take every waiting message, write them in receive order; returns how many."""
-        batch = []
-        for sub, conn, topic in self.subs:
-            handle = sub.handle
-            while True:
-                with handle:
-                    taken = handle.take_message(sub.msg_type, True)
+        batch, self._delivered_batch = self._delivered_batch, []
+        for (sub, conn, topic), take in zip(self.subs, self._takers):
+            while take is not None:
+                taken = take()
                 if taken is None:
                     break
                 data, info = taken
@@ -333,7 +352,10 @@ def main(argv=None) -> int:
         end = wall0 + args.duration if args.duration > 0 else float("inf")
         while not stop.is_set() and rclpy.ok() and time.monotonic() < end:
             rec.poll()
-            stop.wait(POLL_S)
+            if rec.executor_delivers:
+                executor.spin_once(timeout_sec=POLL_S)
+            else:
+                stop.wait(POLL_S)
         rec.poll()
     except RecordError as e:
         log.fatal(str(e))

@@ -1,0 +1,429 @@
+"""The node's plain parts, without rclpy or processes, driven by a fake clock in milliseconds:
+the command gate (wb_sim.ros.gate), the pacer (wb_sim.ros.pacer), the stream table
+(wb_sim.ros.streams)."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from wb_sim.ros.gate import (BUSY_POLL_S, MAX_PUSHES, RESEND_S, WAIT_SLICE_S, CommandGate,
+                             CommandRejected)
+from wb_sim.ros.pacer import Pacer, PacerStats
+from wb_sim.ros.streams import StreamTable
+
+MS = 1e-3
+NS_PER_MS = 1_000_000
+
+
+def test_the_parts_import_no_rclpy():
+    """Plain parts: importing them loads no ROS module."""
+    import subprocess
+    code = ("import sys, wb_sim.ros.gate, wb_sim.ros.pacer, wb_sim.ros.streams; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('rclpy', 'sensor_msgs', 'std_msgs', 'builtin_interfaces')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- fakes
+
+
+class FakeClock:
+    """Wall time in s that moves only when the code under test sleeps or yields;
+    ``late_ms`` is added to every sleep (a late wake-up), ``yield_ms`` to each yield."""
+
+    def __init__(self, late_ms: float = 0.0, yield_ms: float = 0.01):
+        self.t = 100.0
+        self.late = late_ms * MS
+        self.yield_s = yield_ms * MS
+        self.slept: list[float] = []
+        self.yields = 0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.t += s + self.late
+
+    def yield_(self) -> None:
+        self.yields += 1
+        self.t += self.yield_s
+
+    def wait_event(self, event, s: float) -> bool:
+        if event.is_set():
+            return True
+        self.slept.append(s)
+        self.t += s
+        return event.is_set()
+
+
+class FakeEvent:
+    def __init__(self, set_after: int | None = None):
+        self.calls, self.set_after, self.flag = 0, set_after, False
+
+    def is_set(self) -> bool:
+        self.calls += 1
+        if self.set_after is not None and self.calls > self.set_after:
+            self.flag = True
+        return self.flag
+
+
+class Log(list):
+    def __call__(self, level, text, topic):
+        self.append((level, text, topic))
+
+    def texts(self, level=None):
+        return [t for lv, t, _ in self if level in (None, lv)]
+
+
+JOINTS = ["a", "b", "c"]
+CFG = {"command.timeout_s": 0.1, "command.timeout_action": "zero",
+       "command.timeout_damping": 20.0, "sync.timeout_s": 0.0,
+       "topics.joint_commands": "joint_commands", "topics.effort_commands": "effort_commands",
+       "topics.external_wrench": "external_wrench"}
+
+
+def make_gate(**kw):
+    cfg = dict(CFG, **kw.pop("cfg", {}))
+    log = Log()
+    stats = PacerStats()
+    gate = CommandGate(JOINTS, kw.pop("command_joint_names", JOINTS), cfg, stats, log,
+                       frame_names=("base", "hand"), **kw)
+    return gate, log, stats
+
+
+# ----------------------------------------------------------------------------- command gate
+
+
+def test_a_joint_command_by_name_sets_only_its_joints_and_keeps_the_others():
+    gate, log, stats = make_gate()
+    assert gate.joint_command(0, ["b", "a"], [2.0, 1.0], now_ns=0, wall=0.0)
+    assert gate.joint_command(0, ["c"], [3.0], now_ns=NS_PER_MS, wall=0.001)
+    np.testing.assert_array_equal(gate.torques(2 * NS_PER_MS, np.zeros(3), 0.002), [1, 2, 3])
+    assert stats.accepted == 2 and stats.applied == 1  # one step applied the newest command
+
+
+@pytest.mark.parametrize("names, effort, kind", [
+    ([], [], "no names"),
+    (["a", "b"], [1.0], "length mismatch"),
+    (["a", "zz"], [1.0, 2.0], "unknown joint"),
+    (["a", "a"], [1.0, 2.0], "duplicated names"),
+    (["a", "b"], [1.0, math.nan], "non-finite"),
+    (["a", "b"], [1.0, 1e300], "non-finite"),  # too large: overflows in the squared norm
+])
+def test_a_bad_joint_command_is_rejected_counted_and_the_last_valid_one_kept(names, effort, kind):
+    gate, log, stats = make_gate()
+    gate.joint_command(0, ["a", "b", "c"], [1.0, 2.0, 3.0], 0, 0.0)
+    assert not gate.joint_command(0, names, effort, NS_PER_MS, 0.001)
+    assert gate.rejected == {("joint_commands", kind): 1}
+    np.testing.assert_array_equal(gate.tau, [1, 2, 3])
+    assert stats.accepted == 1
+    (level, text, topic), = [e for e in log if e[0] == "warning"]
+    assert topic == "joint_commands" and "rejected a command on 'joint_commands'" in text
+
+
+def test_rejections_are_counted_each_but_logged_once_a_second_per_topic_and_reason():
+    gate, log, _ = make_gate()
+    for i in range(3000):  # 3 s of a 1 kHz flood
+        gate.joint_command(0, ["zz"], [1.0], 0, wall=i * MS)
+        gate.effort_command([1.0], 0, wall=i * MS)
+    assert gate.rejected == {("joint_commands", "unknown joint"): 3000,
+                             ("effort_commands", "wrong length"): 3000}
+    assert gate.rejected_total == 6000
+    warnings = [t for lv, t, _ in log if lv == "warning"]
+    assert len(warnings) == 6  # at 0, 1 and 2 s for each topic
+
+
+def test_effort_commands_follow_command_joint_names_order():
+    gate, _, _ = make_gate(command_joint_names=["c", "a"])
+    assert gate.effort_command([3.0, 1.0], 0, 0.0)
+    np.testing.assert_array_equal(gate.tau, [1.0, 0.0, 3.0])
+    assert not gate.effort_command([3.0, math.inf], 0, 0.0)
+    assert gate.rejected == {("effort_commands", "non-finite"): 1}
+    assert "non-finite effort for a" in [t for _, t, _ in gate.log if "non-finite" in t][0]
+
+
+@pytest.mark.parametrize("action, expected", [("zero", [0, 0, 0]), ("hold", [1, 2, 3]),
+                                               ("damp", [-20 * 0.5, 0, -20 * -1.0])])
+def test_the_watchdog_trips_after_timeout_of_simulated_time(action, expected):
+    gate, log, _ = make_gate(cfg={"command.timeout_action": action})
+    qdot = np.array([0.5, 0.0, -1.0])
+    gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], now_ns=0, wall=0.0)
+    np.testing.assert_array_equal(gate.torques(100 * NS_PER_MS, qdot, 0.1), [1, 2, 3])  # = timeout
+    assert not gate.tripped
+    np.testing.assert_allclose(gate.torques(101 * NS_PER_MS, qdot, 0.101), expected)
+    assert gate.tripped
+    assert sum("no valid command for 0.1 s" in t for t in log.texts("warning")) == 1
+    gate.joint_command(0, ["a"], [5.0], now_ns=102 * NS_PER_MS, wall=0.102)  # back
+    assert "commands are back; applying them" in log.texts("info")
+    # after a zeroing trip, the dead controller's torques on b and c do not come back
+    back = [5, 0, 0] if action != "hold" else [5, 2, 3]
+    np.testing.assert_array_equal(gate.torques(103 * NS_PER_MS, qdot, 0.103), back)
+
+
+def test_no_watchdog_before_the_first_command_or_with_timeout_zero():
+    gate, _, _ = make_gate()
+    np.testing.assert_array_equal(gate.torques(10**9, np.ones(3), 1.0), [0, 0, 0])
+    assert not gate.tripped
+    gate, _, _ = make_gate(cfg={"command.timeout_s": 0.0})
+    gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    np.testing.assert_array_equal(gate.torques(10**12, np.ones(3), 1.0), [1, 2, 3])
+
+
+def test_latency_from_published_state_to_applied_command():
+    gate, _, stats = make_gate()
+    gate.state_published(5 * NS_PER_MS, wall=10.000)
+    gate.joint_command(5 * NS_PER_MS, JOINTS, [1.0, 1.0, 1.0], 5 * NS_PER_MS, 10.0003)
+    gate.torques(6 * NS_PER_MS, np.zeros(3), wall=10.0012)
+    assert stats.latencies[0] == pytest.approx(1.2 * MS)
+    p50, p99 = stats.latency_percentiles()
+    assert p50 == p99 == pytest.approx(1.2 * MS) and not stats.latencies
+
+
+def test_lockstep_with_stamp_matching_takes_only_the_answer_to_the_last_state():
+    gate, log, stats = make_gate(lockstep=True, match_stamp=True)
+    gate.state_published(7 * NS_PER_MS, 1.0)
+    assert gate.need_command
+    assert not gate.joint_command(6 * NS_PER_MS, JOINTS, [1.0, 1.0, 1.0], 7 * NS_PER_MS, 1.0)
+    assert stats.stale == 1 and gate.need_command and not gate.rejected
+    assert not gate.effort_command([1.0, 1.0, 1.0], 7 * NS_PER_MS, 1.0)  # no stamp
+    assert gate.rejected == {("effort_commands", "no stamp"): 1}
+    assert gate.joint_command(7 * NS_PER_MS, JOINTS, [1.0, 1.0, 1.0], 7 * NS_PER_MS, 1.0)
+    assert not gate.need_command
+    assert log.texts("info") == ["first command received: the simulation starts"]
+
+
+def test_wait_for_first_command_is_reported_once():
+    gate, log, _ = make_gate(wait_for_first=True)
+    assert gate.waiting_for_first
+    gate.joint_command(0, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)
+    gate.joint_command(0, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)
+    assert not gate.waiting_for_first
+    assert log.texts("info").count("first command received: the simulation starts") == 1
+
+
+def test_lockstep_wait_polls_first_then_blocks_resends_and_times_out():
+    gate, _, stats = make_gate(lockstep=True, match_stamp=True, cfg={"sync.timeout_s": 2.0})
+    gate.state_published(0, 0.0)
+    start = 50.0
+    assert gate.lockstep_step(start, start, start + 1 * MS) == ("poll", 0.0)
+    assert BUSY_POLL_S == 2 * MS
+    action, wait = gate.lockstep_step(start, start, start + 3 * MS)
+    assert action == "block" and wait == pytest.approx(WAIT_SLICE_S)
+    action, wait = gate.lockstep_step(start, start, start + RESEND_S - 10 * MS)
+    assert action == "block" and wait == pytest.approx(10 * MS)  # wakes for the resend
+    assert gate.lockstep_step(start, start, start + RESEND_S) == ("resend", 0.0)
+    action, wait = gate.lockstep_step(start, start + 1.9, start + 1.99)
+    assert action == "block" and wait == pytest.approx(10 * MS)  # wakes for the timeout
+    assert gate.lockstep_step(start, start + 1.9, start + 2.0) == ("timeout", 0.0)
+    assert stats.misses == 1 and not gate.need_command
+
+
+def test_resend_without_stamp_matching_only_until_the_first_command():
+    gate, _, _ = make_gate(lockstep=True, match_stamp=False)
+    assert gate.resend_wanted()
+    gate.joint_command(0, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)
+    assert not gate.resend_wanted()
+    gate, _, _ = make_gate(lockstep=True, match_stamp=True)
+    gate.joint_command(0, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)
+    assert gate.resend_wanted()
+
+
+def test_pushes_on_unknown_links_and_beyond_the_limit_are_refused():
+    gate, _, _ = make_gate()
+    gate.check_push("hand", 0, "robot")
+    with pytest.raises(CommandRejected) as e:
+        gate.check_push("foot", 0, "robot")
+    assert e.value.kind == "unknown link" and "'foot'" in str(e.value)
+    with pytest.raises(CommandRejected) as e:
+        gate.check_push("hand", MAX_PUSHES, "robot")
+    assert e.value.kind == "too many pushes"
+
+
+def test_clear_forgets_the_commands():
+    gate, _, _ = make_gate()
+    gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    gate.clear()
+    assert not gate.have_cmd and gate.cmd_seq == 0
+    np.testing.assert_array_equal(gate.torques(10**9, np.zeros(3), 1.0), [0, 0, 0])
+
+
+# ----------------------------------------------------------------------------- pacer
+
+
+def run_steps(pacer: Pacer, clock: FakeClock, n: int, step_ms: float, rtf: float = 1.0,
+              lockstep: bool = False, spikes: dict[int, float] | None = None) -> list[float]:
+    """Run n steps of ``step_ms`` compute each (plus ``spikes``: step -> extra ms);
+    returns each step's end relative to its deadline, ms."""
+    pacer.anchor(clock.now())
+    t0, late = clock.now(), []
+    for k in range(1, n + 1):
+        clock.t += (step_ms + (spikes or {}).get(k, 0.0)) * MS
+        late.append((clock.now() - (t0 + k * pacer.dt / rtf)) / MS)
+        wait, behind = pacer.after_step(clock.now(), rtf, lockstep)
+        if behind:
+            t0 = clock.now() - k * pacer.dt / rtf
+        if wait > 0:
+            pacer.wait(wait, FakeEvent(), spin=not lockstep)
+    return late
+
+
+def test_pacer_keeps_absolute_deadlines_at_real_time_factor_2():
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.0)
+    t0 = clock.now()
+    run_steps(pacer, clock, 1000, step_ms=0.3, rtf=2.0)
+    assert clock.now() - t0 == pytest.approx(0.5, abs=1e-9)  # 1000 steps of 0.5 ms
+    assert pacer.stats.steps == 1000 and pacer.stats.misses == 0
+    assert pacer.stats.real_time_factor(clock.now(), 1.0) == pytest.approx(2.0)
+    assert pacer.policy == "sleep"
+
+
+def test_a_late_wake_up_below_the_spin_margin_costs_no_miss_plain_sleep_misses():
+    """Every sleep wakes 2 ms late and a step computes 0.3 ms: with plain sleeps the
+    step after a sleep ends 1.3 ms after its deadline (a miss); sleeping until 0.6 ms
+    before the deadline absorbs 0.6 ms of the late wake-up: 0.7 ms late, no miss."""
+    plain = Pacer(1 * MS, clock=FakeClock(late_ms=2.0), spin_margin_s=0.0)
+    late = run_steps(plain, plain.clock, 1000, step_ms=0.3)
+    assert max(late) == pytest.approx(1.3)
+    assert plain.stats.misses >= 200
+    hybrid = Pacer(1 * MS, clock=FakeClock(late_ms=2.0), spin_margin_s=0.6 * MS)
+    late = run_steps(hybrid, hybrid.clock, 1000, step_ms=0.3)
+    assert hybrid.stats.misses == 0 and max(late) == pytest.approx(0.7)
+    assert hybrid.policy == "sleep + spin 0.6 ms"
+
+
+def test_spin_costs_the_margin_of_each_period_in_yields():
+    """The CPU cost of the active wait: ~margin / yield-time yields per step."""
+    clock = FakeClock(late_ms=0.0, yield_ms=0.01)
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.2 * MS)
+    late = run_steps(pacer, clock, 100, step_ms=0.3)
+    assert clock.yields == pytest.approx(100 * 20, rel=0.06)  # 0.2 ms / 0.01 ms a step
+    # each sleep stopped the margin short: period - step - margin = 0.5 ms
+    assert np.median(clock.slept) == pytest.approx(0.5 * MS, abs=1e-9)
+    assert max(late) < 0.3 - 1.0 + 0.02  # every step ends on time (its compute before it)
+
+
+def test_misses_per_1000_and_reanchoring_after_a_long_stall():
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.0)
+    late = run_steps(pacer, clock, 1000, step_ms=0.5, spikes={100: 1.7, 500: 800.0})
+    # step 100 ends 1.2 ms late (a miss; the next ones catch up), step 500 0.8 s late
+    assert late[99] == pytest.approx(1.2)
+    assert pacer.stats.misses == 2
+    assert pacer.stats.misses_per_1000() == pytest.approx(2.0)
+    assert max(late[500:]) < 1.0  # re-anchored: the steps after the stall are on time
+
+
+def test_reanchoring_at_realtime_priority_suspends_it_until_the_next_factor():
+    clock = FakeClock()
+    calls = []
+    pacer = Pacer(1 * MS, clock=clock, set_priority=calls.append)
+    assert pacer.schedule(50, pacing=True) is None and pacer.priority == 50
+    assert pacer.policy == "SCHED_FIFO 50"
+    clock.t += 0.7
+    wait, behind = pacer.after_step(clock.now(), 1.0, False)
+    assert behind == pytest.approx(0.699) and wait == 0
+    assert pacer.fell_behind() and pacer.suspended
+    pacer.schedule(50, pacing=True)
+    assert pacer.priority == 0 and calls == [50, 0]
+    pacer.unsuspend()
+    pacer.schedule(50, pacing=True)
+    assert calls == [50, 0, 50]
+
+
+def test_refused_realtime_priority_is_reported_once_and_the_hybrid_wait_is_used():
+    def refuse(prio):
+        if prio:
+            raise PermissionError("Operation not permitted")
+    pacer = Pacer(1 * MS, clock=FakeClock(), set_priority=refuse, spin_margin_s=0.2 * MS)
+    assert "not permitted" in pacer.schedule(50, pacing=True)
+    assert pacer.schedule(50, pacing=True) is None  # not again
+    assert pacer.priority == 0 and pacer.policy == "sleep + spin 0.2 ms"
+    pacer.schedule(50, pacing=False)  # lockstep / as fast as possible: normal scheduler
+
+
+def test_lockstep_pace_is_a_cap_late_steps_are_no_misses_and_do_not_spin():
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.5 * MS)
+    run_steps(pacer, clock, 100, step_ms=0.2, lockstep=True, spikes={10: 30.0})
+    assert pacer.stats.misses == 0 and clock.yields == 0
+
+
+def test_a_long_wait_is_cut_into_slices_and_ends_when_woken():
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.2 * MS)
+    t0 = clock.now()
+    pacer.wait(1e6, FakeEvent(set_after=4))  # a real-time factor of 1e-9
+    assert clock.now() - t0 <= 4 * 0.05 + 1e-9
+    assert max(clock.slept) <= 0.05
+    t0 = clock.now()
+    pacer.wait(1.0, FakeEvent(), running=lambda: clock.now() - t0 < 0.12)  # stop()
+    assert clock.now() - t0 == pytest.approx(0.15)
+
+
+def test_real_time_factor_zero_never_waits():
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock)
+    assert pacer.after_step(clock.now() + 5.0, 0.0, False) == (0.0, 0.0)
+    assert pacer.stats.misses == 0
+
+
+def test_stats_lines_have_the_format_bench_and_soak_parse():
+    from wb_sim.ros.bench import LOCKSTEP_REPORT, REPORT
+    clock = FakeClock()
+    pacer = Pacer(1 * MS, clock=clock, spin_margin_s=0.0)
+    pacer.stats.reset(clock.now(), 0.0)
+    run_steps(pacer, clock, 2000, step_ms=0.4, spikes={3: 2.0})  # 1.4 ms late
+    m = REPORT.search(pacer.pace_text(clock.now(), 2.0))
+    assert float(m["rtf"]) == pytest.approx(1.0, abs=1e-3) and float(m["miss"]) == 0.5
+    m = LOCKSTEP_REPORT.search(pacer.lockstep_text(clock.now(), 2.0))
+    assert int(m["sps"]) == 1000
+
+
+def test_a_negative_spin_margin_is_refused():
+    with pytest.raises(ValueError, match="spin margin"):
+        Pacer(1 * MS, clock=FakeClock(), spin_margin_s=-1.0)
+
+
+# ----------------------------------------------------------------------------- stream table
+
+
+def test_stream_table_decimation_and_what_is_due():
+    table = StreamTable({"joint_states": 1, "imu": 2, "tf": 10, "clock": 1}, 1000.0)
+    assert table.due(0) == ("joint_states", "clock", "imu", "tf")  # publishing order
+    assert table.due(1) == ("joint_states", "clock")
+    assert table.due(2) == ("joint_states", "clock", "imu")
+    assert table.due(30) == ("joint_states", "clock", "imu", "tf")
+    counts = {s: sum(s in table.due(k) for k in range(1000)) for s in table.every}
+    assert counts == {"joint_states": 1000, "clock": 1000, "imu": 500, "tf": 100}
+    assert table.rate_hz("tf") == 100.0 and table.rate_hz("odom") == 0.0
+    assert "odom" not in table and table.due(7, every=True) == ("joint_states", "clock",
+                                                                  "imu", "tf")
+
+
+def test_stream_table_from_the_node_parameters():
+    from wb_sim.ros.parameters import load_node_config
+    cfg = load_node_config({"publish.imu_rate_hz": 250.0, "publish.tf_rate_hz": 30.0})
+    table = StreamTable.from_config(cfg, 1000.0, {"joint_states": True, "imu": True,
+                                                  "tf": True, "odom": False})
+    assert table.every == {"joint_states": 1, "imu": 4, "tf": 33}
+    assert table.due(33) == ("joint_states", "tf")
+
+
+def test_stream_table_refuses_unknown_streams_and_bad_decimations():
+    with pytest.raises(ValueError, match="unknown stream"):
+        StreamTable({"jointstates": 1}, 1000.0)
+    with pytest.raises(ValueError, match="whole numbers"):
+        StreamTable({"imu": 0}, 1000.0)
+
+
+def test_stream_table_with_a_long_pattern_computes_due_on_the_fly():
+    table = StreamTable({"joint_states": 997, "imu": 991, "tf": 983}, 1000.0)
+    assert table._due is None
+    assert table.due(997 * 991) == ("joint_states", "imu")

@@ -1,0 +1,285 @@
+"""The command gate: what the node does with incoming commands, in plain Python (no rclpy).
+
+* validation: ``joint_commands`` by joint name, ``effort_commands`` in
+  ``command.joint_names`` order, pushes on ``external_wrench``; a rejected
+  message is counted per topic and reason, its reason logged at most once per
+  ``REJECT_LOG_PERIOD_S`` per topic and reason;
+* the newest valid command is applied; the watchdog (``command.timeout_s``,
+  ``command.timeout_action``) takes over when commands stop;
+* lockstep: a joint state waits for its command (with ``sync.match_stamp``, one
+  stamped with that state's stamp); :meth:`CommandGate.lockstep_step` says what
+  the waiting loop does next (poll, block, send the state again, give up).
+
+Times: simulated time in ns (``now_ns``), wall time in s (``wall``), both passed
+in, so the tests drive the gate with a fake clock. The caller holds the node's
+lock around every call. ``log(level, text, topic)`` receives what the node logs
+(``topic`` names the child logger of a rejection, else None).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from .pacer import PacerStats
+
+NS_PER_S = 1_000_000_000
+
+#: a rejected message's reason is logged at most this often per topic and kind, s; the
+#: others are only counted (the stats line reports the counts)
+REJECT_LOG_PERIOD_S = 1.0
+#: at most this many pushes act at once; more are refused (each costs a Jacobian a step)
+MAX_PUSHES = 100
+#: lockstep: while no command comes, the state is published again this often (wall), s
+RESEND_S = 0.5
+#: lockstep: poll for the command this long before blocking in a wait set, s
+BUSY_POLL_S = 2.0e-3
+#: lockstep: longest single wait, so that stop, pause and reset are noticed, s
+WAIT_SLICE_S = 0.05
+
+TOPICS = ("joint_commands", "effort_commands", "external_wrench")
+
+
+class CommandRejected(ValueError):
+    """An incoming command that is not applied; the message says why, ``kind``
+    is a short reason for counting rejections (e.g. 'non-finite')."""
+
+    def __init__(self, message: str, kind: str = "invalid"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def parse_joint_command_arrays(names: Sequence[str], effort, index: Mapping[str, int]
+                               ) -> tuple[np.ndarray, np.ndarray]:
+    """Validate the names and efforts of a joint command: the joint indices (in the
+    simulator's order) and their efforts. Any subset of joints is allowed; an
+    empty, inconsistent, duplicated, unknown-name or non-finite command raises
+    :class:`CommandRejected`."""
+    if len(names) == 0:
+        raise CommandRejected("no joint names", "no names")
+    if len(effort) != len(names):
+        raise CommandRejected(f"{len(names)} names but {len(effort)} efforts", "length mismatch")
+    try:
+        idx = np.fromiter((index[n] for n in names), dtype=np.intp, count=len(names))
+    except KeyError as e:
+        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
+    if len(set(names)) != len(names):
+        raise CommandRejected("duplicated joint names", "duplicated names")
+    values = np.asarray(effort, dtype=float)
+    check_finite(values, names)
+    return idx, values
+
+
+def parse_effort_array(data, names: Sequence[str]) -> np.ndarray:
+    """Validate efforts given in ``names`` order (``effort_commands``)."""
+    values = np.asarray(data, dtype=float)
+    if values.shape != (len(names),):
+        raise CommandRejected(f"expected {len(names)} efforts (command.joint_names), "
+                              f"got {values.size}", "wrong length")
+    check_finite(values, names)
+    return values
+
+
+def check_finite(values: np.ndarray, names: Sequence[str]) -> None:
+    """CommandRejected naming the joints of non-finite ``values`` (or too large ones)."""
+    if not math.isfinite(float(values.dot(values))):
+        bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
+        raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
+                              else "efforts too large", "non-finite")
+
+Log = Callable[[str, str, "str | None"], None]
+
+
+class CommandGate:
+    """Validation, rejection counting, watchdog, stamp matching and lockstep of the commands.
+
+    ``joint_names``: the simulator's joints (its order); ``command_joint_names``:
+    the order of ``effort_commands``; ``cfg``: the node's parameters (read live:
+    ``command.timeout_s``, ``command.timeout_action``, ``command.timeout_damping``,
+    ``sync.timeout_s``, ``topics.*``); ``stats``: where accepted / applied / stale
+    commands, latencies and lockstep timeouts are counted.
+    """
+
+    def __init__(self, joint_names: Sequence[str], command_joint_names: Sequence[str],
+                 cfg: Mapping, stats: PacerStats, log: Log, lockstep: bool = False,
+                 match_stamp: bool = False, wait_for_first: bool = False,
+                 frame_names: Sequence[str] = ()):
+        self.joint_index = {n: i for i, n in enumerate(joint_names)}
+        self.nj = len(joint_names)
+        self.command_joint_names = list(command_joint_names)
+        self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
+                                    dtype=np.intp)
+        self.cfg = cfg
+        self.stats = stats
+        self.log = log
+        self.lockstep = lockstep
+        self.match_stamp = lockstep and match_stamp
+        self.waiting_for_first = wait_for_first and not lockstep  # lockstep always waits
+        self.frame_names = frozenset(frame_names)
+        #: rejected messages since the last stats line: (topic, kind) -> count
+        self.rejected: collections.Counter = collections.Counter()
+        self.rejected_total = 0
+        self._reject_logged: dict[tuple[str, str], float] = {}  # -> wall time last logged
+        self.pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
+        self.state_stamp_ns = 0  # stamp of the last published joint state
+        self.need_command = False  # lockstep: the last joint state has no answer yet
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget the commands (a reset)."""
+        self.tau = np.zeros(self.nj)  # replaced, never written in place
+        self.have_cmd = False
+        self.tripped = False
+        self.last_cmd_ns = 0
+        self.cmd_stamp_ns: int | None = None  # stamp of the newest command, for the latency
+        self.cmd_seq = 0
+        self.applied_seq = 0
+
+    # ---------------------------------------------------------------- state out
+
+    def state_published(self, t_ns: int, wall: float) -> None:
+        """A joint state stamped ``t_ns`` went out at ``wall``: in lockstep it waits
+        for its command; its wall time is kept for the latency figure."""
+        self.pub_wall[t_ns] = wall
+        if len(self.pub_wall) > 200:  # keep the newest (dicts keep insertion order)
+            del self.pub_wall[next(iter(self.pub_wall))]
+        self.state_stamp_ns = t_ns
+        self.need_command = self.lockstep
+
+    # ---------------------------------------------------------------- commands in
+
+    def joint_command(self, stamp_ns: int, names: Sequence[str], effort, now_ns: int,
+                      wall: float) -> bool:
+        """A ``joint_commands`` message (stamp, names, efforts); True if applied."""
+        if self.match_stamp and stamp_ns != self.state_stamp_ns:
+            self.stats.stale += 1  # an answer to an older state (or no stamp at all)
+            return False
+        try:
+            idx, values = parse_joint_command_arrays(names, effort, self.joint_index)
+        except CommandRejected as e:
+            self.reject("joint_commands", e, wall)
+            return False
+        tau = self.tau.copy()
+        tau[idx] = values
+        self._accept(tau, stamp_ns, now_ns)
+        return True
+
+    def effort_command(self, data, now_ns: int, wall: float) -> bool:
+        """An ``effort_commands`` message's data; True if applied."""
+        if self.match_stamp:
+            self.reject("effort_commands", CommandRejected(
+                "effort_commands carry no stamp, and sync.match_stamp is true: send "
+                "joint_commands stamped with the joint state's stamp, or set sync.match_stamp "
+                "false", "no stamp"), wall)
+            return False
+        try:
+            values = parse_effort_array(data, self.command_joint_names)
+        except CommandRejected as e:
+            self.reject("effort_commands", e, wall)
+            return False
+        tau = self.tau.copy()
+        tau[self.command_idx] = values
+        self._accept(tau, None, now_ns)
+        return True
+
+    def check_push(self, link: str, n_acting: int, model_name: str) -> None:
+        """CommandRejected unless a push on ``link`` may act (``n_acting`` act already)."""
+        if link not in self.frame_names:  # the simulator's ModelError would cost more
+            raise CommandRejected(f"frame '{link}' is not in the model (a link or frame "
+                                  f"of {model_name})", "unknown link")
+        if n_acting >= MAX_PUSHES:
+            raise CommandRejected(f"{MAX_PUSHES} pushes already act", "too many pushes")
+
+    def reject(self, topic: str, why: Exception, wall: float) -> None:
+        """Count a rejected message by topic and reason; log the reason at most once
+        per REJECT_LOG_PERIOD_S per topic and reason (rclpy's throttled logger
+        cost ~0.3 ms a call even when throttled: a flood of rejects stalled the
+        loop). The stats line reports the counts."""
+        key = (topic, getattr(why, "kind", "invalid"))
+        self.rejected[key] += 1
+        self.rejected_total += 1
+        if wall - self._reject_logged.get(key, -math.inf) < REJECT_LOG_PERIOD_S:
+            return
+        self._reject_logged[key] = wall
+        if topic == "external_wrench":
+            text = f"rejected a wrench on '{self.cfg['topics.external_wrench']}': {why}"
+        else:
+            text = (f"rejected a command on '{self.cfg['topics.' + topic]}': {why}; keeping the "
+                    f"last valid torques")
+        self.log("warning", text, topic)
+
+    def _accept(self, tau: np.ndarray, stamp_ns: int | None, now_ns: int) -> None:
+        self.tau = tau
+        self.last_cmd_ns = now_ns
+        self.have_cmd = True
+        self.cmd_stamp_ns = stamp_ns
+        self.cmd_seq += 1
+        self.stats.accepted += 1
+        self.need_command = False
+        if self.lockstep and self.cmd_seq == 1:
+            self.log("info", "first command received: the simulation starts", None)
+        if self.waiting_for_first:
+            self.waiting_for_first = False
+            self.log("info", "first command received: the simulation starts", None)
+        if self.tripped:
+            self.tripped = False
+            self.log("info", "commands are back; applying them", None)
+
+    # ---------------------------------------------------------------- torques
+
+    def torques(self, now_ns: int, joint_velocities: np.ndarray, wall: float) -> np.ndarray:
+        """The torques of the step at ``now_ns``: the last valid command, or the watchdog's."""
+        cfg = self.cfg
+        timeout = cfg["command.timeout_s"]
+        action = cfg["command.timeout_action"]
+        if self.have_cmd and timeout > 0 and not self.tripped and \
+                now_ns - self.last_cmd_ns > timeout * NS_PER_S:
+            self.tripped = True
+            what = {"hold": "holding the last torques", "zero": "torques set to zero",
+                    "damp": f"joint damping ({cfg['command.timeout_damping']:g} N*m*s/rad)"}
+            self.log("warning", f"no valid command for {timeout:g} s of simulated time: "
+                                f"{what[action]} (command.timeout_action: {action})", None)
+        if self.tripped and action != "hold":
+            # forget them too: a later command for some joints must not bring back the others
+            self.tau = np.zeros(self.nj)
+            if action == "damp":
+                return -cfg["command.timeout_damping"] * joint_velocities
+            return self.tau
+        if self.cmd_seq != self.applied_seq:
+            self.applied_seq = self.cmd_seq
+            self.stats.applied += 1
+            sent = self.pub_wall.get(self.cmd_stamp_ns) if self.cmd_stamp_ns else None
+            if sent is not None:
+                self.stats.latencies.append(wall - sent)
+        return self.tau
+
+    # ---------------------------------------------------------------- lockstep
+
+    def lockstep_step(self, start: float, last_sent: float, now: float) -> tuple[str, float]:
+        """What a lockstep wait that began at ``start`` (last state sent at
+        ``last_sent``) does at ``now``: ``("timeout", 0)`` (a miss: counted, the last
+        valid command is kept, the step goes on), ``("resend", 0)`` (publish the
+        state again, for a controller that started late), ``("poll", 0)`` (the
+        answer is due within a moment: take without blocking) or ``("block", s)``
+        (block in a wait for at most ``s``)."""
+        timeout = self.cfg["sync.timeout_s"]
+        if timeout > 0 and now - start >= timeout:
+            self.need_command = False
+            self.stats.misses += 1
+            return "timeout", 0.0
+        if now - last_sent >= RESEND_S:
+            return "resend", 0.0
+        if now - start < BUSY_POLL_S:
+            return "poll", 0.0
+        left = [WAIT_SLICE_S, RESEND_S - (now - last_sent)]
+        if timeout > 0:
+            left.append(timeout - (now - start))
+        return "block", min(left)
+
+    def resend_wanted(self) -> bool:
+        """Resend the state? With stamp matching always; without it only until the first
+        command, as a second answer to the same state would count for the next one."""
+        return self.match_stamp or not self.have_cmd

@@ -1,0 +1,236 @@
+"""Pacing of the physics loop against the wall clock: deadlines, scheduling policy, statistics.
+
+Plain Python, no rclpy: the node calls :meth:`Pacer.after_step` once per step and
+:meth:`Pacer.wait` with what it returns; the tests drive it with a fake clock.
+
+Step ``k`` after the anchor is due at ``anchor + k * dt / r`` (real-time factor
+``r``): absolute deadlines, so that early and late steps do not add up. How the
+loop waits for a deadline is the *policy*:
+
+* ``SCHED_FIFO <prio>``: the physics thread runs at real-time priority
+  (parameter ``realtime_priority``, where permitted) and sleeps until the
+  deadline; the kernel wakes it on time.
+* ``sleep + spin <margin> ms``: with the normal scheduler (``realtime_priority: 0``
+  or no permission) a sleeping thread wakes more than 1 ms late about once in
+  1000 sleeps on a virtual machine. The loop sleeps until ``margin`` before the
+  deadline, then waits actively (``time.sleep(0)``, which yields the GIL and
+  the core) for the rest, so a late wake-up of up to ``margin`` costs nothing.
+  The price is CPU: up to ``margin / (dt / r)`` of a core (0.2 ms at 1 kHz:
+  up to 20 %).
+* ``sleep``: the normal scheduler with ``margin`` 0.
+
+Long waits are cut into slices of ``sleep_slice_s`` that end early when the
+node's ``wake`` event is set (a new real-time factor, a reset, a pause, stop),
+so that a tiny real-time factor does not make the node deaf.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import time
+from typing import Callable
+
+#: a step finishing more than this after its deadline counts as a deadline miss, s
+MISS_THRESHOLD_S = 1.0e-3
+#: when the loop falls this far behind (e.g. the process was stopped), it re-anchors, s
+REANCHOR_S = 0.5
+#: longest single sleep, s: a tiny real_time_factor (1e-9 asks for 1e6 s per step)
+#: must not make the node deaf to a new value, a reset or SIGINT
+SLEEP_SLICE_S = 0.05
+#: default active-wait margin before a deadline with the normal scheduler, s
+SPIN_MARGIN_S = 2.0e-4
+
+
+class SystemClock:
+    """The wall clock and the waits of the real node (``perf_counter`` seconds)."""
+
+    now = staticmethod(time.perf_counter)
+    sleep = staticmethod(time.sleep)
+
+    @staticmethod
+    def yield_() -> None:
+        time.sleep(0)  # releases the GIL and lets another runnable thread have the core
+
+    @staticmethod
+    def wait_event(event, seconds: float) -> bool:
+        return event.wait(seconds)
+
+
+def set_fifo(priority: int) -> None:
+    """SCHED_FIFO ``priority`` for the calling thread (0: back to SCHED_OTHER);
+    OSError or AttributeError where not permitted or not Linux."""
+    if priority:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    else:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+class PacerStats:
+    """Steps, deadline misses and command figures since the last report."""
+
+    def __init__(self, wall: float = 0.0, sim: float = 0.0):
+        self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
+        self.reset(wall, sim)
+
+    def reset(self, wall: float, sim: float) -> None:
+        self.wall0, self.sim0, self.steps, self.misses, self.stale = wall, sim, 0, 0, 0
+        self.applied = 0  # steps that applied a command newer than the previous step's
+        self.accepted = 0  # valid commands taken
+
+    def real_time_factor(self, wall: float, sim: float) -> float:
+        dt = wall - self.wall0
+        return (sim - self.sim0) / dt if dt > 0 else float("nan")
+
+    def misses_per_1000(self) -> float:
+        return 1000.0 * self.misses / self.steps if self.steps else 0.0
+
+    def latency_percentiles(self) -> tuple[float, float] | None:
+        """(p50, p99) of the command latencies in s, and forget them; None if none."""
+        if not self.latencies:
+            return None
+        x = sorted(self.latencies)
+        self.latencies.clear()
+        return x[len(x) // 2], x[min(len(x) - 1, int(0.99 * len(x)))]
+
+
+class Pacer:
+    """Deadlines, scheduling policy and statistics of the physics loop.
+
+    ``clock``: :class:`SystemClock` or a fake with ``now()``, ``sleep(s)``,
+    ``yield_()`` and ``wait_event(event, s)``; ``set_priority``: :func:`set_fifo`
+    or a fake. ``spin_margin_s``: the active wait before a deadline under the
+    normal scheduler (0: plain sleeps).
+    """
+
+    def __init__(self, dt: float, clock=SystemClock, set_priority: Callable[[int], None] = set_fifo,
+                 spin_margin_s: float = SPIN_MARGIN_S, miss_threshold_s: float = MISS_THRESHOLD_S,
+                 reanchor_s: float = REANCHOR_S, sleep_slice_s: float = SLEEP_SLICE_S):
+        if not (spin_margin_s >= 0 and math.isfinite(spin_margin_s)):
+            raise ValueError(f"spin margin must be finite and >= 0 s, got {spin_margin_s!r}")
+        self.dt = dt
+        self.clock = clock
+        self._set_priority = set_priority
+        self.spin_margin_s = spin_margin_s
+        self.miss_threshold_s = miss_threshold_s
+        self.reanchor_s = reanchor_s
+        self.sleep_slice_s = sleep_slice_s
+        self.priority = 0  # SCHED_FIFO priority in force (0: the normal scheduler)
+        self.suspended = False  # the loop fell behind at real-time priority
+        self.refused: str | None = None  # why real-time priority was refused (once)
+        self.stats = PacerStats(clock.now(), 0.0)
+        self.anchor(clock.now())
+
+    # ---------------------------------------------------------------- policy
+
+    def schedule(self, priority: int, pacing: bool) -> str | None:
+        """Apply the scheduling policy: SCHED_FIFO ``priority`` while ``pacing`` (realtime
+        mode, real-time factor > 0), unless suspended; the normal scheduler otherwise.
+        Returns the reason the first time real-time priority is refused, else None."""
+        want = priority if pacing and priority > 0 and not self.suspended else 0
+        if want == self.priority:
+            return None
+        try:
+            self._set_priority(want)
+        except (AttributeError, OSError) as e:  # no permission, or not Linux
+            if want:
+                first = self.refused is None
+                self.refused = str(e)
+                return self.refused if first else None
+        self.priority = want
+        return None
+
+    def unsuspend(self) -> None:
+        """A new real-time factor: real-time priority may be tried again."""
+        self.suspended = False
+
+    @property
+    def policy(self) -> str:
+        """The waiting policy in force, as the stats line reports it."""
+        if self.priority:
+            return f"SCHED_FIFO {self.priority}"
+        if self.spin_margin_s > 0:
+            return f"sleep + spin {self.spin_margin_s * 1e3:g} ms"
+        return "sleep"
+
+    # ---------------------------------------------------------------- deadlines
+
+    def anchor(self, now: float) -> None:
+        """Deadlines start afresh at ``now`` (start, resume, new real-time factor)."""
+        self.anchor_wall, self.anchor_k = now, 0
+
+    def after_step(self, now: float, rtf: float, lockstep: bool) -> tuple[float, float]:
+        """Count the step that just ended at ``now``; returns ``(wait_s, behind_s)``:
+        how long to wait for the next deadline (0: none), and how far behind the
+        loop was when it re-anchored (0: it did not)."""
+        self.anchor_k += 1
+        self.stats.steps += 1
+        if rtf <= 0:
+            return 0.0, 0.0
+        deadline = self.anchor_wall + self.anchor_k * self.dt / rtf
+        late = now - deadline
+        if lockstep:  # the pace is a cap: waiting for commands is no miss
+            if late > 0:
+                self.anchor(now)
+                return 0.0, 0.0
+            return -late, 0.0
+        if late > self.miss_threshold_s:
+            self.stats.misses += 1
+            if late > self.reanchor_s:
+                self.anchor(now)
+                return 0.0, late
+            return 0.0, 0.0
+        return max(0.0, -late), 0.0
+
+    def fell_behind(self) -> bool:
+        """After a re-anchoring: True if the loop leaves real-time priority (a loop that
+        cannot keep up never sleeps: at real-time priority it would hold its core)."""
+        if not self.priority:
+            return False
+        self.suspended = True
+        return True
+
+    def wait(self, seconds: float, wake=None, running: Callable[[], bool] = lambda: True,
+             spin: bool = True) -> None:
+        """Wait ``seconds`` of wall time by the policy in force (``spin`` False: plain
+        sleeps, e.g. for lockstep's pace cap, where waiting is no miss); a long wait
+        in slices that end early when ``wake`` (a threading.Event) is set or
+        ``running()`` is False."""
+        clock = self.clock
+        end = clock.now() + seconds
+        margin = 0.0 if self.priority or not spin else self.spin_margin_s
+        sleep_s = seconds - margin
+        if sleep_s > self.sleep_slice_s and wake is not None:
+            while running() and not wake.is_set():
+                left = end - margin - clock.now()
+                if left <= 0:
+                    break
+                clock.wait_event(wake, min(left, self.sleep_slice_s))
+            if wake.is_set() or not running():
+                return
+        elif sleep_s > 0:
+            clock.sleep(sleep_s)
+        if margin > 0:
+            while clock.now() < end:
+                clock.yield_()
+
+    # ---------------------------------------------------------------- statistics
+
+    def report_due(self, now: float, period_s: float) -> bool:
+        return period_s > 0 and now - self.stats.wall0 >= period_s
+
+    def pace_text(self, now: float, sim_t: float) -> str:
+        """The pace part of the realtime stats line (bench.py and soak.py parse it)."""
+        s = self.stats
+        return (f"real-time factor {s.real_time_factor(now, sim_t):.3f} over "
+                f"{now - s.wall0:.1f} s (t = {sim_t:.3f} s), deadline misses "
+                f"{s.misses_per_1000():.2f} per 1000 steps")
+
+    def lockstep_text(self, now: float, sim_t: float) -> str:
+        s = self.stats
+        wall = now - s.wall0
+        return (f"lockstep: {s.steps / wall if wall > 0 else float('nan'):.0f} steps/s, "
+                f"real-time factor {s.real_time_factor(now, sim_t):.3f} over {wall:.1f} s "
+                f"(t = {sim_t:.3f} s), command timeouts {s.misses}, stale commands ignored "
+                f"{s.stale}")

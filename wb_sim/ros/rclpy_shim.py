@@ -1,0 +1,226 @@
+"""The one place where wb_sim touches rclpy's private internals, each with a public fallback.
+
+The node's 1 kHz loop is cheaper through a few internals of rclpy (measured on
+Kilted; README, "Performance"):
+
+==================  ==============================================  ==========================
+internal            what for                                        public fallback
+==================  ==============================================  ==========================
+``publish_raw``     publish serialized bytes without                ``Publisher.publish(bytes)``
+(``Publisher.__     ``Publisher.publish``'s type dispatch and
+publisher``)        handle guard: 0.7 instead of 1.5 us a message
+``take_message``    the physics loop takes the command messages     the executor delivers them
+(``Subscription.    itself at the start of each step (applied at    to callbacks (on its thread,
+handle``)           the next step, ~1 us each); the executor        under the node's lock)
+                    must not see those subscriptions: the node
+                    overrides ``Node.subscriptions`` / ``waitables``
+``WaitSet``         lockstep blocks in rcl_wait on the command      a threading.Event set by
+(``implementation_  subscriptions                                   the executor's callbacks
+singleton``)
+``RCLError``        tell a failed rcl call (going on) from a bug    ``RuntimeError``
+(``_rclpy_pybind11``)
+==================  ==============================================  ==========================
+
+Each is checked when this module is imported (Humble, Jazzy and Kilted have them
+all); whatever is missing takes the fallback. ``WB_SIM_RCLPY_PUBLIC_API=1`` in
+the environment forces every fallback (the tests run the node so). The node
+logs which path it uses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Callable
+
+import rclpy
+from rclpy.node import Node
+from rclpy.publisher import Publisher
+
+#: environment variable: "1" forces the public-API path everywhere
+FORCE_PUBLIC_ENV = "WB_SIM_RCLPY_PUBLIC_API"
+FORCED_PUBLIC = os.environ.get(FORCE_PUBLIC_ENV, "") not in ("", "0")
+
+try:
+    from rclpy._rclpy_pybind11 import RCLError
+except ImportError:  # pragma: no cover - every supported distro has it
+    RCLError = RuntimeError  # type: ignore[misc,assignment]
+
+try:
+    from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+    _HAVE_WAITSET = hasattr(_rclpy, "WaitSet")
+except ImportError:  # pragma: no cover
+    _rclpy, _HAVE_WAITSET = None, False
+
+_HAVE_NODE_PROPERTIES = isinstance(getattr(Node, "subscriptions", None), property) and \
+    isinstance(getattr(Node, "waitables", None), property)
+_HAVE_TAKE = _rclpy is not None and hasattr(getattr(_rclpy, "Subscription", None), "take_message")
+
+#: internal -> whether it is used (present and not forced off)
+INTERNALS: dict[str, bool] = {
+    "RCLError": RCLError is not RuntimeError,
+    "publish_raw": not FORCED_PUBLIC,
+    "polled subscriptions": not FORCED_PUBLIC and _HAVE_WAITSET and _HAVE_NODE_PROPERTIES
+    and _HAVE_TAKE,
+}
+
+
+def describe() -> str:
+    """One line for the node's log: which path is in use and why."""
+    if FORCED_PUBLIC:
+        return f"rclpy: public API only (forced by {FORCE_PUBLIC_ENV}=1)"
+    used = [k for k, v in INTERNALS.items() if v]
+    missing = [k for k, v in INTERNALS.items() if not v]
+    text = f"rclpy {_version()}: internals used: {', '.join(used) or 'none'}"
+    if missing:
+        text += f"; public fallback for: {', '.join(missing)} (not in this rclpy)"
+    return text
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("rclpy")
+    except Exception:  # noqa: BLE001 - a colcon install may have no metadata
+        return getattr(rclpy, "__version__", "")
+
+
+# ----------------------------------------------------------------------------- publishing
+
+
+def raw_publisher(publisher: Publisher | None) -> Callable[[bytes], None] | None:
+    """A function publishing an already serialized message (bytes) on ``publisher``
+    (None: None): the C publisher's ``publish_raw`` without ``Publisher.publish``'s
+    type dispatch and handle guard, 0.7 instead of 1.5 us a message. The guard keeps
+    a publisher from being destroyed while in use; the node's publishers are
+    destroyed only by ``destroy_node``, after the physics loop and the executor
+    have stopped. The fallback, ``Publisher.publish``, accepts bytes as well."""
+    if publisher is None:
+        return None
+    if INTERNALS["publish_raw"]:
+        impl = getattr(publisher, "_Publisher__publisher", None)
+        raw = getattr(impl, "publish_raw", None)
+        if raw is not None:
+            return raw
+    return publisher.publish
+
+
+# ----------------------------------------------------------------------------- commands in
+
+
+class PolledNodeMixin:
+    """Mixed into a Node before ``Node``: the executor does not see the subscriptions
+    in ``self._polled`` (nor their QoS event handlers); the physics loop takes
+    their messages itself (:class:`CommandIntake`)."""
+
+    @property
+    def subscriptions(self):
+        polled = getattr(self, "_polled", ())
+        return (s for s in super().subscriptions if s not in polled)
+
+    @property
+    def waitables(self):
+        skip = [h for s in getattr(self, "_polled", ()) for h in getattr(s, "event_handlers", ())]
+        return (w for w in super().waitables if not any(w is h for h in skip))
+
+
+class CommandIntake:
+    """How command messages reach the node.
+
+    ``polled`` (the internals): the physics loop calls :meth:`poll` at the start
+    of each step and takes every waiting message itself (at 1 kHz the executor's
+    per-message overhead would cost a third of a core, and the command is applied
+    at the very next step); :meth:`wait` blocks in an rcl wait set. Otherwise the
+    executor calls the callbacks on its thread, :meth:`poll` does nothing and
+    :meth:`wait` waits for a callback to have run.
+
+    ``node`` must mix in :class:`PolledNodeMixin`; the callbacks must take the node's
+    lock and never raise.
+    """
+
+    def __init__(self, node: Node, polled: bool | None = None):
+        self.node = node
+        self.polled = INTERNALS["polled subscriptions"] if polled is None else polled
+        self.subs: list = []
+        node._polled = self.subs if self.polled else []  # what the executor must not see
+        self._takers: list[tuple] = []
+        self._wait_set = None
+        self._arrived = threading.Event()
+
+    def subscribe(self, msg_type, topic: str, callback: Callable[[Any], None], qos,
+                  raw: bool = False):
+        if self.polled:
+            sub = self.node.create_subscription(msg_type, topic, callback, qos, raw=raw)
+            self._takers.append(_taker(sub))
+        else:
+            sub = self.node.create_subscription(msg_type, topic, self._delivered(callback), qos,
+                                                raw=raw)
+        self.subs.append(sub)
+        return sub
+
+    def _delivered(self, callback):
+        arrived = self._arrived
+
+        def deliver(msg):
+            try:
+                callback(msg)
+            finally:
+                arrived.set()
+        return deliver
+
+    def poll(self, subs=None) -> None:
+        """Take every waiting message of ``subs`` (default: all) and call its callback
+        (physics thread; polled mode only)."""
+        if not self.polled:
+            return
+        # bound take_message methods, without the handle guard (like the publishers:
+        # the subscriptions live until destroy_node): 0.7 instead of 1.2 us each
+        for take, msg_type, raw, callback in (self._takers if subs is None else
+                                              (_taker(s) for s in subs)):
+            while (taken := take(msg_type, raw)) is not None:
+                callback(taken[0])
+
+    def wait(self, timeout_s: float) -> list:
+        """Block until a command message is there (polled: the subscriptions that
+        have one), or ``timeout_s``."""
+        if not self.polled:
+            if self._arrived.wait(max(0.0, timeout_s)):
+                self._arrived.clear()
+            return []
+        node = self.node
+        with contextlib.ExitStack() as stack:
+            for s in self.subs:
+                stack.enter_context(s.handle)
+            stack.enter_context(node.context.handle)
+            if self._wait_set is None:
+                self._wait_set = _rclpy.WaitSet(len(self.subs), 0, 0, 0, 0, 0, node.context.handle)
+            ws = self._wait_set
+            ws.clear_entities()
+            for s in self.subs:
+                ws.add_subscription(s.handle)
+            ws.wait(max(0, int(timeout_s * 1e9)))
+            ready = ws.get_ready_entities("subscription")
+            return [s for s in self.subs if s.handle.pointer in ready]
+
+
+def _taker(sub) -> tuple:
+    return sub.handle.take_message, sub.msg_type, sub.raw, sub.callback
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+def take_raw(sub) -> Callable[[], Any] | None:
+    """For a tool draining a raw subscription itself (the recorder): a function
+    returning the next ``(bytes, info dict)`` or None (under the handle's guard);
+    None where only the public API is used (then the tool lets the executor deliver
+    the messages to the subscription's callback)."""
+    if not INTERNALS["polled subscriptions"]:
+        return None
+    handle, msg_type = sub.handle, sub.msg_type
+
+    def take():
+        with handle:
+            return handle.take_message(msg_type, True)
+    return take
