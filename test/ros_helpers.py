@@ -48,9 +48,11 @@ def _require(names, env_var: str, what: str, hint: str = "") -> None:
     pytest.skip(why, allow_module_level=True)
 
 
-#: what setup.py reads: the package and its data files (a copy of these builds like the repository)
+#: what setup.py reads: the package and its data files (a copy of these builds like the
+#: repository), and what its tests read (docs/ and examples/: a clone into a workspace has them)
 PACKAGE_SOURCES = ("setup.py", "setup.cfg", "package.xml", "README.md", "resource", "launch",
-                   "config", "urdf", "rviz", "wb_sim", "test", ".ci", "tools")
+                   "config", "urdf", "rviz", "wb_sim", "test", ".ci", "tools", "docs",
+                   "examples", "ruff.toml")
 
 
 def copy_package_sources(dest: Path, with_tests: bool = False) -> Path:
