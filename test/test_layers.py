@@ -56,3 +56,16 @@ def test_the_import_reader_sees_relative_imports():
     assert any(n.startswith("wb_sim.tools.") for n in names), names
     assert "wb_sim.tools.demo" in _imports(PACKAGE / "__main__.py")
     assert "wb_sim.contact.compliant" in _imports(PACKAGE / "contact" / "__init__.py")
+
+
+def test_every_module_has_its_line_in_docs_layout():
+    """docs/layout.md shows the architecture one line per module: none is missing."""
+    import re
+    doc = (PACKAGE.parent / "docs" / "layout.md").read_text()
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        name = str(rel) if rel.parent.name in ("", "contact") else rel.name
+        if not re.search(r"(^|\s)" + re.escape(name) + r"\s", doc, re.M):
+            missing.append(str(rel))
+    assert missing == []
