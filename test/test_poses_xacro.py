@@ -85,7 +85,8 @@ XACRO = """<?xml version="1.0"?>
 
 
 def _arm(tmp_path, **extra):
-    pytest.importorskip("xacro", reason="pip install xacro (the test extra)")
+    from ros_helpers import require_modules
+    require_modules("xacro", why="pip install xacro (the test extra)")  # CI: a failure
     path = tmp_path / "bar.urdf.xacro"
     path.write_text(XACRO)
     return wb_sim.Simulator.from_params({"urdf_path": str(path), "floating_base": False,
