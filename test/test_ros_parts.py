@@ -83,7 +83,8 @@ class Log(list):
 
 JOINTS = ["a", "b", "c"]
 CFG = {"command.timeout_s": 0.1, "command.timeout_action": "zero",
-       "command.timeout_damping": 20.0, "sync.timeout_s": 0.0,
+       "command.timeout_damping": 20.0, "command.kp": (0.0,), "command.kd": (0.0,),
+       "command.nan_is_unset": False, "sync.timeout_s": 0.0,
        "topics.joint_commands": "joint_commands", "topics.effort_commands": "effort_commands",
        "topics.external_wrench": "external_wrench"}
 
@@ -251,6 +252,143 @@ def test_clear_forgets_the_commands():
     gate.clear()
     assert not gate.have_cmd and gate.cmd_seq == 0
     np.testing.assert_array_equal(gate.torques(10**9, np.zeros(3), 1.0), [0, 0, 0])
+
+
+# ----------------------------------------------------------------------------- command modes
+
+
+def _modes_gate(kp=(100.0,), kd=(10.0,), **kw):
+    cfg = {"command.kp": kp, "command.kd": kd, **kw.pop("cfg", {})}
+    return make_gate(cfg=cfg, **kw)
+
+
+def _tau(gate, q, v, t_ms=1):
+    return gate.torques(t_ms * NS_PER_MS, np.asarray(v, float), t_ms * MS,
+                        joint_positions=np.asarray(q, float))
+
+
+def test_the_fields_given_select_each_joints_mode():
+    """ros2_control's convention: position on a, velocity on b, effort on c, each by
+    its own message; the law tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff per joint."""
+    gate, _, stats = _modes_gate()
+    assert gate.joint_command(0, ["a"], [], 0, 0.0, position=[1.0])
+    assert gate.joint_command(0, ["b"], [], 0, 0.0, velocity=[2.0])
+    assert gate.joint_command(0, ["c"], [3.0], 0, 0.0)
+    tau = _tau(gate, q=[0.5, 0.0, 0.0], v=[0.1, 1.0, 7.0])
+    # a: 100 * 0.5 + 10 * (0 - 0.1); b: 10 * (2 - 1); c: its effort, no damping
+    np.testing.assert_allclose(tau, [49.0, 10.0, 3.0], rtol=0, atol=1e-12)
+    assert stats.accepted == 3
+
+
+def test_an_impedance_command_gives_every_term():
+    gate, _, _ = _modes_gate(kp=(100.0, 200.0, 300.0), kd=(1.0, 2.0, 3.0))
+    assert gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0, position=[0.1, 0.2, 0.3],
+                              velocity=[1.0, 1.0, 1.0])
+    tau = _tau(gate, q=[0.0, 0.0, 0.0], v=[0.0, 0.5, 2.0])
+    np.testing.assert_allclose(tau, [1 + 10 + 1, 2 + 40 + 1, 3 + 90 - 3], rtol=0, atol=1e-12)
+
+
+def test_the_law_is_evaluated_at_every_step_from_the_current_state():
+    """One command, many steps: the torque follows the state, not the message."""
+    gate, _, stats = _modes_gate()
+    gate.joint_command(0, ["a"], [], 0, 0.0, position=[1.0])
+    assert _tau(gate, [0.0, 0, 0], [0, 0, 0], 1)[0] == pytest.approx(100.0)
+    assert _tau(gate, [0.9, 0, 0], [0, 0, 0], 2)[0] == pytest.approx(10.0)
+    assert _tau(gate, [1.2, 0, 0], [0.5, 0, 0], 3)[0] == pytest.approx(-25.0)
+    assert stats.applied == 1  # one new command, applied at three steps
+
+
+def test_efforts_alone_are_applied_bit_for_bit_whatever_the_gains():
+    efforts = [0.1 + 0.2, -1e-300, 123.456789]
+    gate, _, _ = _modes_gate()
+    gate.joint_command(0, JOINTS, efforts, 0, 0.0)
+    tau = _tau(gate, q=[3.0, 2.0, 1.0], v=[5.0, 6.0, 7.0])
+    assert tau.tobytes() == np.array(efforts).tobytes()
+    # an effort command takes a joint out of position mode
+    gate.joint_command(0, ["a"], [], 0, 0.0, position=[1.0])
+    gate.joint_command(0, ["a"], [2.0], 0, 0.0)
+    assert _tau(gate, q=[0.0, 2.0, 1.0], v=[5.0, 6.0, 7.0])[0] == 2.0
+    # so does effort_commands
+    gate.joint_command(0, ["b"], [], 0, 0.0, position=[1.0])
+    gate.effort_command([7.0, 8.0, 9.0], 0, 0.0)
+    assert _tau(gate, q=[0.0, 0.0, 0.0], v=[1.0, 1.0, 1.0]).tolist() == [7.0, 8.0, 9.0]
+
+
+def test_positions_without_gains_are_a_reference_only_and_say_so_once():
+    """The example controller sends the reference in position beside its efforts: with
+    the default gains (0) the efforts act exactly as before, and the log says once why
+    the positions do nothing."""
+    gate, log, _ = _modes_gate(kp=(0.0,), kd=(0.0,))
+    for k in range(3):
+        gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0, position=[9.0, 9.0, 9.0])
+        assert _tau(gate, [0.0, 0, 0], [1.0, 1, 1], k + 1).tolist() == [1.0, 2.0, 3.0]
+    notes = [t for t in log.texts("info") if "without gains" in t]
+    assert len(notes) == 1 and "a, b, c" in notes[0] and "command.kp" in notes[0]
+
+
+def test_gains_are_one_value_or_one_per_command_joint_name_and_change_whole():
+    from wb_sim.errors import ConfigError
+    gate, _, _ = _modes_gate(kp=(10.0, 20.0), kd=(0.0,), command_joint_names=["c", "a"])
+    kp, kd = gate.gains(gate.cfg)
+    assert kp.tolist() == [20.0, 0.0, 10.0] and kd.tolist() == [0.0, 0.0, 0.0]
+    gate.joint_command(0, JOINTS, [], 0, 0.0, position=[1.0, 1.0, 1.0])
+    assert _tau(gate, [0.0] * 3, [0.0] * 3).tolist() == [20.0, 0.0, 10.0]
+    with pytest.raises(ConfigError, match=r"parameter 'command.kd': expected one value .* or 2 "
+                                          r"\(one per joint of command.joint_names.*c, a\), got 3"):
+        gate.cfg = dict(gate.cfg, **{"command.kp": (1.0,), "command.kd": (1.0, 2.0, 3.0)})
+    assert gate.gains(gate.cfg)[0].tolist() == [20.0, 0.0, 10.0]  # nothing changed
+    gate.cfg = dict(gate.cfg, **{"command.kp": (5.0,)})  # live: the next step uses it
+    assert _tau(gate, [0.0] * 3, [0.0] * 3, 2).tolist() == [5.0, 5.0, 5.0]
+
+
+@pytest.mark.parametrize("names, fields, kind, text", [
+    (["a", "b"], {"position": [1.0]}, "length mismatch", "2 names but 1 positions"),
+    (["a"], {"velocity": [1.0, 2.0]}, "length mismatch", "1 names but 2 velocities"),
+    (["a", "b"], {"position": [1.0, 2.0], "effort": [1.0]}, "length mismatch", "1 efforts"),
+    (["a", "b"], {}, "no values", "no position, velocity or effort"),
+    (["a", "b"], {"position": [1.0, math.nan]}, "non-finite", "non-finite position for b"),
+    (["a"], {"velocity": [math.inf]}, "non-finite", "non-finite velocity for a"),
+    (["a", "zz"], {"position": [1.0, 2.0]}, "unknown joint", "unknown joint 'zz'"),
+])
+def test_a_bad_mixed_command_is_rejected_whole(names, fields, kind, text):
+    gate, log, stats = _modes_gate()
+    gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    effort = fields.pop("effort", [])
+    assert not gate.joint_command(0, names, effort, NS_PER_MS, 0.001, **fields)
+    assert gate.rejected == {("joint_commands", kind): 1} and stats.accepted == 1
+    assert any(text in t for t in log.texts("warning")), log
+    assert _tau(gate, [0.0] * 3, [1.0] * 3, 2).tolist() == [1.0, 2.0, 3.0]  # the last valid one
+
+
+def test_nan_is_unset_leaves_that_interface_uncommanded():
+    """command.nan_is_unset: what joint_state_topic_hardware_interface publishes for a
+    command interface no controller has written (NaN)."""
+    gate, _, _ = _modes_gate(cfg={"command.nan_is_unset": True})
+    gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    assert gate.joint_command(0, JOINTS, [5.0, math.nan, math.nan], 0, 0.0,
+                              position=[math.nan, 0.5, math.nan])
+    # a: effort 5; b: position 0.5 (no effort: 0); c: all NaN, keeps its effort 3
+    np.testing.assert_allclose(_tau(gate, [0.0] * 3, [0.0] * 3), [5.0, 50.0, 3.0], atol=1e-12)
+    assert not gate.joint_command(0, JOINTS, [], 0, 0.0, position=[math.nan] * 3)
+    assert not gate.joint_command(0, ["a"], [math.inf], 0, 0.0)
+    assert gate.rejected == {("joint_commands", "no command"): 1,
+                             ("joint_commands", "non-finite"): 1}
+    gate, _, _ = _modes_gate()  # the default: a NaN rejects the message
+    assert not gate.joint_command(0, ["a", "b"], [1.0, 2.0], 0, 0.0, position=[math.nan, 0.0])
+    assert gate.rejected == {("joint_commands", "non-finite"): 1}
+
+
+def test_watchdog_hold_keeps_servoing_the_last_targets_zero_forgets_them():
+    gate, _, _ = _modes_gate(cfg={"command.timeout_action": "hold"})
+    gate.joint_command(0, ["a", "b"], [1.0, 0.0], 0, 0.0, position=[1.0, 0.0])
+    tau = _tau(gate, [0.5, 0.0, 0.0], [0.0] * 3, 200)  # tripped: holds
+    assert gate.tripped and tau[0] == pytest.approx(1.0 + 50.0)
+    assert _tau(gate, [0.8, 0.0, 0.0], [0.0] * 3, 201)[0] == pytest.approx(1.0 + 20.0)
+    gate, _, _ = _modes_gate(cfg={"command.timeout_action": "zero"})
+    gate.joint_command(0, ["a", "b"], [1.0, 0.0], 0, 0.0, position=[1.0, 1.0])
+    assert _tau(gate, [0.5, 0.0, 0.0], [0.0] * 3, 200).tolist() == [0.0, 0.0, 0.0]
+    gate.joint_command(0, ["a"], [2.0], 201 * NS_PER_MS, 0.201)  # back, for a only
+    assert _tau(gate, [0.5, 0.0, 0.0], [0.0] * 3, 202).tolist() == [2.0, 0.0, 0.0]
 
 
 # ----------------------------------------------------------------------------- pacer

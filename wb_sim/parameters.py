@@ -14,6 +14,7 @@ in :mod:`wb_sim.ros.parameters`.
 
 from __future__ import annotations
 
+import array
 import difflib
 import json
 import math
@@ -113,7 +114,7 @@ class Param:
         else:  # floats, strs
             if isinstance(value, (int, float)) and not isinstance(value, bool) and kind == "floats":
                 value = [value]
-            if isinstance(value, np.ndarray):
+            if isinstance(value, (np.ndarray, array.array)):  # array: rclpy's live array values
                 value = value.tolist()
             if not isinstance(value, (list, tuple)):
                 raise bad("expected a list")

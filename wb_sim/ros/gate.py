@@ -1,11 +1,15 @@
 """The command gate: what the node does with incoming commands, in plain Python (no rclpy).
 
-* validation: ``joint_commands`` by joint name, ``effort_commands`` in
+* validation: ``joint_commands`` by joint name (its ``position``, ``velocity``
+  and ``effort`` fields select each joint's mode), ``effort_commands`` in
   ``command.joint_names`` order, pushes on ``external_wrench``; a rejected
   message is counted per topic and reason, its reason logged at most once per
   ``REJECT_LOG_PERIOD_S`` per topic and reason;
-* the newest valid command is applied; the watchdog (``command.timeout_s``,
-  ``command.timeout_action``) takes over when commands stop;
+* the newest valid command is applied, as a drive runs it, at every physics step
+  from the current state: ``tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff``
+  (:class:`wb_sim.controllers.JointTargets`; gains ``command.kp``, ``command.kd``);
+  the watchdog (``command.timeout_s``, ``command.timeout_action``) takes over when
+  commands stop;
 * lockstep: a joint state waits for its command (with ``sync.match_stamp``, one
   stamped with that state's stamp); :meth:`CommandGate.lockstep_step` says what
   the waiting loop does next (poll, block, send the state again, give up).
@@ -24,6 +28,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..controllers import JointTargets
+from ..errors import ConfigError
 from .pacer import PacerStats
 
 NS_PER_S = 1_000_000_000
@@ -41,6 +47,9 @@ BUSY_POLL_S = 2.0e-3
 WAIT_SLICE_S = 0.05
 
 TOPICS = ("joint_commands", "effort_commands", "external_wrench")
+#: the command fields of a sensor_msgs/JointState, in the order of its message
+FIELDS = ("position", "velocity", "effort")
+_PLURAL = {"position": "positions", "velocity": "velocities", "effort": "efforts"}
 
 
 class CommandRejected(ValueError):
@@ -83,12 +92,66 @@ def parse_effort_array(data, names: Sequence[str]) -> np.ndarray:
     return values
 
 
-def check_finite(values: np.ndarray, names: Sequence[str]) -> None:
+def check_finite(values: np.ndarray, names: Sequence[str], what: str = "effort") -> None:
     """CommandRejected naming the joints of non-finite ``values`` (or too large ones)."""
     if not math.isfinite(float(values.dot(values))):
         bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
-        raise CommandRejected(f"non-finite effort for {', '.join(bad)}" if bad
-                              else "efforts too large", "non-finite")
+        raise CommandRejected(f"non-finite {what} for {', '.join(bad)}" if bad
+                              else f"{_PLURAL[what]} too large", "non-finite")
+
+
+def parse_joint_command(names: Sequence[str], position, velocity, effort,
+                        index: Mapping[str, int], nan_is_unset: bool = False
+                        ) -> tuple[np.ndarray, list]:
+    """Validate a ``joint_commands`` message (ros2_control's convention: a field
+    given for the joints = that command interface): the joint indices (simulator
+    order) and, per field of :data:`FIELDS`, ``None`` (not given) or
+    ``(values, given)``, ``given`` a boolean mask over the joints (all True unless
+    ``nan_is_unset``, where a NaN entry means that interface of that joint is not
+    commanded). Each field must be empty or as long as ``name``, at least one
+    given; an empty, duplicated, unknown-name or non-finite (+-inf always; NaN
+    unless ``nan_is_unset``) command raises :class:`CommandRejected`, as does one
+    whose every entry is NaN."""
+    n = len(names)
+    if n == 0:
+        raise CommandRejected("no joint names", "no names")
+    arrays = []
+    for what, data in zip(FIELDS, (position, velocity, effort)):
+        k = len(data)
+        if k == 0:
+            arrays.append(None)
+        elif k != n:
+            raise CommandRejected(f"{n} names but {k} {_PLURAL[what]}", "length mismatch")
+        else:
+            arrays.append(np.asarray(data, dtype=float))
+    if all(a is None for a in arrays):
+        raise CommandRejected(f"{n} names but no position, velocity or effort", "no values")
+    try:
+        idx = np.fromiter((index[x] for x in names), dtype=np.intp, count=n)
+    except KeyError as e:
+        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
+    if len(set(names)) != n:
+        raise CommandRejected("duplicated joint names", "duplicated names")
+    fields: list = []
+    any_given = False
+    for what, a in zip(FIELDS, arrays):
+        if a is None:
+            fields.append(None)
+            continue
+        if nan_is_unset:
+            given = ~np.isnan(a)
+            check_finite(np.where(given, a, 0.0), names, what)
+            any_given = any_given or bool(given.any())
+        else:
+            check_finite(a, names, what)
+            given = np.ones(n, dtype=bool)
+            any_given = True
+        fields.append((a, given))
+    if not any_given:
+        raise CommandRejected("every entry is NaN: no interface of any joint is commanded "
+                              "(command.nan_is_unset)", "no command")
+    return idx, fields
+
 
 Log = Callable[[str, str, "str | None"], None]
 
@@ -97,9 +160,11 @@ class CommandGate:
     """Validation, rejection counting, watchdog, stamp matching and lockstep of the commands.
 
     ``joint_names``: the simulator's joints (its order); ``command_joint_names``:
-    the order of ``effort_commands``; ``cfg``: the node's parameters (read live:
-    ``command.timeout_s``, ``command.timeout_action``, ``command.timeout_damping``,
-    ``sync.timeout_s``, ``topics.*``); ``stats``: where accepted / applied / stale
+    the order of ``effort_commands`` and of per-joint gains; ``cfg``: the node's
+    parameters (read live: ``command.timeout_s``, ``command.timeout_action``,
+    ``command.timeout_damping``, ``command.kp``, ``command.kd``,
+    ``command.nan_is_unset``, ``sync.timeout_s``, ``topics.*``; a new one is
+    assigned whole to :attr:`cfg`); ``stats``: where accepted / applied / stale
     commands, latencies and lockstep timeouts are counted.
     """
 
@@ -112,7 +177,7 @@ class CommandGate:
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
                                     dtype=np.intp)
-        self.cfg = cfg
+        self.cfg = cfg  # checks the gains against the joints (ConfigError)
         self.stats = stats
         self.log = log
         self.lockstep = lockstep
@@ -126,11 +191,52 @@ class CommandGate:
         self.pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self.state_stamp_ns = 0  # stamp of the last published joint state
         self.need_command = False  # lockstep: the last joint state has no answer yet
+        self._idle_told = False  # position / velocity targets without gains: said once
         self.clear()
+
+    @property
+    def cfg(self):
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, value) -> None:
+        """A new configuration (the node's live parameters), taken whole: its gains
+        are checked against the joints first (ConfigError, nothing changed)."""
+        gains = self.gains(value)
+        self._cfg = value
+        self._gains = gains  # one tuple: a step reads the kp and kd of one configuration
+        self._servo = None  # which joints are servoed: found again at the next step
+
+    def gains(self, cfg) -> tuple[np.ndarray, np.ndarray]:
+        """The per-joint ``(kp, kd)`` of configuration ``cfg``: ``command.kp`` and
+        ``command.kd`` are one value (every joint) or one per joint of
+        ``command.joint_names`` (the others: 0); ConfigError otherwise."""
+        out = []
+        m = len(self.command_joint_names)
+        for key in ("command.kp", "command.kd"):
+            g = np.asarray(cfg[key], dtype=float).reshape(-1)
+            if g.size == 1:
+                vec = np.full(self.nj, g[0])
+            elif g.size == m:
+                vec = np.zeros(self.nj)
+                vec[self.command_idx] = g
+            else:
+                raise ConfigError(
+                    f"parameter '{key}': expected one value (for every joint) or {m} (one per "
+                    f"joint of command.joint_names, in its order: "
+                    f"{', '.join(self.command_joint_names)}), got {g.size}")
+            out.append(vec)
+        return out[0], out[1]
+
+    @property
+    def tau(self) -> np.ndarray:
+        """The commanded efforts (feed-forward torques), simulator order."""
+        return self.targets.tau_ff
 
     def clear(self) -> None:
         """Forget the commands (a reset)."""
-        self.tau = np.zeros(self.nj)  # replaced, never written in place
+        self.targets = JointTargets(self.nj, 0.0, 0.0)  # gains: self._gains, at each step
+        self._servo = False  # no joint has a position or velocity target
         self.have_cmd = False
         self.tripped = False
         self.last_cmd_ns = 0
@@ -152,20 +258,40 @@ class CommandGate:
     # ---------------------------------------------------------------- commands in
 
     def joint_command(self, stamp_ns: int, names: Sequence[str], effort, now_ns: int,
-                      wall: float) -> bool:
-        """A ``joint_commands`` message (stamp, names, efforts); True if applied."""
+                      wall: float, position=(), velocity=()) -> bool:
+        """A ``joint_commands`` message (stamp, names and its ``effort``, ``position``
+        and ``velocity`` fields, each empty or one entry per name); True if applied.
+        The named joints take the fields given as their command (efforts alone:
+        those torques, as before modes existed); the others keep theirs."""
         if self.match_stamp and stamp_ns != self.state_stamp_ns:
             self.stats.stale += 1  # an answer to an older state (or no stamp at all)
             return False
         try:
-            idx, values = parse_joint_command_arrays(names, effort, self.joint_index)
+            idx, fields = parse_joint_command(names, position, velocity, effort,
+                                              self.joint_index, self._cfg["command.nan_is_unset"])
         except CommandRejected as e:
             self.reject("joint_commands", e, wall)
             return False
-        tau = self.tau.copy()
-        tau[idx] = values
-        self._accept(tau, stamp_ns, now_ns)
+        self._set_targets(idx, fields)
+        self._accept(stamp_ns, now_ns)
         return True
+
+    def _set_targets(self, idx: np.ndarray, fields: list) -> None:
+        t = self.targets
+        if all(f is None or f[1].all() for f in fields):
+            t.set(idx, *(None if f is None else f[0] for f in fields))
+        else:  # NaN entries (command.nan_is_unset): each joint takes the fields it was given
+            masks = [np.zeros(len(idx), dtype=bool) if f is None else f[1] for f in fields]
+            named = masks[0] | masks[1] | masks[2]  # a joint with NaN only keeps its command
+            j = idx[named]
+            for f, m, ref, has in zip(fields, masks, (t.q_ref, t.v_ref, t.tau_ff),
+                                      (t.has_position, t.has_velocity, None)):
+                m = m[named]
+                ref[j] = 0.0 if f is None else np.where(m, f[0][named], 0.0)
+                if has is not None:
+                    has[j] = m
+        if fields[0] is not None or fields[1] is not None or self._servo is not False:
+            self._servo = None  # the servoed joints may have changed
 
     def effort_command(self, data, now_ns: int, wall: float) -> bool:
         """An ``effort_commands`` message's data; True if applied."""
@@ -180,9 +306,10 @@ class CommandGate:
         except CommandRejected as e:
             self.reject("effort_commands", e, wall)
             return False
-        tau = self.tau.copy()
-        tau[self.command_idx] = values
-        self._accept(tau, None, now_ns)
+        self.targets.set(self.command_idx, effort=values)
+        if self._servo is not False:
+            self._servo = None  # these joints left position / velocity mode
+        self._accept(None, now_ns)
         return True
 
     def check_push(self, link: str, n_acting: int, model_name: str) -> None:
@@ -211,8 +338,7 @@ class CommandGate:
                     f"last valid torques")
         self.log("warning", text, topic)
 
-    def _accept(self, tau: np.ndarray, stamp_ns: int | None, now_ns: int) -> None:
-        self.tau = tau
+    def _accept(self, stamp_ns: int | None, now_ns: int) -> None:
         self.last_cmd_ns = now_ns
         self.have_cmd = True
         self.cmd_stamp_ns = stamp_ns
@@ -230,8 +356,11 @@ class CommandGate:
 
     # ---------------------------------------------------------------- torques
 
-    def torques(self, now_ns: int, joint_velocities: np.ndarray, wall: float) -> np.ndarray:
-        """The torques of the step at ``now_ns``: the last valid command, or the watchdog's."""
+    def torques(self, now_ns: int, joint_velocities: np.ndarray, wall: float,
+                joint_positions: np.ndarray | None = None) -> np.ndarray:
+        """The torques of the step at ``now_ns`` (a new array): the last valid command
+        evaluated at the current joint positions and velocities (needed when a joint
+        has a position target), or the watchdog's."""
         cfg = self.cfg
         timeout = cfg["command.timeout_s"]
         action = cfg["command.timeout_action"]
@@ -244,17 +373,56 @@ class CommandGate:
                                 f"{what[action]} (command.timeout_action: {action})", None)
         if self.tripped and action != "hold":
             # forget them too: a later command for some joints must not bring back the others
-            self.tau = np.zeros(self.nj)
+            if self._servo is not False or self.targets.tau_ff.any():
+                self.clear_targets()
             if action == "damp":
                 return -cfg["command.timeout_damping"] * joint_velocities
-            return self.tau
+            return np.zeros(self.nj)
         if self.cmd_seq != self.applied_seq:
             self.applied_seq = self.cmd_seq
             self.stats.applied += 1
             sent = self.pub_wall.get(self.cmd_stamp_ns) if self.cmd_stamp_ns else None
             if sent is not None:
                 self.stats.latencies.append(wall - sent)
-        return self.tau
+        return self._drive(joint_positions, joint_velocities)
+
+    def clear_targets(self) -> None:
+        """Every joint back to no command (zero torque)."""
+        self.targets = JointTargets(self.nj, 0.0, 0.0)
+        self._servo = False
+
+    def _drive(self, qj: np.ndarray | None, vj: np.ndarray) -> np.ndarray:
+        """``tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff`` of the latest command
+        (efforts alone, or zero gains: the efforts as they are, bit for bit)."""
+        t = self.targets
+        kp, kd = self._gains
+        if self._servo is None:  # after a command with targets, or new gains
+            servo_p = t.has_position & (kp != 0)
+            servo_v = (t.has_position | t.has_velocity) & (kd != 0)
+            self._servo = bool(servo_p.any() or servo_v.any())
+            if not self._idle_told:
+                self._tell_idle(kp, kd)
+        if not self._servo:
+            return t.tau_ff.copy()
+        if qj is None:
+            raise ValueError("CommandGate.torques needs the joint positions: a joint has a "
+                             "position target")
+        t.kp, t.kd = kp, kd
+        return t.torques(qj, vj)
+
+    def _tell_idle(self, kp: np.ndarray, kd: np.ndarray) -> None:
+        """Say once that position or velocity targets act on no joint without gains."""
+        t = self.targets
+        idle = (t.has_position & (kp == 0)) | (t.has_velocity & ~t.has_position & (kd == 0))
+        if idle.any():
+            self._idle_told = True
+            names = [n for n, i in self.joint_index.items() if idle[i]]
+            self.log("info", f"joint_commands give position or velocity targets to "
+                             f"{len(names)} joint(s) without gains (command.kp 0 for positions, "
+                             f"command.kd 0 for velocities): {', '.join(names[:5])}"
+                             f"{', ...' if len(names) > 5 else ''}; on those joints only the "
+                             f"efforts act (set command.kp / command.kd for position or "
+                             f"velocity control)", None)
 
     # ---------------------------------------------------------------- lockstep
 

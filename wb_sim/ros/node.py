@@ -315,6 +315,8 @@ class SimNode(PolledNodeMixin, Node):
                                            reason=f"parameter '{prm.name}' cannot be changed")
         try:  # validated whole before anything changes; the core applies whole or nothing
             new_node = load_node_config({**self.cfg.values, **node}) if node else None
+            if new_node is not None:
+                self.gate.gains(new_node)  # command.kp / kd must fit the joints
             if core:
                 with self._lock:
                     self.sim.set_contact_parameters(**core)
@@ -578,12 +580,13 @@ class SimNode(PolledNodeMixin, Node):
         3 steps/s, its answers lost from the overflowing queue)."""
         reader = self._jc_reader
         try:
-            stamp, _, _, effort = reader(data)
+            stamp, position, velocity, effort = reader(data)
         except ValueError as e:
             return self.gate.reject("joint_commands", cv.CommandRejected(
                 f"not a valid serialized sensor_msgs/JointState ({e})", "malformed"),
                 time.monotonic())
-        self.gate.joint_command(stamp, reader.names, effort, self._now_ns(), time.monotonic())
+        self.gate.joint_command(stamp, reader.names, effort, self._now_ns(), time.monotonic(),
+                                position=position, velocity=velocity)
 
     def _on_effort_commands(self, msg: Float64MultiArray) -> None:
         self.gate.effort_command(msg.data, self._now_ns(), time.monotonic())
@@ -602,8 +605,11 @@ class SimNode(PolledNodeMixin, Node):
             f"{np.round(torque, 3).tolist()} N*m (link frame) for {duration:g} s from t = {t:.3f} s")
 
     def _torques(self) -> np.ndarray:
-        """The torques of this step: the last valid command, or the watchdog's choice."""
-        return self.gate.torques(self._now_ns(), self.sim.joint_velocities, time.perf_counter())
+        """The torques of this step: the last valid command (its position and velocity
+        targets at the current state), or the watchdog's choice."""
+        sim = self.sim
+        return self.gate.torques(self._now_ns(), sim.joint_velocities, time.perf_counter(),
+                                 sim.joint_positions)
 
     # ------------------------------------------------------------------ services
 

@@ -94,14 +94,16 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "visualization_msgs/MarkerArray of the terrain (terrain.*), transient-local, for "
           "RViz; published only when there is terrain ('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
-          "sensor_msgs/JointState in: name + effort, any subset of joints ('' = off).",
+          "sensor_msgs/JointState in: name and position / velocity / effort (each empty or one "
+          "per name: the fields given select the joint's mode, tau = command.kp (q_ref - q) + "
+          "command.kd (v_ref - v) + effort), any subset of joints ('' = off).",
           check=_topic),
     Param("topics.effort_commands", "str", "effort_commands", "",
           "std_msgs/Float64MultiArray in: efforts in command.joint_names order ('' = off).",
           check=_topic),
     Param("command.joint_names", "strs", [], "",
-          "Order of the effort_commands entries ([] = every actuated joint, in the order of "
-          "joint_states)."),
+          "Order of the effort_commands entries and of per-joint command.kp / command.kd ([] = "
+          "every actuated joint, in the order of joint_states)."),
     Param("command.wait_for_first", "bool", False, "",
           "Hold the physics at t = 0 until the first valid command arrives (for a controller "
           "that starts after the simulator; the launch file sets it with controller:=pd)."),
@@ -113,11 +115,27 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "After command.timeout_s without a valid command: 'damp': joint damping "
           "tau = -command.timeout_damping qdot (what a real robot's drives do on a lost "
           "link: the robot sinks slowly instead of dropping) | 'hold': keep the last valid "
-          "torques | 'zero': zero torques.",
+          "command (efforts as they were, position and velocity targets still servoed) | "
+          "'zero': zero torques.",
           choices=("damp", "hold", "zero"), live=True),
     Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
           "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
           "within the effort limits.", lo=0.0, live=True),
+    Param("command.kp", "floats", [0.0], "N*m/rad",
+          "Position gain of joint_commands' position targets, tau = kp (q_ref - q) + kd (v_ref "
+          "- v) + effort, evaluated at every physics step: one value for every joint, or one "
+          "per joint of command.joint_names in its order (the other joints: 0). 0 = positions "
+          "are not servoed (a reference only). N*m/rad; N/m for prismatic joints.",
+          lo=0.0, live=True),
+    Param("command.kd", "floats", [0.0], "N*m*s/rad",
+          "Damping gain of joint_commands' targets (with a position or a velocity target; v_ref "
+          "= 0 when only a position is given), one value or one per joint of "
+          "command.joint_names as command.kp. N*s/m for prismatic joints.", lo=0.0, live=True),
+    Param("command.nan_is_unset", "bool", False, "",
+          "true: a NaN entry of joint_commands means that interface of that joint is not "
+          "commanded (ros2_control's value of a command interface no controller has written, "
+          "which joint_state_topic_hardware_interface publishes); a joint with only NaN keeps "
+          "its command. false: a NaN rejects the message. An infinity always does."),
     Param("sync.mode", "str", "realtime", "",
           "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
           "the physics waits for one valid command before the next step (deterministic "
