@@ -776,7 +776,7 @@ class TestWatchdog:
         assert held > 0.8, f"the last torques were held for {held:.3f} s only"
         assert any(msgs[-1].effort)
         assert log.count("no valid command for 0.1 s of simulated time: "
-                         "holding the last torques (command.timeout_action: hold)") == 1, log
+                         "holding the last command (command.timeout_action: hold)") == 1, log
 
 
     def test_damp_applies_joint_damping_after_the_timeout(self, watchdog):

@@ -367,7 +367,7 @@ class CommandGate:
         if self.have_cmd and timeout > 0 and not self.tripped and \
                 now_ns - self.last_cmd_ns > timeout * NS_PER_S:
             self.tripped = True
-            what = {"hold": "holding the last torques", "zero": "torques set to zero",
+            what = {"hold": "holding the last command", "zero": "torques set to zero",
                     "damp": f"joint damping ({cfg['command.timeout_damping']:g} N*m*s/rad)"}
             self.log("warning", f"no valid command for {timeout:g} s of simulated time: "
                                 f"{what[action]} (command.timeout_action: {action})", None)
