@@ -354,3 +354,30 @@ def test_efforts_alone_are_applied_exactly_despite_the_gains(lockstep):
     states = LockstepController(lockstep, law, 3).run(lockstep)
     for qj, vj, applied, z in states[1:]:
         assert applied.tolist() == efforts
+
+
+def test_gains_are_live_and_a_change_is_checked_whole(lockstep):
+    """command.kp / command.kd through /wb_sim/set_parameters: a list that fits no
+    joint list is refused with the reason and changes nothing; a good value is taken."""
+    ros = lockstep.ros
+    res = ros.set_parameter("command.kp", [1.0, 2.0, 3.0])
+    assert not res.successful
+    assert "parameter 'command.kp': expected one value (for every joint) or 23" in res.reason
+    res = ros.set_parameter("command.kd", -1.0)
+    assert not res.successful and "command.kd" in res.reason
+    assert ros.get_parameters("command.kp")["command.kp"] == KP
+    n = len(model().joint_names)
+    assert ros.set_parameter("command.kd", [float(k) for k in range(n)]).successful
+    assert list(ros.get_parameters("command.kd")["command.kd"]) == [float(k) for k in range(n)]
+    assert ros.set_parameter("command.kd", KD).successful
+
+
+def test_gains_of_the_wrong_length_end_the_node_at_start(tmp_path):
+    domain = fresh_domain_id()
+    node = Proc("wb_sim", sim_node_argv("command.kp:=[1.0, 2.0]"), domain, tmp_path)
+    try:
+        code = node.popen.wait(STARTUP_TIMEOUT)
+    finally:
+        node.close()
+    assert code == 2, node.describe()
+    assert "cannot start: parameter 'command.kp': expected one value" in node.log()

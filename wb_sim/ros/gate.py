@@ -192,6 +192,7 @@ class CommandGate:
         self.state_stamp_ns = 0  # stamp of the last published joint state
         self.need_command = False  # lockstep: the last joint state has no answer yet
         self._idle_told = False  # position / velocity targets without gains: said once
+        self._servo_gains = None  # the gains self._servo was found with
         self.clear()
 
     @property
@@ -204,8 +205,10 @@ class CommandGate:
         are checked against the joints first (ConfigError, nothing changed)."""
         gains = self.gains(value)
         self._cfg = value
-        self._gains = gains  # one tuple: a step reads the kp and kd of one configuration
-        self._servo = None  # which joints are servoed: found again at the next step
+        self._gains_zero = not (gains[0].any() or gains[1].any())
+        # one tuple: a step reads the kp and kd of one configuration, and sees by its
+        # identity that the servoed joints must be found again (_drive)
+        self._gains = gains
 
     def gains(self, cfg) -> tuple[np.ndarray, np.ndarray]:
         """The per-joint ``(kp, kd)`` of configuration ``cfg``: ``command.kp`` and
@@ -395,11 +398,16 @@ class CommandGate:
         """``tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff`` of the latest command
         (efforts alone, or zero gains: the efforts as they are, bit for bit)."""
         t = self.targets
-        kp, kd = self._gains
-        if self._servo is None:  # after a command with targets, or new gains
-            servo_p = t.has_position & (kp != 0)
-            servo_v = (t.has_position | t.has_velocity) & (kd != 0)
-            self._servo = bool(servo_p.any() or servo_v.any())
+        gains = self._gains
+        if self._servo is None or self._servo_gains is not gains:  # new targets or gains
+            kp, kd = gains
+            if self._gains_zero:  # the default: nothing to find (the example controller's case)
+                self._servo = False
+            else:
+                servo_p = t.has_position & (kp != 0)
+                servo_v = (t.has_position | t.has_velocity) & (kd != 0)
+                self._servo = bool(servo_p.any() or servo_v.any())
+            self._servo_gains = gains
             if not self._idle_told:
                 self._tell_idle(kp, kd)
         if not self._servo:
@@ -407,7 +415,7 @@ class CommandGate:
         if qj is None:
             raise ValueError("CommandGate.torques needs the joint positions: a joint has a "
                              "position target")
-        t.kp, t.kd = kp, kd
+        t.kp, t.kd = gains
         return t.torques(qj, vj)
 
     def _tell_idle(self, kp: np.ndarray, kd: np.ndarray) -> None:
