@@ -256,7 +256,9 @@ def tf_template(parents: Sequence[str], children: Sequence[str]) -> CdrTemplate:
 
 
 def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a sensor_msgs/JointState command (``name`` + ``effort``).
+    """Validate the efforts of a sensor_msgs/JointState command (``name`` + ``effort``;
+    the node reads every field, and so the command modes, through
+    :func:`wb_sim.ros.gate.parse_joint_command`).
 
     Returns the joint indices (in the simulator's order) and their efforts.
     Any subset of joints is allowed; an empty, inconsistent, duplicated,
