@@ -141,6 +141,10 @@ def test_a_joint_state_topic_system_stand_in_drives_the_humanoid(tmp_path):
         z0 = float(m.q[2])
         odom = ros.record(Odometry, "odom/ground_truth", STATE_QOS)
         standin = JointStateTopicSystemStandIn(ros.node, order, initial)
+        # docs/ros.md's URDF: trigger_joint_command_threshold -1, it publishes at every
+        # cycle (with the default, a controller holding the state it reads publishes
+        # nothing, and the physics would wait for its first command for ever)
+        standin.threshold = -1.0
         assert ros.spin_until(lambda: standin.pub.get_subscription_count() >= 1,
                               STARTUP_TIMEOUT), node.describe()
         # no controller active: NaN commands; refused as "no command", the physics waits
@@ -152,7 +156,7 @@ def test_a_joint_state_topic_system_stand_in_drives_the_humanoid(tmp_path):
             node.describe()
         ros.spin_for(2.0)
         sent = standin.published
-        # the commanded posture is reached within the threshold: the plugin goes quiet
+        # a plugin with a threshold the posture is within goes quiet: the watchdog holds
         standin.threshold = 10.0
         ros.spin_for(0.8)
         assert standin.published == sent
@@ -172,6 +176,8 @@ def test_a_joint_state_topic_system_stand_in_drives_the_humanoid(tmp_path):
     assert np.abs(standin.state - np.array(initial)).max() < 0.05, "read() saw another posture"
     assert t_end >= 2.0, t_end
     drop = z0 - z.min()
+    print(f"stand-in: {sent} commands before it went quiet, {standin.received} joint states read; base "
+          f"sank {drop * 1e3:.1f} mm over {t_end:.2f} s")
     assert 0.0 < drop < 0.01 and z.max() < z0 + 0.002, (drop, z.max() - z0)
     for bad in ("length mismatch", "non-finite", "unknown joint", "malformed", "diverged"):
         assert bad not in log, (bad, log[-3000:])
@@ -300,6 +306,7 @@ def test_impedance_stand_with_the_controller_at_200_hz(lockstep):
     states = LockstepController(lockstep, law, cycles).run(lockstep)
     z = np.array([st[3] for st in states])
     z0 = float(m.q[2])
+    print(f"impedance stand: base sank {(z0 - z.min()) * 1e3:.1f} mm in 3 s")
     assert 0.0 < z0 - z.min() < 0.01 and z.max() <= z0 + 1e-6, (z0 - z.min(), z.max() - z0)
     assert np.abs(states[-1][0] - posture).max() < 0.02
     _same_as_headless(states, law, cycles)
