@@ -4,8 +4,8 @@ modes"), and topic_based_ros2_control's JointStateTopicSystem, played by a stand
 that puts on the wire what its ``write()`` publishes.
 
 * realtime, the stand-in for a ``<ros2_control>`` system whose joints all have a
-  ``position`` command interface, at a controller_manager rate of 100 Hz, on the
-  plugin's default topics (the node's ``topics.*`` remapped to them): NaN commands
+  ``position`` command interface, at a controller_manager rate of 100 Hz, the node
+  configured by docs/ros.md's parameter file (the plugin's topics, gains, ...): NaN commands
   while no controller is active (``command.nan_is_unset``: refused as "no command",
   the physics waits), then a position controller holding the posture: the humanoid
   stands; then the plugin stops publishing (its threshold), the watchdog holds the
@@ -36,7 +36,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # 
 from sensor_msgs.msg import JointState  # noqa: E402
 
 import wb_sim  # noqa: E402
-from ros_helpers import (STARTUP_TIMEOUT, Proc, RosClient, SimSetup,  # noqa: E402
+from ros_helpers import (ROOT, STARTUP_TIMEOUT, Proc, RosClient, SimSetup,  # noqa: E402
                          fresh_domain_id, sim_node_argv, stamp_ns)
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -117,20 +117,27 @@ class JointStateTopicSystemStandIn:
         self.node.destroy_publisher(self.pub)
 
 
-#: the node configured for the plugin's defaults (docs/ros.md, "ros2_control")
-TOPIC_BASED = ("topics.joint_commands:=/robot_joint_commands",
-               "topics.joint_states:=/robot_joint_states",
-               f"command.kp:={KP}", f"command.kd:={KD}", "command.timeout_action:=hold",
-               "command.nan_is_unset:=true", "command.wait_for_first:=true",
-               "publish.odom_rate_hz:=100.0", "publish.imu_rate_hz:=100.0",
-               "publish.contact_wrench_rate_hz:=100.0", "publish.clock_rate_hz:=100.0",
-               "publish.stats_period_s:=1.0")
+#: the streams the stand-in test does not need at 1 kHz
+SPARE = ("publish.odom_rate_hz:=100.0", "publish.imu_rate_hz:=100.0",
+         "publish.contact_wrench_rate_hz:=100.0", "publish.clock_rate_hz:=100.0",
+         "publish.stats_period_s:=1.0")
+
+
+def docs_parameter_file(tmp_path) -> str:
+    """docs/ros.md's parameter file for topic_based_ros2_control, as a file."""
+    text = (ROOT / "docs" / "ros.md").read_text()
+    start = text.index("```yaml\nwb_sim:", text.index("wb_sim speaks this dialect"))
+    block = text[start + len("```yaml\n"):text.index("```", start + 3)]
+    path = tmp_path / "topic_based.yaml"
+    path.write_text(block)
+    return str(path)
 
 
 def test_a_joint_state_topic_system_stand_in_drives_the_humanoid(tmp_path):
     domain = fresh_domain_id()
     ros = RosClient(domain)
-    node = Proc("wb_sim", sim_node_argv(*TOPIC_BASED), domain, tmp_path)
+    argv = sim_node_argv(*SPARE) + ["--params-file", docs_parameter_file(tmp_path)]
+    node = Proc("wb_sim", argv, domain, tmp_path)
     standin = None
     try:
         assert node.wait_for_log("simulating", STARTUP_TIMEOUT, spin=ros.spin_for), \
