@@ -187,7 +187,8 @@ class SimNode(PolledNodeMixin, Node):
         if new_node is not None:
             if new_node["real_time_factor"] != self.cfg["real_time_factor"]:
                 self.pacer.unsuspend()  # real-time priority may be tried again
-            self.cfg = new_node
+            with self._lock:  # between two steps: a step reads one configuration's gains
+                self.cfg = new_node
             self._wake.set()  # a new real-time factor re-anchors the pacing
         for k, v in {**core, **node}.items():
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
