@@ -406,6 +406,11 @@ class SimNode(PolledNodeMixin, Node):
                  cv.wrench_template(frame))
                 for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames)]
             self._publish_stream["contact_wrench"] = self._publish_wrenches
+            # collision.enabled: the other links' total wrench on <prefix>/collision (no
+            # surface can take that name: it is a parameter group), world axes and origin
+            self._collision_wrench_raw = (
+                raw(pub(WrenchStamped, f"{topics['contact_wrench']}/collision", STATE_QOS)),
+                cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
@@ -476,6 +481,10 @@ class SimNode(PolledNodeMixin, Node):
         wrenches = sim.sensed_contact_wrench_array() if sim.config.sensors.delay_steps \
             else sim.contact_wrench_array()
         for (publish, cdr), w in zip(self._wrench_raw, wrenches):
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
+        if self._collision_wrench_raw is not None:
+            publish, cdr = self._collision_wrench_raw
+            w = sim.sensed_collision_wrench_array()
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
 
     def _publish_tf(self, t_ns: int) -> None:

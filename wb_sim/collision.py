@@ -1,0 +1,696 @@
+"""Whole-body collision: the links' URDF ``<collision>`` geometry against the ground
+and the terrain, through the contact model the feet already use.
+
+**Geometry to points.** The collision geometry is loaded with pinocchio's geometry
+model (``buildGeomFromUrdf``, COLLISION; meshes through coal) and every geometry
+becomes a few contact points with a radius, fixed in its parent joint's frame:
+
+* sphere: its centre, with its radius;
+* capsule: spheres of its radius along its axis (the ends, and one at least every
+  ``collision.point_spacing``);
+* cylinder: points on its two rims (8 per rim at least);
+* box: its 8 corners and points along its edges (at least every ``point_spacing``);
+* mesh: the vertices of its convex hull (scipy), reduced by farthest-point sampling
+  to ``collision.max_points``.
+
+A point with a radius touches at its centre minus radius times the terrain's
+normal, as a sphere foot does. Against a plane the lowest point of a sphere, a
+capsule, a cylinder or a box is one of these; a mesh's sampled hull sinks
+between its samples by at most their spacing's sagitta.
+
+**Broad phase.** Each geometry has a bounding box (axes of its joint's frame) and
+a bounding sphere. Once per step, one matrix-vector product of the joint
+placements the step's ABA already left in pinocchio's data gives, for every
+geometry, the height of its box's centre over the ground plane and the box's
+half extent along the normal (both are linear in the placements), hence the
+height of the box's lowest corner: no allocation, a handful of numpy calls on
+preallocated buffers. With boxes or a heightfield, one terrain query of the
+bounding spheres' centres. Only when a sphere comes within
+``collision.margin`` of the terrain are its points placed and queried (the
+narrow phase), and only points within the margin get Jacobian rows.
+
+**The contact.** While no collision point is within the margin, the contact
+model solves the feet alone, exactly as without collision. Otherwise a second
+instance of the same model solves the feet and the near collision points
+together, in one problem (:class:`MergedPoints` presents them as one point set;
+the collision points' rows come after the feet's). The collision points' state
+(ground deformation, last forces and positions) lives in
+:class:`WholeBodyContact`'s snapshot, so ``Simulator.get_state`` /
+``set_state`` continue bit-identically.
+
+Self-collision is not modelled: links pass through each other.
+
+:func:`reference_near`, :func:`reference_narrow` are plain per-geometry and
+per-point versions of the broad and narrow phases (the tests hold the fast ones
+to them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from .contact.points import ContactPoints, Ground, _placement_view
+from .errors import ConfigError, ModelError, WbSimError
+from .parameters import Param
+from .terrain import tangent_bases
+
+#: the ``collision.*`` parameters
+PARAMETERS: tuple[Param, ...] = (
+    Param("collision.enabled", "bool", False, "",
+          "Whole-body collision: the links' URDF <collision> geometry (boxes, spheres, "
+          "cylinders, capsules; meshes through their convex hulls) meets the ground and the "
+          "terrain through the contact model, as contact points with a radius. false: only the "
+          "contact surfaces touch; the other links pass through the ground."),
+    Param("collision.links", "strs", [], "",
+          "Links that collide ([] = every link with <collision> geometry except the links "
+          "rigidly attached to a contact surface's frame, and collision.exclude_links)."),
+    Param("collision.exclude_links", "strs", [], "",
+          "Links left out of the default set of collision.links."),
+    Param("collision.max_points", "int", 32, "",
+          "Most contact points per collision geometry: a mesh's convex hull is reduced to it by "
+          "farthest-point sampling; boxes, cylinders and capsules use what point_spacing asks, "
+          "up to it.", lo=4, hi=256),
+    Param("collision.point_spacing", "float", 0.1, "m",
+          "Box edges and capsule axes get a contact point at least every this far; cylinder "
+          "rims at least 8.", lo=0.0, lo_open=True),
+    Param("collision.margin", "float", 0.02, "m",
+          "Broad phase: geometries whose bounding box (sphere, on terrain) and points are "
+          "farther than this from the terrain are skipped for the step. It must exceed the "
+          "farthest a link moves in one step (0.02 m: 20 m/s at 1 kHz, 5 m/s at 250 Hz).",
+          lo=0.0, lo_open=True),
+)
+
+#: points on each cylinder rim at least
+RIM_POINTS = 8
+
+
+# ----------------------------------------------------------------------------
+# Geometry -> points
+# ----------------------------------------------------------------------------
+
+
+def farthest_points(P: np.ndarray, k: int, first: int | None = None) -> np.ndarray:
+    """Indices of ``k`` of the points P (n, 3) by farthest-point sampling: first the
+    points ``[0, first)`` if ``first`` is given (else the point farthest from their
+    centroid), then each time the one farthest from those chosen (deterministic:
+    ties go to the lowest index). All of them if n <= k."""
+    n = len(P)
+    if n <= k:
+        return np.arange(n)
+    if first:
+        chosen = list(range(min(first, k)))
+        d = np.min(np.linalg.norm(P[:, None] - P[None, chosen], axis=2), axis=1)
+    else:
+        chosen = [int(np.argmax(np.linalg.norm(P - P.mean(axis=0), axis=1)))]
+        d = np.linalg.norm(P - P[chosen[0]], axis=1)
+    for _ in range(k - len(chosen)):
+        i = int(np.argmax(d))
+        chosen.append(i)
+        d = np.minimum(d, np.linalg.norm(P - P[i], axis=1))
+    return np.array(chosen)
+
+
+def _hull_vertices(V: np.ndarray) -> np.ndarray:
+    from scipy.spatial import ConvexHull, QhullError
+    V = np.unique(np.asarray(V, dtype=float), axis=0)
+    for options in ("", "QJ"):
+        try:
+            return V[ConvexHull(V, qhull_options=options or None).vertices]
+        except (QhullError, ValueError):
+            continue
+    return V  # flat or degenerate: every distinct vertex
+
+
+def _edge_points(a: np.ndarray, b: np.ndarray, spacing: float) -> list[np.ndarray]:
+    """Points strictly between a and b, at most ``spacing`` apart."""
+    m = int(math.ceil(np.linalg.norm(b - a) / spacing - 1e-9))
+    return [a + (b - a) * (i / m) for i in range(1, m)]
+
+
+def geometry_points(geometry, link: str, max_points: int,
+                    spacing: float) -> tuple[np.ndarray, np.ndarray]:
+    """(points (k, 3) in the geometry's frame, radius (k,)) of a coal collision
+    geometry; ModelError naming the link for a kind that is not supported."""
+    import coal
+
+    if isinstance(geometry, coal.Sphere):
+        return np.zeros((1, 3)), np.array([float(geometry.radius)])
+    if isinstance(geometry, coal.Capsule):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        count = min(max(2, int(math.ceil(2 * hl / spacing - 1e-9)) + 1), max_points)
+        z = np.linspace(-hl, hl, count)
+        return np.column_stack([np.zeros(count), np.zeros(count), z]), np.full(count, r)
+    if isinstance(geometry, coal.Cylinder):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        k = min(max(RIM_POINTS, int(math.ceil(2 * math.pi * r / spacing - 1e-9))),
+                max(max_points // 2, 2))
+        a = 2 * math.pi * np.arange(k) / k
+        rim = np.column_stack([r * np.cos(a), r * np.sin(a)])
+        P = np.vstack([np.column_stack([rim, np.full(k, -hl)]),
+                       np.column_stack([rim, np.full(k, hl)])])
+        return P, np.zeros(len(P))
+    if isinstance(geometry, coal.Box):
+        h = np.asarray(geometry.halfSide, dtype=float)
+        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
+        corners = signs * h
+        pts = list(corners)
+        for i in range(8):
+            for j in range(i + 1, 8):
+                if np.count_nonzero(signs[i] != signs[j]) == 1:  # an edge
+                    pts += _edge_points(corners[i], corners[j], spacing)
+        P = np.array(pts)
+        P = P[farthest_points(P, max_points, first=8)]  # the corners first
+        return P, np.zeros(len(P))
+    vertices = None
+    if hasattr(geometry, "vertices") and hasattr(geometry, "num_vertices"):  # BVH meshes
+        vertices = np.asarray(geometry.vertices(), dtype=float)
+    elif hasattr(geometry, "points") and hasattr(geometry, "num_points"):  # coal.Convex
+        vertices = np.asarray(geometry.points(), dtype=float)
+    if vertices is None:
+        raise ModelError(f"link '{link}': collision geometry of kind {type(geometry).__name__} "
+                         f"is not supported (boxes, spheres, cylinders, capsules and meshes "
+                         f"are); leave the link out with collision.exclude_links")
+    if len(vertices) == 0 or not np.isfinite(vertices).all():
+        raise ModelError(f"link '{link}': its collision mesh has no finite vertices")
+    hull = _hull_vertices(vertices)
+    P = hull[np.sort(farthest_points(hull, max_points))]
+    return P, np.zeros(len(P))
+
+
+@dataclass(frozen=True)
+class LinkGeometry:
+    """The contact points of one collision geometry, in its parent joint's frame."""
+
+    link: str
+    name: str  #: the geometry's name (pinocchio's)
+    joint: int  #: pinocchio joint id
+    points: np.ndarray  #: (k, 3) m, joint frame
+    radius: np.ndarray  #: (k,) m
+    centre: np.ndarray  #: (3,) centre of the bounding box (and sphere), joint frame
+    half: np.ndarray  #: (3,) half sizes of the bounding box, axes of the joint frame, m
+    bound: float  #: bounding sphere radius (points and their radii inside), m
+
+
+def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
+    """The collision geometries of the links ``collision.*`` selects, as points.
+    ``surface_joints``: joint ids of the contact surfaces' frames (their links are
+    left out of the default set)."""
+    from .robot import package_share_dir, resolve_mesh_uris
+    import re
+
+    cfg = config.collision
+    model = robot.model
+    xml = resolve_mesh_uris(robot.urdf_xml, robot.urdf_file)
+    package_dirs = []
+    for package in sorted(set(re.findall(r'filename\s*=\s*["\']package://([^/"\']+)/', xml))):
+        try:
+            package_dirs.append(str(package_share_dir(package).parent))
+        except WbSimError:
+            pass  # pinocchio's own search (ROS_PACKAGE_PATH, AMENT_PREFIX_PATH) may know it
+    try:
+        gmodel = pin.buildGeomFromUrdfString(model, xml, pin.GeometryType.COLLISION,
+                                             package_dirs=package_dirs)
+    except (RuntimeError, ValueError) as e:
+        origin = f"'{robot.urdf_file}'" if robot.urdf_file else "robot_description"
+        raise ModelError(f"collision.enabled: cannot load the collision geometry of {origin}: "
+                         f"{e}") from e
+    links = {f.name for f in model.frames if f.type == pin.FrameType.BODY}
+    by_link: dict[str, list] = {}
+    for g in gmodel.geometryObjects:
+        by_link.setdefault(model.frames[g.parentFrame].name, []).append(g)
+    for key in ("collision.links", "collision.exclude_links"):
+        for name in getattr(cfg, key.partition(".")[2]):
+            if name not in links:
+                raise ModelError(f"parameter '{key}': link '{name}' is not in the model")
+            if key == "collision.links" and name not in by_link:
+                raise ModelError(f"parameter '{key}': link '{name}' has no <collision> geometry "
+                                 f"in the URDF")
+    if cfg.links:
+        chosen = list(cfg.links)
+    else:
+        chosen = [name for name, gs in by_link.items()
+                  if name not in cfg.exclude_links
+                  and not any(g.parentJoint in surface_joints for g in gs)]
+    out = []
+    for name in chosen:
+        for g in by_link[name]:
+            if g.parentJoint == 0:  # welded to the world: it never moves
+                continue
+            P, r = geometry_points(g.geometry, name, cfg.max_points, cfg.point_spacing)
+            M = g.placement  # joint <- geometry
+            Pj = P @ M.rotation.T + M.translation
+            lo, hi = (Pj - r[:, None]).min(axis=0), (Pj + r[:, None]).max(axis=0)
+            c = (lo + hi) / 2.0
+            bound = float(np.max(np.linalg.norm(Pj - c, axis=1) + r))
+            out.append(LinkGeometry(name, g.name, int(g.parentJoint), Pj, r, c, (hi - lo) / 2.0,
+                                    bound))
+    return out
+
+
+# ----------------------------------------------------------------------------
+# Broad and narrow phase
+# ----------------------------------------------------------------------------
+
+
+class CollisionPoints:
+    """The collision points of all geometries, with the broad and narrow phases.
+
+    Attributes (G geometries, m points, grouped by geometry):
+        geometries: the G :class:`LinkGeometry`.
+        m: number of points; point_geometry (m,), point_joint (m,), r_local (m, 3),
+            radius (m,).
+        near: (G,) bool, geometries the last broad phase found within the margin.
+        candidates: (kc,) indices of the points within the margin after the last
+            narrow phase; depth (m,) their penetration (-inf for the others).
+        position: (kc, 3) world contact points of the candidates; bases (kc, 3, 3)
+            columns (t1, t2, n); J_cm (3, kc, nv) their Jacobian, component-major.
+    """
+
+    def __init__(self, model: pin.Model, geometries: list[LinkGeometry], ground: Ground,
+                 terrain, margin: float):
+        self.model = model
+        self.geometries = geometries
+        self.ground, self.terrain, self.margin = ground, terrain, margin
+        G = len(geometries)
+        self.link_names = tuple(g.link for g in geometries)
+        counts = [len(g.points) for g in geometries]
+        self.m = int(sum(counts))
+        self.point_geometry = np.repeat(np.arange(G), counts).astype(int)
+        self.geometry_joint = np.array([g.joint for g in geometries], dtype=int)
+        self.point_joint = self.geometry_joint[self.point_geometry]
+        self.r_local = np.vstack([g.points for g in geometries]) if G else np.zeros((0, 3))
+        self.radius = np.concatenate([g.radius for g in geometries]) if G else np.zeros(0)
+        self.joint_ids = np.unique(self.geometry_joint)
+        self.nv = model.nv
+        njoints = model.njoints
+        self._basis = np.column_stack([*ground.tangent_basis(), ground.normal])
+        n, o = ground.normal, ground.origin
+        # the plane's broad phase, y = S @ x with x the (njoints * 12) placement records
+        # (rotation column-major, then translation): y[g] = n . (R c_g + t), the height
+        # of box g's centre, and y[G + 3 g + a] = e_ga (R^T n)_a, its half extents along
+        # the normal; the lowest corner is at y[g] - sum_a |y[G + 3 g + a]|
+        S = np.zeros((4 * G, 12 * njoints))
+        # the terrain's: centres (3G,) = Mc @ x
+        Mc = np.zeros((3 * G, 12 * njoints))
+        for k, g in enumerate(geometries):
+            base = 12 * g.joint
+            for a in range(3):
+                for b in range(3):
+                    S[k, base + 3 * a + b] = n[b] * g.centre[a]
+                    S[G + 3 * k + a, base + 3 * a + b] = n[b] * g.half[a]
+                    Mc[3 * k + b, base + 3 * a + b] = g.centre[a]
+            S[k, base + 9:base + 12] = n
+            for b in range(3):
+                Mc[3 * k + b, base + 9 + b] = 1.0
+        # the constant, the plane's offset and the margin, rides on x[0] = 1: the first
+        # entry of the universe's placement (the identity) in every pinocchio data
+        S[:G, 0] -= float(n @ o) + margin
+        self._S, self._Mc = S, Mc
+        self.bound = np.array([g.bound for g in geometries])
+        # buffers: no allocation per step (numpy's reductions allocate scratch memory, so
+        # the sums are additions and "any below" a dot product of the clipped heights)
+        self._y = np.zeros(4 * G)
+        self._y_centre, self._y_half = self._y[:G], self._y[G:]
+        self._abs = np.zeros(3 * G)
+        self._abs_cols = [self._abs[a::3] for a in range(3)]
+        self._extent = np.zeros(G)
+        self._heights = np.zeros(G)
+        self._below = np.zeros(G)
+        self._zeros = np.zeros(G)
+        self._bound_margin = self.bound + margin
+        # dofs that move each joint: support[j] (nv,) for every joint id
+        support = np.zeros((njoints, model.nv))
+        for j in range(1, njoints):
+            for a in model.supports[j]:
+                if a > 0:
+                    support[j, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
+        self._support = support
+        self._x = None  # the flattened placement records of the bound data
+        self._bound_to = None
+        self.near = np.zeros(G, dtype=bool)
+        self.clear()
+
+    def clear(self) -> None:
+        """No point within the margin (the state of a quiet step)."""
+        self.candidates = np.zeros(0, dtype=int)
+        self.depth = np.full(self.m, -np.inf)
+        self.position = np.zeros((0, 3))
+        self.bases = np.zeros((0, 3, 3))
+        self.J_cm = np.zeros((3, 0, self.nv))
+
+    def _bind(self, data: pin.Data) -> None:
+        rows = _placement_view(data, np.arange(self.model.njoints))
+        self._rows = rows
+        self._x = None if rows is None else rows.reshape(-1)
+        self._bound_to = data
+
+    def _records(self, data: pin.Data) -> np.ndarray:
+        """(njoints, 12) placement records of ``data`` (a view where possible)."""
+        if data is not self._bound_to:
+            self._bind(data)
+        if self._rows is not None:
+            return self._rows
+        return np.array([np.concatenate([M.rotation.T.reshape(-1), M.translation])
+                         for M in data.oMi])
+
+    def any_near(self, data: pin.Data) -> bool:
+        """The broad phase: whether a geometry's bounding sphere is within the margin
+        of the terrain, from the joint placements in ``data``; sets :attr:`near` only
+        when one is. On the plane it allocates nothing."""
+        if not len(self.geometries):
+            return False
+        if data is not self._bound_to:
+            self._bind(data)
+        if self.terrain is None:
+            x = self._x if self._x is not None else self._records(data).reshape(-1)
+            self._S.dot(x, out=self._y)  # box centre heights - margin, and half extents
+            np.abs(self._y_half, out=self._abs)
+            c0, c1, c2 = self._abs_cols
+            e = self._extent
+            np.add(c0, c1, out=e)
+            np.add(e, c2, out=e)
+            h = self._heights
+            np.subtract(self._y_centre, e, out=h)  # lowest corner's height - margin
+            below = np.minimum(h, self._zeros, out=self._below)
+            if not below.dot(below) > 0.0:
+                return False
+            self.near = h < 0.0
+            return True
+        centres = self._Mc.dot(self._records(data).reshape(-1)).reshape(-1, 3)
+        sdf, _ = self.terrain.query(centres)
+        near = sdf < self._bound_margin
+        if not near.any():
+            return False
+        self.near = near
+        return True
+
+    def narrow(self, data: pin.Data) -> int:
+        """Places the points of the near geometries, queries the terrain, and for the
+        points within the margin computes contact points, bases and Jacobian rows.
+        Returns the number of such points (0: the feet solve alone)."""
+        rows = self._records(data)
+        idx = np.flatnonzero(self.near[self.point_geometry])
+        rec = rows[self.point_joint[idx]]  # (k, 12)
+        r = self.r_local[idx]
+        P = (rec[:, 0:3] * r[:, 0:1] + rec[:, 3:6] * r[:, 1:2] + rec[:, 6:9] * r[:, 2:3]
+             + rec[:, 9:12])
+        if self.terrain is None:
+            sdf = (P - self.ground.origin) @ self.ground.normal
+            normals = None
+        else:
+            sdf, normals = self.terrain.query(P)
+        depth = self.radius[idx] - sdf
+        keep = depth > -self.margin
+        self.depth = np.full(self.m, -np.inf)
+        if not keep.any():
+            self.clear()
+            return 0
+        cand = idx[keep]
+        self.depth[cand] = depth[keep]
+        self.candidates = cand
+        Pk = P[keep]
+        if normals is None:
+            nrm = np.broadcast_to(self.ground.normal, Pk.shape)
+            B = np.broadcast_to(self._basis, (len(cand), 3, 3))
+        else:
+            nrm = normals[keep]
+            B = tangent_bases(nrm)
+        pos = Pk - self.radius[cand][:, None] * nrm
+        self.position = pos
+        self.bases = B
+        lin = B.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of point i
+        C = np.concatenate([lin, np.cross(pos[None, :, :], lin)], axis=2)  # (3, k, 6)
+        J = C.reshape(-1, 6).dot(data.J).reshape(3, len(cand), self.nv)
+        J *= self._support[self.point_joint[cand]][None, :, :]
+        self.J_cm = J
+        return len(cand)
+
+    def world_forces(self, force_g: np.ndarray) -> np.ndarray:
+        """(kc, 3) world forces of the candidates from ground coordinates (kc, 3)."""
+        return np.einsum("kij,kj->ki", self.bases, force_g)
+
+
+def reference_near(points: CollisionPoints, data: pin.Data) -> np.ndarray:
+    """Plain broad phase: per geometry, on the plane the height of the lowest of its
+    bounding box's 8 corners (placed by ``data.oMi``), with terrain its bounding
+    sphere's signed distance; (G,) bool, near within the margin."""
+    out = []
+    signs = [np.array([sx, sy, sz]) for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]
+    for g in points.geometries:
+        M = data.oMi[g.joint]
+        if points.terrain is None:
+            d = min(float(points.ground.normal @ (M.act(g.centre + s * g.half)
+                                                  - points.ground.origin)) for s in signs)
+        else:
+            d = float(points.terrain.query(M.act(g.centre)[None, :])[0][0]) - g.bound
+        out.append(d < points.margin)
+    return np.array(out, dtype=bool)
+
+
+def reference_narrow(points: CollisionPoints, model: pin.Model, data: pin.Data, q: np.ndarray):
+    """Plain narrow phase of every point (near or not): {point index: (depth, contact
+    point (3,), basis (3, 3), Jacobian (3, nv) rows t1, t2, n)} for the points within
+    the margin, each point's Jacobian from pinocchio's joint Jacobian at ``q``
+    (LOCAL_WORLD_ALIGNED, shifted to the point)."""
+    pin.computeJointJacobians(model, data, q)
+    out = {}
+    for i in range(points.m):
+        j = int(points.point_joint[i])
+        c = data.oMi[j].act(points.r_local[i])
+        if points.terrain is None:
+            sdf = float(points.ground.normal @ (c - points.ground.origin))
+            n = np.asarray(points.ground.normal, dtype=float)
+            B = points._basis
+        else:
+            s, nn = points.terrain.query(c[None, :])
+            sdf, n = float(s[0]), nn[0]
+            B = tangent_bases(nn)[0]
+        depth = points.radius[i] - sdf
+        if depth <= -points.margin:
+            continue
+        p = c - points.radius[i] * n
+        Jj = pin.getJointJacobian(model, data, j, pin.LOCAL_WORLD_ALIGNED)
+        Jp = Jj[:3] - pin.skew(p - data.oMi[j].translation) @ Jj[3:]
+        out[i] = (depth, p, B, B.T @ Jp)
+    return out
+
+
+# ----------------------------------------------------------------------------
+# The feet and the near collision points as one point set
+# ----------------------------------------------------------------------------
+
+
+class MergedPoints:
+    """The contact surfaces' points (first) and the collision points (after them) as
+    the one point set a contact model solves: the subset of :class:`ContactPoints`'
+    interface the models use. Collision points outside the margin have depth -inf
+    (they never enter a solve) and no Jacobian rows."""
+
+    def __init__(self, feet: ContactPoints, coll: CollisionPoints):
+        self.feet, self.coll = feet, coll
+        self.nf = feet.n
+        self.n = feet.n + coll.m
+        self.model = feet.model
+        self.nv = feet.nv
+        self.joint_ids = feet.joint_ids if feet.n else coll.joint_ids
+        #: the rigid model's impulse unit is one point's share of the weight: the feet's
+        self.reference_count = max(feet.n, 1)
+        self.depth = np.full(self.n, -np.inf)
+        self._row = np.full(coll.m, -1, dtype=int)
+
+    def refresh(self) -> None:
+        """After the feet's update and the collision narrow phase."""
+        self.depth = np.concatenate([self.feet.depth, self.coll.depth])
+        self._row = np.full(self.coll.m, -1, dtype=int)
+        self._row[self.coll.candidates] = np.arange(len(self.coll.candidates))
+
+    def normal_velocity(self, v: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n)
+        if self.nf:
+            out[:self.nf] = self.feet.normal_velocity(v)
+        out[self.nf + self.coll.candidates] = self.coll.J_cm[2].dot(v)
+        return out
+
+    def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(3k, nv) rows t1 of all, t2 of all, n of all, for the points ``idx`` (sorted;
+        collision points among them must be within the margin); for all points
+        (``None``, the plain references' call) the rows of the collision points outside
+        the margin are zero."""
+        if idx is None:
+            J = np.zeros((3, self.n, self.nv))
+            if self.nf:
+                J[:, :self.nf] = self.feet.jacobian_component_major(
+                    np.arange(self.nf)).reshape(3, self.nf, self.nv)
+            J[:, self.nf + self.coll.candidates] = self.coll.J_cm
+            return J.reshape(-1, self.nv)
+        idx = np.asarray(idx)
+        f = idx[idx < self.nf]
+        c = self._row[idx[idx >= self.nf] - self.nf]
+        if np.any(c < 0):
+            raise AssertionError("a collision point outside the margin entered the solve")
+        Jf = self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv)
+        return np.concatenate([Jf, self.coll.J_cm[:, c]], axis=1).reshape(-1, self.nv)
+
+    def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(3k, nv) the same rows point-major (t1, t2, n per point)."""
+        J = self.jacobian_component_major(idx)
+        k = J.shape[0] // 3
+        return J.reshape(3, k, self.nv).transpose(1, 0, 2).reshape(-1, self.nv)
+
+
+# ----------------------------------------------------------------------------
+# The contact model with collision
+# ----------------------------------------------------------------------------
+
+
+class WholeBodyContact:
+    """The contact model the simulator talks to when ``collision.enabled``: the feet's
+    model (``feet``) while no collision point is within the margin, else a second
+    instance (``merged``) over :class:`MergedPoints`. Its interface is the
+    :class:`~wb_sim.contact.ContactModel` one for the contact surfaces' points (depth,
+    status, forces and state are theirs), plus the collision points' readings."""
+
+    def __init__(self, feet_model, merged_model, collision: CollisionPoints,
+                 merged_points: MergedPoints, data: pin.Data):
+        self.feet, self.merged = feet_model, merged_model
+        self.collision = collision
+        self.points = merged_points
+        self._data = data
+        self.name = feet_model.name
+        self.PARAMETERS = feet_model.PARAMETERS
+        self.LIVE_PARAMETERS = feet_model.LIVE_PARAMETERS
+        self.max_penetration = feet_model.max_penetration
+        self.nf = merged_points.nf
+        self.initial_state()
+
+    # -- state
+    def initial_state(self) -> np.ndarray:
+        u = self.feet.initial_state()
+        self.merged.initial_state()
+        self._merged_last = False
+        self._uc = np.zeros((2, self.collision.m))
+        self._contacts = _NO_CONTACTS
+        return u
+
+    def snapshot(self) -> tuple:
+        return (self.feet.snapshot(), self.merged.snapshot(), self._merged_last, self._uc,
+                self._contacts)
+
+    def restore(self, snap: tuple) -> None:
+        feet, merged, self._merged_last, self._uc, self._contacts = snap
+        self.feet.restore(feet)
+        self.merged.restore(merged)
+
+    # -- readings of the contact surfaces
+    @property
+    def _last(self):
+        return self.merged if self._merged_last else self.feet
+
+    @property
+    def depth(self) -> np.ndarray:
+        return self._last.depth[:self.nf]
+
+    @property
+    def status(self) -> np.ndarray:
+        return self._last.status[:self.nf]
+
+    @property
+    def max_depth(self) -> float:
+        return self._last.max_depth if (self.nf or self._merged_last) else -math.inf
+
+    def deepest(self, surface_names, surface_of_point) -> tuple[str, float]:
+        """(what: "contact surface 'x'" or "link 'y'", depth m) of the deepest point."""
+        depth = np.asarray(self._last.depth)
+        worst = int(np.argmax(depth))
+        if worst < self.nf:
+            return f"contact surface '{surface_names[surface_of_point[worst]]}'", depth[worst]
+        g = self.collision.point_geometry[worst - self.nf]
+        return f"link '{self.collision.link_names[g]}'", depth[worst]
+
+    def parameters(self) -> dict:
+        return self.feet.parameters()
+
+    def set_parameters(self, **values) -> None:
+        self.feet.set_parameters(**values)  # checked here first: nothing changes on an error
+        self.merged.set_parameters(**values)
+
+    def resolution_note(self, delassus, weight, dt):
+        return self.feet.resolution_note(delassus, weight, dt)
+
+    def statistics(self) -> dict:
+        out = dict(self.feet.statistics())
+        for key, value in self.merged.statistics().items():
+            if key in ("solves", "nonconverged", "active_set_solves"):
+                out[key] = out.get(key, 0) + value
+            out[f"collision_{key}"] = value
+        return out
+
+    # -- the step
+    def solve(self, Minv_upper, v_free, u, dt):
+        coll = self.collision
+        if not (coll.any_near(self._data) and coll.narrow(self._data)):
+            if self._merged_last:  # hand the warm start back
+                self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
+                self._merged_last = False
+            if self._contacts is not _NO_CONTACTS:
+                self._contacts = _NO_CONTACTS
+                self._uc = np.zeros((2, coll.m))
+            if not self.nf:
+                return v_free, np.zeros((0, 3)), u
+            return self.feet.solve(Minv_upper, v_free, u, dt)
+        pts = self.points
+        pts.refresh()
+        if not self._merged_last:
+            self.merged.set_warm_start(self.feet.warm_start())
+            self._merged_last = True
+        v_next, force, u_next = self.merged.solve(Minv_upper, v_free,
+                                                  np.concatenate([u, self._uc], axis=1), dt)
+        nf = self.nf
+        self._uc = u_next[:, nf:]
+        cand = coll.candidates
+        fc = force[nf + cand]
+        self._contacts = (cand, coll.position.copy(), coll.world_forces(fc),
+                          coll.depth[cand].copy(), np.asarray(self.merged.status)[nf + cand])
+        return v_next, force[:nf], u_next[:, :nf]
+
+    # -- readings of the collision points
+    def contacts(self) -> tuple:
+        """(point indices, world positions (k, 3), world forces (k, 3), depths (k,),
+        status codes (k,)) of the collision points within the margin at the last step."""
+        return self._contacts
+
+    def wrench(self) -> np.ndarray:
+        """(6,) total [force, torque] of the ground on the collision points at the last
+        step, world axes, torque about the world origin."""
+        _, pos, f, _, _ = self._contacts
+        out = np.zeros(6)
+        if len(f):
+            out[:3] = f.sum(axis=0)
+            out[3:] = np.cross(pos, f).sum(axis=0)
+        return out
+
+
+_NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
+                np.zeros(0, dtype=np.int8))
+
+
+def build_whole_body_contact(robot, config, feet_points: ContactPoints, feet_model,
+                             make_model, ground: Ground, terrain, model_step: pin.Model,
+                             data_step: pin.Data) -> WholeBodyContact:
+    """The :class:`WholeBodyContact` of a configuration with ``collision.enabled``.
+    ``make_model(points)``: a contact model of the configured kind over ``points``."""
+    surface_joints = {int(robot.model.frames[robot.frame_id(s.frame, key=f"{s.name}.frame")]
+                          .parentJoint) for s in config.surfaces}
+    geometries = collision_geometries(robot, config, surface_joints)
+    if not geometries:
+        raise ConfigError("parameter 'collision.enabled': no link of the robot has <collision> "
+                          "geometry left to collide (check collision.links / "
+                          "collision.exclude_links, or set collision.enabled: false)")
+    coll = CollisionPoints(model_step, geometries, ground, terrain, config.collision.margin)
+    merged_points = MergedPoints(feet_points, coll)
+    return WholeBodyContact(feet_model, make_model(merged_points), coll, merged_points,
+                            data_step)
