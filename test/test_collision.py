@@ -326,3 +326,13 @@ def test_the_rigid_model_holds_the_lying_humanoid_too(make_humanoid):
     fz = sim.collision_wrench().force[2] + sim.contact_wrench_array()[:, 2].sum()
     assert fz == pytest.approx(sim.mass * G0, rel=0.05)
     assert sim.contact.statistics()["collision_solves"] > 0
+
+
+def test_the_viewer_draws_the_links_contacts_with_the_feet(humanoid_lying):
+    from wb_sim.tools.viewer import contact_arrows
+    sim = humanoid_lying
+    P, F = contact_arrows(sim)
+    feet, links = sim.contact_points_state(), sim.collision_points_state()
+    assert len(P) == len(feet.surface) + len(links.surface) > len(feet.surface)
+    np.testing.assert_array_equal(P[len(feet.surface):], links.position)
+    np.testing.assert_array_equal(F[len(feet.surface):], links.force)

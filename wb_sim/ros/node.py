@@ -340,16 +340,15 @@ class SimNode(PolledNodeMixin, Node):
         name = self.cfg["viewer"]
         if name == "none":
             return None
-        from ..tools.viewer import make_viewer  # meshcat only when asked for
+        from ..tools.viewer import contact_arrows, make_viewer  # meshcat only when asked for
         ground = self.sim.config.ground
         viewer = make_viewer(name, self.sim.robot, rate_hz=VIEWER_RATE_HZ,
                              ground_height=ground.height, ground_normal=ground.normal,
                              terrain=self.sim.terrain)
 
         def snapshot():
-            with self._lock:
-                pts = self.sim.contact_points_state()
-                return self.sim.q.copy(), pts.position, pts.force
+            with self._lock:  # the feet's and (collision.enabled) the links' contacts
+                return (self.sim.q.copy(), *contact_arrows(self.sim))
 
         viewer.start(snapshot)
         self.get_logger().info(f"viewer: open {viewer.url} in a browser")
