@@ -176,6 +176,7 @@ def test_the_broad_phase_on_the_plane_allocates_nothing(make_humanoid):
     assert peak - before < 256  # a numpy scalar or two at a time, never an array
 
 
+@pytest.mark.filterwarnings("ignore::wb_sim.simulator.InitialPenetrationWarning")
 def test_the_merged_solve_equals_the_plain_reference(make_humanoid):
     sim = _lying(make_humanoid, **{"initial.base_position": [0, 0, 0.065]})  # 5 mm into it
     contact = sim.contact
