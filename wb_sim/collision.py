@@ -8,15 +8,18 @@ becomes a few contact points with a radius, fixed in its parent joint's frame:
 * sphere: its centre, with its radius;
 * capsule: spheres of its radius along its axis (the ends, and one at least every
   ``collision.point_spacing``);
-* cylinder: points on its two rims (8 per rim at least);
+* cylinder: points on its two rims (8 per rim at least, and enough that the rim's
+  polygon is within 1 mm of the circle, as ``max_points`` allows);
 * box: its 8 corners and points along its edges (at least every ``point_spacing``);
-* mesh: the vertices of its convex hull (scipy), reduced by farthest-point sampling
-  to ``collision.max_points``.
+* mesh: the vertices of its convex hull (scipy), reduced to ``collision.max_points``:
+  those extreme along as many directions spread over the sphere (what a plane of
+  each of those normals touches first), topped up by farthest-point sampling.
 
 A point with a radius touches at its centre minus radius times the terrain's
 normal, as a sphere foot does. Against a plane the lowest point of a sphere, a
 capsule, a cylinder or a box is one of these; a mesh's sampled hull sinks
-between its samples by at most their spacing's sagitta.
+between its samples (iCub's, at 32 points: 5 mm typically, 12 mm at worst over
+every direction).
 
 **Broad phase.** Each geometry has a bounding box (axes of its joint's frame) and
 a bounding sphere. Once per step, one matrix-vector product of the joint
@@ -71,12 +74,12 @@ PARAMETERS: tuple[Param, ...] = (
     Param("collision.exclude_links", "strs", [], "",
           "Links left out of the default set of collision.links."),
     Param("collision.max_points", "int", 32, "",
-          "Most contact points per collision geometry: a mesh's convex hull is reduced to it by "
-          "farthest-point sampling; boxes, cylinders and capsules use what point_spacing asks, "
-          "up to it.", lo=4, hi=256),
+          "Most contact points per collision geometry: a mesh's convex hull is reduced to it "
+          "(its vertices extreme along as many spread directions); boxes, cylinders and "
+          "capsules use what point_spacing asks, up to it.", lo=4, hi=256),
     Param("collision.point_spacing", "float", 0.1, "m",
-          "Box edges and capsule axes get a contact point at least every this far; cylinder "
-          "rims at least 8.", lo=0.0, lo_open=True),
+          "Box edges and capsule axes get a contact point at least every this far (cylinder "
+          "rims get 8 or more, within 1 mm of the circle).", lo=0.0, lo_open=True),
     Param("collision.margin", "float", 0.02, "m",
           "Broad phase: geometries whose bounding box (sphere, on terrain) and points are "
           "farther than this from the terrain are skipped for the step. It must exceed the "
@@ -86,6 +89,9 @@ PARAMETERS: tuple[Param, ...] = (
 
 #: points on each cylinder rim at least
 RIM_POINTS = 8
+#: a cylinder rim's polygon is at most this far inside its circle (while max_points
+#: allows), m
+RIM_SAGITTA = 1.0e-3
 
 
 # ----------------------------------------------------------------------------
@@ -112,6 +118,26 @@ def farthest_points(P: np.ndarray, k: int, first: int | None = None) -> np.ndarr
         chosen.append(i)
         d = np.minimum(d, np.linalg.norm(P - P[i], axis=1))
     return np.array(chosen)
+
+
+def fibonacci_directions(k: int) -> np.ndarray:
+    """(k, 3) unit vectors spread evenly over the sphere (a Fibonacci lattice)."""
+    i = np.arange(k) + 0.5
+    polar = np.arccos(1.0 - 2.0 * i / k)
+    azimuth = math.pi * (1.0 + math.sqrt(5.0)) * i
+    return np.column_stack([np.cos(azimuth) * np.sin(polar), np.sin(azimuth) * np.sin(polar),
+                            np.cos(polar)])
+
+
+def hull_sample(H: np.ndarray, k: int) -> np.ndarray:
+    """Indices of at most ``k`` of the hull vertices H (n, 3): those extreme along ``k``
+    directions spread over the sphere (what a plane of each of those normals would
+    touch), topped up to ``k`` by farthest-point sampling."""
+    if len(H) <= k:
+        return np.arange(len(H))
+    extreme = np.unique(np.argmax((H - H.mean(axis=0)) @ fibonacci_directions(k).T, axis=0))
+    order = np.concatenate([extreme, np.setdiff1d(np.arange(len(H)), extreme)])
+    return np.sort(order[farthest_points(H[order], k, first=len(extreme))])
 
 
 def _hull_vertices(V: np.ndarray) -> np.ndarray:
@@ -146,8 +172,9 @@ def geometry_points(geometry, link: str, max_points: int,
         return np.column_stack([np.zeros(count), np.zeros(count), z]), np.full(count, r)
     if isinstance(geometry, coal.Cylinder):
         r, hl = float(geometry.radius), float(geometry.halfLength)
-        k = min(max(RIM_POINTS, int(math.ceil(2 * math.pi * r / spacing - 1e-9))),
-                max(max_points // 2, 2))
+        # enough points that the polygon is within RIM_SAGITTA of the circle
+        need = math.pi / math.acos(max(-1.0, 1.0 - RIM_SAGITTA / r)) if r > 0 else 1.0
+        k = min(max(RIM_POINTS, int(math.ceil(need - 1e-9))), max(max_points // 2, 2))
         a = 2 * math.pi * np.arange(k) / k
         rim = np.column_stack([r * np.cos(a), r * np.sin(a)])
         P = np.vstack([np.column_stack([rim, np.full(k, -hl)]),
@@ -177,7 +204,7 @@ def geometry_points(geometry, link: str, max_points: int,
     if len(vertices) == 0 or not np.isfinite(vertices).all():
         raise ModelError(f"link '{link}': its collision mesh has no finite vertices")
     hull = _hull_vertices(vertices)
-    P = hull[np.sort(farthest_points(hull, max_points))]
+    P = hull[hull_sample(hull, max_points)]
     return P, np.zeros(len(P))
 
 
@@ -193,6 +220,8 @@ class LinkGeometry:
     centre: np.ndarray  #: (3,) centre of the bounding box (and sphere), joint frame
     half: np.ndarray  #: (3,) half sizes of the bounding box, axes of the joint frame, m
     bound: float  #: bounding sphere radius (points and their radii inside), m
+    shape: object = None  #: the coal geometry the points come from
+    placement: pin.SE3 | None = None  #: joint <- geometry
 
 
 def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
@@ -247,7 +276,7 @@ def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
             c = (lo + hi) / 2.0
             bound = float(np.max(np.linalg.norm(Pj - c, axis=1) + r))
             out.append(LinkGeometry(name, g.name, int(g.parentJoint), Pj, r, c, (hi - lo) / 2.0,
-                                    bound))
+                                    bound, g.geometry, pin.SE3(M)))
     return out
 
 
@@ -575,6 +604,11 @@ class WholeBodyContact:
         self._uc = np.zeros((2, self.collision.m))
         self._contacts = _NO_CONTACTS
         return u
+
+    def clear_deformation(self) -> None:
+        """The collision points' ground deformation back to zero (the readings stay): a
+        reset's trial step must not leave its deformation, as the feet's is dropped."""
+        self._uc = np.zeros((2, self.collision.m))
 
     def snapshot(self) -> tuple:
         return (self.feet.snapshot(), self.merged.snapshot(), self._merged_last, self._uc,

@@ -453,6 +453,8 @@ class Simulator:
             self.imu_sensor.reset()
         # acceleration of the initial state under zero torque, for the IMU
         v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
+        if self.collision is not None:  # the trial's deformation is dropped, as the feet's
+            self.contact.clear_deformation()
         self._a = (v1 - self._v) * self._inv_dt
         self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
         # sensors.delay_steps: the readings of the last n + 1 steps, the oldest first
