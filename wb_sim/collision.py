@@ -318,38 +318,46 @@ class CollisionPoints:
         njoints = model.njoints
         self._basis = np.column_stack([*ground.tangent_basis(), ground.normal])
         n, o = ground.normal, ground.origin
-        # the plane's broad phase, y = S @ x with x the (njoints * 12) placement records
-        # (rotation column-major, then translation): y[g] = n . (R c_g + t), the height
-        # of box g's centre, and y[G + 3 g + a] = e_ga (R^T n)_a, its half extents along
-        # the normal; the lowest corner is at y[g] - sum_a |y[G + 3 g + a]|
-        S = np.zeros((4 * G, 12 * njoints))
-        # the terrain's: centres (3G,) = Mc @ x
+        # the plane's broad phase. For joint j, u_j = R_j^T n and n . t_j are the columns of
+        # U = N^T rec^T (4, njoints), rec the (njoints, 12) placement records (rotation
+        # column-major, then translation). Geometry g on joint j has its box's centre at
+        # height u_j . c_g + n . t_j and its half extent along the normal is
+        # sum_a e_ga |u_ja|: both linear in W = [U, |U[:3]|, 1], so one product h = W @ M
+        # gives every box's lowest corner's height minus the plane's offset and the margin
+        N = np.zeros((12, 4))
+        for a in range(3):
+            N[3 * a:3 * a + 3, a] = n  # record[3 a + b] = R[b, a]
+        N[9:12, 3] = n  # record[9 + b] = t[b]
+        self._NT = N.T.copy()
+        nj = njoints
+        M = np.zeros((7 * nj + 1, G))
+        for k, g in enumerate(geometries):
+            j = g.joint
+            for a in range(3):
+                M[a * nj + j, k] = g.centre[a]
+                M[(4 + a) * nj + j, k] = -g.half[a]
+            M[3 * nj + j, k] = 1.0
+        M[7 * nj, :] = -(float(n @ o) + margin)
+        self._M = M
+        self._W = np.zeros(7 * nj + 1)
+        self._W[-1] = 1.0
+        self._U = self._W[:4 * nj].reshape(4, nj)
+        self._U3 = self._U[:3]
+        self._absU = self._W[4 * nj:7 * nj].reshape(3, nj)
+        self._heights = np.zeros(G)
+        self._below = np.zeros(G)
+        self._zeros = np.zeros(G)
+        # the terrain's: centres (3G,) = Mc @ x, x the (njoints * 12) placement records
         Mc = np.zeros((3 * G, 12 * njoints))
         for k, g in enumerate(geometries):
             base = 12 * g.joint
             for a in range(3):
                 for b in range(3):
-                    S[k, base + 3 * a + b] = n[b] * g.centre[a]
-                    S[G + 3 * k + a, base + 3 * a + b] = n[b] * g.half[a]
                     Mc[3 * k + b, base + 3 * a + b] = g.centre[a]
-            S[k, base + 9:base + 12] = n
             for b in range(3):
                 Mc[3 * k + b, base + 9 + b] = 1.0
-        # the constant, the plane's offset and the margin, rides on x[0] = 1: the first
-        # entry of the universe's placement (the identity) in every pinocchio data
-        S[:G, 0] -= float(n @ o) + margin
-        self._S, self._Mc = S, Mc
+        self._Mc = Mc
         self.bound = np.array([g.bound for g in geometries])
-        # buffers: no allocation per step (numpy's reductions allocate scratch memory, so
-        # the sums are additions and "any below" a dot product of the clipped heights)
-        self._y = np.zeros(4 * G)
-        self._y_centre, self._y_half = self._y[:G], self._y[G:]
-        self._abs = np.zeros(3 * G)
-        self._abs_cols = [self._abs[a::3] for a in range(3)]
-        self._extent = np.zeros(G)
-        self._heights = np.zeros(G)
-        self._below = np.zeros(G)
-        self._zeros = np.zeros(G)
         self._bound_margin = self.bound + margin
         # dofs that move each joint: support[j] (nv,) for every joint id
         support = np.zeros((njoints, model.nv))
@@ -358,7 +366,6 @@ class CollisionPoints:
                 if a > 0:
                     support[j, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
         self._support = support
-        self._x = None  # the flattened placement records of the bound data
         self._bound_to = None
         self.near = np.zeros(G, dtype=bool)
         self.clear()
@@ -374,7 +381,6 @@ class CollisionPoints:
     def _bind(self, data: pin.Data) -> None:
         rows = _placement_view(data, np.arange(self.model.njoints))
         self._rows = rows
-        self._x = None if rows is None else rows.reshape(-1)
         self._bound_to = data
 
     def _records(self, data: pin.Data) -> np.ndarray:
@@ -395,15 +401,11 @@ class CollisionPoints:
         if data is not self._bound_to:
             self._bind(data)
         if self.terrain is None:
-            x = self._x if self._x is not None else self._records(data).reshape(-1)
-            self._S.dot(x, out=self._y)  # box centre heights - margin, and half extents
-            np.abs(self._y_half, out=self._abs)
-            c0, c1, c2 = self._abs_cols
-            e = self._extent
-            np.add(c0, c1, out=e)
-            np.add(e, c2, out=e)
-            h = self._heights
-            np.subtract(self._y_centre, e, out=h)  # lowest corner's height - margin
+            # five calls into preallocated buffers: no allocation (numpy's reductions allocate
+            # scratch memory, so "any below" is a dot product of the clipped heights)
+            np.dot(self._NT, self._records(data).T, out=self._U)
+            np.abs(self._U3, out=self._absU)
+            h = self._W.dot(self._M, out=self._heights)  # lowest corner - offset - margin
             below = np.minimum(h, self._zeros, out=self._below)
             if not below.dot(below) > 0.0:
                 return False
