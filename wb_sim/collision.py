@@ -317,6 +317,8 @@ class CollisionPoints:
         self.nv = model.nv
         njoints = model.njoints
         self._basis = np.column_stack([*ground.tangent_basis(), ground.normal])
+        #: (3, 9): p @ it gives [p x b_0, p x b_1, p x b_2] (b_c the basis' columns)
+        self._skew_basis = np.hstack([pin.skew(self._basis[:, c]) for c in range(3)])
         n, o = ground.normal, ground.origin
         # the plane's broad phase. For joint j, u_j = R_j^T n and n . t_j are the columns of
         # U = N^T rec^T (4, njoints), rec the (njoints, 12) placement records (rotation
@@ -444,21 +446,32 @@ class CollisionPoints:
         self.depth[cand] = depth[keep]
         self.candidates = cand
         Pk = P[keep]
-        if normals is None:
-            nrm = np.broadcast_to(self.ground.normal, Pk.shape)
-            B = np.broadcast_to(self._basis, (len(cand), 3, 3))
+        k = len(cand)
+        # C (3, k, 6): row c of point i is [b_c, p_i x b_c] (its velocity along b_c is
+        # C @ the world-frame joint twist)
+        C = np.empty((3, k, 6))
+        if normals is None:  # one basis: p x b_c = P @ skew(b_c) for all points at once
+            pos = Pk - self.radius[cand][:, None] * self.ground.normal
+            self.bases = np.broadcast_to(self._basis, (k, 3, 3))
+            C[:, :, :3] = self._basis.T[:, None, :]
+            C[:, :, 3:] = pos.dot(self._skew_basis).reshape(k, 3, 3).transpose(1, 0, 2)
         else:
             nrm = normals[keep]
             B = tangent_bases(nrm)
-        pos = Pk - self.radius[cand][:, None] * nrm
+            pos = Pk - self.radius[cand][:, None] * nrm
+            self.bases = B
+            lin = B.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of point i
+            C[:, :, :3] = lin
+            px, py, pz = pos[:, 0], pos[:, 1], pos[:, 2]
+            bx, by, bz = lin[:, :, 0], lin[:, :, 1], lin[:, :, 2]
+            C[:, :, 3] = py * bz - pz * by
+            C[:, :, 4] = pz * bx - px * bz
+            C[:, :, 5] = px * by - py * bx
         self.position = pos
-        self.bases = B
-        lin = B.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of point i
-        C = np.concatenate([lin, np.cross(pos[None, :, :], lin)], axis=2)  # (3, k, 6)
-        J = C.reshape(-1, 6).dot(data.J).reshape(3, len(cand), self.nv)
-        J *= self._support[self.point_joint[cand]][None, :, :]
+        J = C.reshape(-1, 6).dot(data.J).reshape(3, k, self.nv)
+        J *= self._support[self.point_joint[cand]]
         self.J_cm = J
-        return len(cand)
+        return k
 
     def world_forces(self, force_g: np.ndarray) -> np.ndarray:
         """(kc, 3) world forces of the candidates from ground coordinates (kc, 3)."""

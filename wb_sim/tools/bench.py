@@ -165,7 +165,7 @@ def humanoid_lying(contact: str = "compliant", steps: int = 2000, settle_s: floa
     sim = Simulator.from_yaml(config_path("humanoid"), overrides={
         "collision.enabled": True, "contact.model": contact})
     zero = np.zeros(sim.nj)
-    sim.apply_external_wrench("torso", force=[150.0, 0.0, 0.0], duration_s=0.2)
+    sim.apply_external_wrench("pelvis", force=[300.0, 0.0, 0.0], duration_s=0.2)  # flat
     for _ in range(round(settle_s / sim.dt)):
         sim.step(zero)
     bar = Progress(steps * sim.dt, label="  lying, timed", enabled=progress)
