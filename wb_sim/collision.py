@@ -22,15 +22,16 @@ between its samples (iCub's, at 32 points: 5 mm typically, 12 mm at worst over
 every direction).
 
 **Broad phase.** Each geometry has a bounding box (axes of its joint's frame) and
-a bounding sphere. Once per step, one matrix-vector product of the joint
-placements the step's ABA already left in pinocchio's data gives, for every
-geometry, the height of its box's centre over the ground plane and the box's
-half extent along the normal (both are linear in the placements), hence the
-height of the box's lowest corner: no allocation, a handful of numpy calls on
-preallocated buffers. With boxes or a heightfield, one terrain query of the
-bounding spheres' centres. Only when a sphere comes within
-``collision.margin`` of the terrain are its points placed and queried (the
-narrow phase), and only points within the margin get Jacobian rows.
+a bounding sphere. Once per step, from the joint placements the step's ABA
+already left in pinocchio's data, one small product gives every joint's
+``R^T n`` and ``n . t``, and one more, of ``[those, their absolute values, 1]``
+with a constant matrix, the height of every box's lowest corner over the ground
+plane (the box centre's height and its half extent along the normal are linear
+in them): five numpy calls on preallocated buffers, no allocation. With boxes
+or a heightfield, one terrain query of the bounding spheres' centres. Only when
+a box (sphere) comes within ``collision.margin`` of the terrain are its points
+placed and queried (the narrow phase), and only points within the margin get
+Jacobian rows.
 
 **The contact.** While no collision point is within the margin, the contact
 model solves the feet alone, exactly as without collision. Otherwise a second
