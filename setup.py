@@ -50,7 +50,7 @@ setup(
         "console_scripts": [
             "wb_sim_demo = wb_sim.tools.demo:main",
             "wb_sim_bench = wb_sim.tools.bench:main",
-            "wb_sim_node = wb_sim.ros.node:main",
+            "wb_sim_node = wb_sim.ros.process:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",

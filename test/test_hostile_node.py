@@ -374,7 +374,7 @@ def test_a_burst_of_step_calls_while_running_is_refused_each(hostile):
 
 def test_a_second_node_with_the_same_name_is_refused(hostile):
     s = hostile
-    from wb_sim.ros.node import DUPLICATE_CHECK_S
+    from wb_sim.ros.process import DUPLICATE_CHECK_S
     age = time.time() - s.node.started
     if age < DUPLICATE_CHECK_S + 1:  # two nodes started close together may both refuse
         s.ros.spin_for(DUPLICATE_CHECK_S + 1 - age)

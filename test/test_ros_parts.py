@@ -5,6 +5,7 @@ the command gate (wb_sim.ros.gate), the pacer (wb_sim.ros.pacer), the stream tab
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import numpy as np
@@ -323,7 +324,7 @@ def test_misses_per_1000_and_reanchoring_after_a_long_stall():
 def test_reanchoring_at_realtime_priority_suspends_it_until_the_next_factor():
     clock = FakeClock()
     calls = []
-    pacer = Pacer(1 * MS, clock=clock, set_priority=calls.append)
+    pacer = Pacer(1 * MS, clock=clock, set_priority=calls.append, tune=lambda: [])
     assert pacer.schedule(50, pacing=True) is None and pacer.priority == 50
     assert pacer.policy == "SCHED_FIFO 50"
     clock.t += 0.7
@@ -341,10 +342,12 @@ def test_refused_realtime_priority_is_reported_once_and_the_hybrid_wait_is_used(
     def refuse(prio):
         if prio:
             raise PermissionError("Operation not permitted")
-    pacer = Pacer(1 * MS, clock=FakeClock(), set_priority=refuse, spin_margin_s=0.2 * MS)
+    pacer = Pacer(1 * MS, clock=FakeClock(), set_priority=refuse, spin_margin_s=0.2 * MS,
+                  tune=lambda: ["slice 0.1 ms"])
     assert "not permitted" in pacer.schedule(50, pacing=True)
     assert pacer.schedule(50, pacing=True) is None  # not again
-    assert pacer.priority == 0 and pacer.policy == "sleep + spin 0.2 ms"
+    assert pacer.priority == 0
+    assert pacer.policy == "sleep + spin 0.2 ms (slice 0.1 ms)"
     pacer.schedule(50, pacing=False)  # lockstep / as fast as possible: normal scheduler
 
 
@@ -427,3 +430,43 @@ def test_stream_table_with_a_long_pattern_computes_due_on_the_fly():
     table = StreamTable({"joint_states": 997, "imu": 991, "tf": 983}, 1000.0)
     assert table._due is None
     assert table.due(997 * 991) == ("joint_states", "imu")
+
+
+def test_the_normal_scheduler_tuning_is_asked_once_and_reported_in_the_policy():
+    asked = []
+    pacer = Pacer(1 * MS, clock=FakeClock(), set_priority=lambda prio: None,
+                  tune=lambda: asked.append(1) or ["slice 0.1 ms"], spin_margin_s=0.2 * MS)
+    assert pacer.policy == "sleep + spin 0.2 ms"  # nothing asked before the loop schedules
+    pacer.schedule(0, pacing=True)
+    pacer.schedule(50, pacing=True)
+    pacer.schedule(0, pacing=False)
+    assert asked == [1]
+    assert pacer.policy == "sleep + spin 0.2 ms (slice 0.1 ms)"
+
+
+def test_tune_normal_grants_the_slice_on_this_thread_only():
+    """The real system call, on a thread of its own (it changes the calling thread):
+    Linux 6.12+ (EEVDF) grants the slice to anyone; the test's thread keeps its own."""
+    import ctypes
+    import platform
+    import threading
+
+    from wb_sim.ros.pacer import _SchedAttr, tune_normal
+    kernel = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2])
+    if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64") \
+            or kernel < (6, 12):
+        pytest.skip(f"the slice is Linux 6.12+'s (this: {platform.system()} {platform.release()})")
+
+    def runtime() -> int:
+        a = _SchedAttr()
+        a.size = ctypes.sizeof(a)
+        nr = {"x86_64": 315, "aarch64": 275}[platform.machine()]
+        assert ctypes.CDLL(None).syscall(nr, 0, ctypes.byref(a), a.size, 0) == 0
+        return a.sched_runtime
+
+    out = []
+    t = threading.Thread(target=lambda: out.append((tune_normal(), runtime())))
+    t.start()
+    t.join()
+    assert out[0] == (["slice 0.1 ms"], 100_000)
+    assert runtime() != 100_000

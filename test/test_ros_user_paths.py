@@ -120,8 +120,11 @@ def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
 # ----------------------------------------------------------------------------- the node
 
 
-def _node(tmp_path, argv, wait_for: str, timeout: float = 60.0) -> tuple[int | None, str]:
-    p = Proc("wb_sim", argv, fresh_domain_id(), tmp_path)
+def _node(tmp_path, argv, wait_for: str, timeout: float = 60.0,
+          env: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """Run the node until ``wait_for`` is logged; ``env``: extra environment variables."""
+    domain = fresh_domain_id()
+    p = Proc("wb_sim", argv, domain, tmp_path, env={**ros_env(domain), **env} if env else None)
     try:
         p.wait_for_log(wait_for, timeout)
         if "cannot start" in wait_for:
@@ -133,12 +136,24 @@ def _node(tmp_path, argv, wait_for: str, timeout: float = 60.0) -> tuple[int | N
         p.close()
 
 
-def test_node_refuses_an_unknown_parameter_with_did_you_mean(tmp_path):
+#: rclpy's public API only: the given parameter names come from the command line, read again
+PUBLIC_API = {"WB_SIM_RCLPY_PUBLIC_API": "1"}
+
+
+@pytest.mark.parametrize("env", [None, PUBLIC_API], ids=["internals", "public_api"])
+def test_node_refuses_an_unknown_parameter_with_did_you_mean(tmp_path, env):
     cfg = _yaml(tmp_path, "typo.yaml", "    contact:\n      stifness: 60000.0\n")
     argv = sim_node_argv() + ["--params-file", str(cfg)]
-    rc, log = _node(tmp_path, argv, "cannot start")
+    rc, log = _node(tmp_path, argv, "cannot start", env=env)
     assert rc == 2, log
     assert "unknown parameter 'contact.stifness'; did you mean 'contact.stiffness'" in log, log
+
+
+def test_node_refuses_an_unknown_dash_p_parameter_on_the_public_api(tmp_path):
+    argv = sim_node_argv("contact.stifness:=6.0e4")
+    rc, log = _node(tmp_path, argv, "cannot start", env=PUBLIC_API)
+    assert rc == 2, log
+    assert "unknown parameter 'contact.stifness'" in log, log
 
 
 def test_node_reads_urdf_path_relative_to_its_yaml_and_1e6_floats(tmp_path):
@@ -162,9 +177,10 @@ def test_node_reads_urdf_path_relative_to_its_yaml_and_1e6_floats(tmp_path):
     assert sim.config.urdf_path == str(robot / "me.urdf")
 
 
-def test_node_alone_simulates_the_default_humanoid(tmp_path):
+@pytest.mark.parametrize("env", [None, PUBLIC_API], ids=["internals", "public_api"])
+def test_node_alone_simulates_the_default_humanoid(tmp_path, env):
     argv = [sys.executable, "-m", "wb_sim.ros.node"]
-    rc, log = _node(tmp_path, argv, "simulating wb_humanoid")
+    rc, log = _node(tmp_path, argv, "simulating wb_humanoid", env=env)
     assert rc == 0, log
     assert "no robot given" in log and "simulating wb_humanoid (23 joints" in log, log
 

@@ -77,7 +77,7 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                     out["controller_cpu_percent"] = 100 * (_cpu_seconds(ctrl.pid) - cpu0_ctrl) / wall
                 out.update(real_time_factor=float(m["rtf"]), wall_s=float(m["wall"]),
                            sim_t=float(m["t"]))
-                pacing = re.search(r"pacing: ([^,]+)", line)
+                pacing = re.search(r"pacing: ((?:[^,(]|\([^)]*\))+)", line)  # (a, b) kept
                 if pacing:
                     out["pacing"] = pacing[1].strip()
                 if sync == "lockstep":

@@ -18,9 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..config import flatten
+from ..config import (PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, flatten,
+                      read_yaml_params)
 from ..errors import ConfigError
-from ..parameters import Param, by_key, table_markdown
+from ..parameters import Param, by_key, table_markdown, unknown_key_error
 
 _TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -52,7 +53,8 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "SCHED_FIFO priority (1-99) of the physics thread while it paces itself against "
           "the wall clock (sync.mode realtime, real_time_factor > 0), so that it wakes on time "
           "for its deadlines (as ros2_control's controller manager does); 0 = the normal "
-          "scheduler. Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
+          "scheduler, with the 0.1 ms time slice it grants without privileges (Linux 6.12+; "
+          "the stats line says whether it was granted). Needs the right to real-time priorities (root, CAP_SYS_NICE or an "
           "rtprio limit); without it the node logs a warning and keeps the normal scheduler. "
           "A loop that falls 0.5 s behind goes back to the normal scheduler (logged) until "
           "real_time_factor changes.",
@@ -227,3 +229,86 @@ def descriptor(key: str, p: Param):
 def node_parameter_table_markdown() -> str:
     """The README's table of the ROS node's own parameters."""
     return table_markdown((p.key, p) for p in NODE_PARAMETERS)
+
+
+#: the parameters that can change while the node runs: the core's (its contact
+#: parameters, applied by ``Simulator.set_contact_parameters``) and the node's own
+LIVE_CORE = tuple(p.key for p in PARAMETERS if p.live)
+LIVE_NODE = tuple(p.key for p in NODE_PARAMETERS if p.live)
+
+
+def declare_all(node, params_files: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Declare every parameter on ``node`` (an rclpy Node), each with its descriptor, and
+    return their values as a flat dict: the core's, the keys of each contact surface and
+    named pose, the node's own. Without a robot (no ``urdf_path`` / ``robot_description``
+    given) the defaults are those of the default humanoid, as ``ros2 run turtlesim``
+    needs no argument. A key the node does not know is refused (rclpy would ignore it: a
+    misspelt ``contact: stifness:`` silently kept the default). A relative ``urdf_path``
+    is made relative to the ``--params-file`` (``params_files``, in order) that sets it."""
+    from .rclpy_shim import parameter_overrides  # rclpy is imported only here
+
+    given = parameter_overrides(node)  # from --params-file, -p, launch
+    defaults: dict[str, Any] = {}
+    if not given & {"urdf_path", "robot_description"}:
+        from .. import default_config_path
+        defaults = read_yaml_params(default_config_path())
+        node.get_logger().info(
+            f"no robot given (urdf_path / robot_description): simulating the default "
+            f"humanoid of {default_config_path()}; `ros2 launch wb_sim sim.launch.py "
+            f"robot:=...` or --params-file <robot>.yaml simulates another")
+    flat: dict[str, Any] = {}
+
+    def declare(key: str, p: Param) -> None:
+        value = node.declare_parameter(key, defaults.get(key, p.default), descriptor(key, p)).value
+        if value is None and p.kind in ("floats", "strs"):
+            value = []  # `key: []` in a YAML file: rclpy has no type for an empty list
+        flat[key] = value
+
+    for p in PARAMETERS + NODE_PARAMETERS:
+        declare(p.key, p)
+    for s in flat["contact_surfaces"]:
+        for p in SURFACE_PARAMETERS:
+            declare(f"{s}.{p.key}", p)
+    for pose in flat["poses"]:
+        for p in POSE_PARAMETERS:
+            declare(f"poses.{pose}.{p.key}", p)
+    unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
+    if unknown:
+        raise unknown_key_error(unknown[0], sorted(flat))
+    flat["urdf_path"] = urdf_relative_to_its_file(flat["urdf_path"], params_files,
+                                                  node.get_name())
+    return flat
+
+
+def urdf_relative_to_its_file(urdf_path: str, params_files: tuple[str, ...],
+                              node_name: str) -> str:
+    """A relative ``urdf_path`` is relative to the parameter file that sets it (the last
+    of ``params_files`` that does), as in the Python API; one given with ``-p`` stays
+    relative to the working directory."""
+    import os
+
+    if not urdf_path or ":" in urdf_path or os.path.isabs(urdf_path):
+        return urdf_path
+    for f in reversed(params_files):
+        try:
+            set_here = read_yaml_params(f, node_name).get("urdf_path")
+        except ConfigError:
+            continue
+        if set_here == os.path.realpath(os.path.join(os.path.dirname(f), urdf_path)):
+            return set_here
+    return urdf_path
+
+
+def split_live_update(params) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A live parameter change (``params``: objects with ``name`` and ``value``) split into
+    the core's keys and the node's; ConfigError naming a parameter that cannot change
+    while the node runs."""
+    core, node = {}, {}
+    for prm in params:
+        if prm.name in LIVE_CORE:
+            core[prm.name] = prm.value
+        elif prm.name in LIVE_NODE:
+            node[prm.name] = prm.value
+        elif prm.name != "use_sim_time":  # read-only ones never get here
+            raise ConfigError(f"parameter '{prm.name}' cannot be changed")
+    return core, node

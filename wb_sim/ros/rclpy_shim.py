@@ -19,6 +19,9 @@ handle``)           the next step, ~1 us each); the executor        under the no
 singleton``)
 ``RCLError``        tell a failed rcl call (going on) from a bug    ``RuntimeError``
 (``_rclpy_pybind11``)
+``_parameter_``     the names of the parameters given to the node   the ``--params-file`` and
+``overrides``       (to refuse an unknown key, to pick the default  ``-p`` arguments of the
+                    robot when none is given)                        command line, read again
 ==================  ==============================================  ==========================
 
 Each is checked when this module is imported (Humble, Jazzy and Kilted have them
@@ -63,6 +66,7 @@ INTERNALS: dict[str, bool] = {
     "publish_raw": not FORCED_PUBLIC,
     "polled subscriptions": not FORCED_PUBLIC and _HAVE_WAITSET and _HAVE_NODE_PROPERTIES
     and _HAVE_TAKE,
+    "parameter overrides": not FORCED_PUBLIC,
 }
 
 
@@ -84,6 +88,42 @@ def _version() -> str:
         return version("rclpy")
     except Exception:  # noqa: BLE001 - a colcon install may have no metadata
         return getattr(rclpy, "__version__", "")
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def parameter_overrides(node: Node, argv: list[str] | None = None) -> set[str]:
+    """The names of the parameters given to ``node`` at start (``--params-file``, ``-p``,
+    launch): rclpy's ``Node._parameter_overrides``, or (public path) the ROS arguments of
+    the command line ``argv`` (default ``sys.argv``) read again: every ``--params-file``
+    (the node's block, ``/**`` too) and every ``-p`` / ``--param NAME:=VALUE``."""
+    if INTERNALS["parameter overrides"]:
+        given = getattr(node, "_parameter_overrides", None)
+        if isinstance(given, dict):
+            return set(given)
+    import sys
+
+    from ..config import read_yaml_params
+    from ..errors import ConfigError
+
+    args = sys.argv if argv is None else argv
+    names: set[str] = set()
+    in_ros = False
+    for i, a in enumerate(args):
+        if a == "--ros-args":
+            in_ros = True
+        elif a == "--":
+            in_ros = False
+        elif in_ros and i + 1 < len(args):
+            if a == "--params-file":
+                try:
+                    names |= set(read_yaml_params(args[i + 1], node.get_name()))
+                except ConfigError:
+                    pass  # rclpy has read (or refused) the file already
+            elif a in ("-p", "--param") and ":=" in args[i + 1]:
+                names.add(args[i + 1].split(":=", 1)[0])
+    return names
 
 
 # ----------------------------------------------------------------------------- publishing

@@ -1,0 +1,138 @@
+"""The node's process: ``wb_sim_node``'s entry point (:func:`main`), its threads and
+signals, and the refusal of a second node of the same name.
+
+Threads: the physics loop runs on the main thread (:meth:`SimNode.run`); an executor
+thread serves services and parameters (:func:`_spin`); a third looks for another node
+of the same name for :data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop
+the loop cleanly (exit code 0); a refused start exits with 2 after one FATAL line.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+
+import rclpy
+from rclpy.exceptions import NameValidationException, ParameterException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.signals import SignalHandlerOptions
+
+from ..errors import ConfigError, WbSimError
+
+#: Python's GIL switch interval in the node, s (see main)
+GIL_SWITCH_INTERVAL_S = 2.0e-4
+#: how long after its creation the node looks for another node of its name, s: DDS
+#: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
+#: more than 4 s once at a load average of 15
+DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
+
+
+def refuse_duplicate_name(node, until: float) -> None:
+    """ConfigError if another node of ``node``'s name and namespace runs on the graph (two
+    simulators named /wb_sim would interleave their /clock); looks until ``until``
+    (monotonic), as DDS discovers a running node within a moment."""
+    me = (node.get_name(), node.get_namespace())
+    while node.context.ok():
+        n = sum(1 for x in node.get_node_names_and_namespaces() if tuple(x) == me)
+        if n > 1:
+            raise ConfigError(
+                f"another node named '{node.get_fully_qualified_name()}' is already running on "
+                f"this ROS domain; stop it, or give this one another name or namespace "
+                f"(--ros-args -r __node:=NAME or -r __ns:=/NS)")
+        if time.monotonic() >= until:
+            return
+        time.sleep(0.1)
+
+
+def watch_for_duplicate_name(node, until: float) -> None:
+    """Thread body: until ``until`` (monotonic), look for another node of this name; if
+    one shows up, log FATAL and stop the node with exit code 2 (the node that was there
+    first keeps running)."""
+    try:
+        refuse_duplicate_name(node, until)
+    except ConfigError as e:
+        node.get_logger().fatal(f"cannot start: {e}")
+        node.exit_code = 2
+        node.stop()
+    except Exception:  # noqa: BLE001 - the context went down under us
+        pass
+
+
+def main(args=None) -> int:
+    """Entry point of ``wb_sim_node``; SIGINT (Ctrl-C), SIGTERM and an external
+    shutdown end it cleanly with exit code 0; a refused start with 2."""
+    from .node import SimNode
+
+    # The physics thread and the executor thread share the GIL: hand it over
+    # every 0.2 ms instead of Python's default 5 ms, so the physics loop keeps
+    # its 1 ms deadlines while callbacks run.
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    # our own signal handlers stop the loop; rclpy's would raise KeyboardInterrupt
+    # anywhere, e.g. in the middle of destroying the node
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    node = None
+    # installed before the node exists: a Ctrl-C during the start-up (URDF, discovery)
+    # is not lost; the node stops before its first step
+    stop_requested = threading.Event()
+
+    def on_signal(*_):
+        stop_requested.set()
+        if node is not None:
+            node.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        created = time.monotonic()
+        try:  # a node of the same name already discovered: refused before publishing
+            node = SimNode(params_files=params_files(sys.argv if args is None else args))
+        except (WbSimError, ParameterException, NameValidationException) as e:
+            # ours, and rclpy's own refusals of a parameter (a value outside its
+            # descriptor's range) or of a name
+            rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
+            return 2
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        stop_spinning = threading.Event()
+        spinner = threading.Thread(target=_spin, args=(executor, node, stop_spinning),
+                                   daemon=True)
+        spinner.start()
+        threading.Thread(target=watch_for_duplicate_name,
+                         args=(node, created + DUPLICATE_CHECK_S), daemon=True).start()
+        if not stop_requested.is_set():
+            node.run()
+        node.get_logger().info(f"stopped at t = {node.now_s():.3f} s")
+        # the executor thread must be out of rclpy before the node and context go
+        stop_spinning.set()
+        spinner.join()
+        executor.shutdown(timeout_sec=1.0)
+    finally:
+        if node is not None:
+            node.stop()
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return node.exit_code
+
+
+def params_files(argv) -> tuple[str, ...]:
+    """The ``--params-file`` arguments of a command line, in order."""
+    return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
+
+
+def _spin(executor, node, stop: threading.Event) -> None:
+    """The executor thread: services, parameters (commands are polled by the physics loop)."""
+    try:
+        while not stop.is_set() and node.context.ok():
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                break
+            except Exception as e:  # noqa: BLE001 - one failed callback must not end the node
+                if not node.context.ok():
+                    break
+                node.get_logger().error(f"a service or parameter callback failed: "
+                                        f"{type(e).__name__}: {e}")
+    finally:
+        node.stop()

@@ -1,0 +1,202 @@
+"""The node's outputs: the per-step state streams, the latched topics and the browser viewer.
+
+:class:`StatePublishers` makes one publisher per stream that is on (the stream table,
+:mod:`.streams`, says which and at what rate) and publishes serialized templates
+(:mod:`.conversions`: names and frames fixed once, numbers patched each step) through
+:func:`.rclpy_shim.raw_publisher`. The latched topics (``robot_description``,
+``/tf_static``, the terrain markers) are published once at start. The caller holds the
+node's lock around :meth:`StatePublishers.publish`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+import pinocchio as pin
+from geometry_msgs.msg import WrenchStamped
+from nav_msgs.msg import Odometry
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Imu, JointState
+from std_msgs.msg import String
+
+from . import conversions as cv
+from . import rclpy_shim
+from .frames import FrameTree
+from .streams import STREAMS, StreamTable
+from .urdf import urdf_for_ros
+
+try:
+    from tf2_msgs.msg import TFMessage
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "wb_sim_node needs tf2_msgs: in a ROS install 'rosdep install --from-paths src' "
+        "provides it; on a pip-only machine run tools/build_tf2_msgs.sh") from e
+
+#: state streams: reliable, keep the last second at 1 kHz, so that a reader starved for a
+#: moment (a recorder on a loaded machine, the node stepping faster than real time in
+#: lockstep) catches up instead of losing messages
+STATE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
+                       history=HistoryPolicy.KEEP_LAST)
+#: /tf as tf2's TransformBroadcaster publishes it
+TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: robot_description and /tf_static: late joiners get the last message
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: frame rate of the browser viewer, 1/s
+VIEWER_RATE_HZ = 30.0
+
+#: the topics of the node's outputs (parameter ``topics.<name>``)
+OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "odom", "tf", "tf_static", "clock",
+                 "robot_description")
+
+
+class StatePublishers:
+    """The node's publishers. ``gate.state_published(t_ns, wall)`` is told of every joint
+    state (lockstep waits for its command; the latency statistics start there)."""
+
+    def __init__(self, node, sim, cfg, gate):
+        self.sim, self.gate = sim, gate
+        topics = {k: cfg[f"topics.{k}"] for k in OUTPUT_TOPICS}
+        if sim.imu_sensor is None:
+            topics["imu"] = ""
+        if not sim.robot.floating_base:
+            topics["odom"] = ""  # the base does not move
+        self.topics = topics
+        self.streams = StreamTable.from_config(cfg, 1.0 / sim.dt,
+                                               {s: bool(topics[s]) for s, _ in STREAMS})
+        pub = node.create_publisher
+        raw = rclpy_shim.raw_publisher  # the per-step streams publish serialized bytes
+        self._stream: dict[str, Callable[[int], None]] = {}  # stream -> function(t_ns)
+        self._delayed = bool(sim.config.sensors.delay_steps)
+
+        if "joint_states" in self.streams:
+            self._js_raw = raw(pub(JointState, topics["joint_states"], STATE_QOS))
+            self._js_cdr = cv.joint_state_template(sim.joint_names)
+            self._stream["joint_states"] = self._joint_states
+        if "odom" in self.streams:
+            self._odom_raw = raw(pub(Odometry, topics["odom"], STATE_QOS))
+            self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
+            self._stream["odom"] = self._odom
+        if "clock" in self.streams:
+            clock_raw, clock_cdr = raw(pub(Clock, topics["clock"], STATE_QOS)), cv.clock_template()
+            self._stream["clock"] = lambda t_ns: clock_raw(clock_cdr.serialize(t_ns))
+        if "imu" in self.streams:
+            c = sim.config.imu
+            self._imu_raw = raw(pub(Imu, topics["imu"], STATE_QOS))
+            self._imu_cdr = cv.imu_template(sim.imu_sensor.frame, cv.imu_covariances(
+                c.angular_velocity_noise_std, c.linear_acceleration_noise_std))
+            self._stream["imu"] = self._imu
+        if "contact_wrench" in self.streams:
+            self._wrench_raw = [
+                (raw(pub(WrenchStamped, f"{topics['contact_wrench']}/{name}", STATE_QOS)),
+                 cv.wrench_template(frame))
+                for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames)]
+            self._stream["contact_wrench"] = self._wrenches
+            # collision.enabled: the other links' total wrench on <prefix>/collision (no
+            # surface can take that name: it is a parameter group), world axes and origin
+            self._collision_raw = (
+                raw(pub(WrenchStamped, f"{topics['contact_wrench']}/collision", STATE_QOS)),
+                cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
+        base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
+                       np.array(sim.config.initial.base_position))
+        self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
+        if "tf" in self.streams:
+            floating = sim.robot.floating_base
+            parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
+            children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
+            self._tf_raw = raw(pub(TFMessage, topics["tf"], TF_QOS))
+            self._tf_cdr = cv.tf_template(parents, children)
+            self._tf_rows = np.empty((len(parents), 7))
+            self._stream["tf"] = self._tf
+        self._world_frame = cfg["world_frame"]
+        self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
+            if topics["tf_static"] else None
+        self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
+            if topics["robot_description"] else None
+        self._terrain_pub = None
+        if cfg["topics.terrain"] and sim.terrain is not None:
+            from visualization_msgs.msg import MarkerArray
+            self._terrain_pub = pub(MarkerArray, cfg["topics.terrain"], LATCHED_QOS)
+
+    def publish(self, t_ns: int, every: bool = False) -> None:
+        """Publish the streams due at the simulator's step (all of them with ``every``),
+        stamped ``t_ns``."""
+        stream = self._stream
+        for name in self.streams.due(self.sim.step_count, every):
+            stream[name](t_ns)
+
+    def publish_latched(self, t_ns: int) -> None:
+        """``/tf_static``, ``robot_description`` and the terrain markers (once, at start)."""
+        stamp = cv.time_msg(t_ns)
+        if self._tf_static_pub is not None:
+            tfs = [cv.transform_msg(stamp, t) for t in self.frames.static_transforms()]
+            self._tf_static_pub.publish(TFMessage(transforms=tfs))
+        if self._desc_pub is not None:
+            robot = self.sim.robot
+            self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+        if self._terrain_pub is not None:
+            from .markers import terrain_markers
+            self._terrain_pub.publish(terrain_markers(self.sim.terrain, self._world_frame, stamp))
+
+    # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
+    # readings of n steps ago, stamped now, as a transport delay the controller does not
+    # know of (lockstep still pairs each command with the step it answers); ground truth
+    # (odometry, TF) and the clock are of now
+
+    def _joint_states(self, t_ns: int) -> None:
+        sim = self.sim
+        s = sim.sensed_state if self._delayed else sim
+        self._js_raw(self._js_cdr.serialize(t_ns, s.joint_positions, s.joint_velocities,
+                                            s.applied_torques))
+        self.gate.state_published(t_ns, time.perf_counter())
+
+    def _odom(self, t_ns: int) -> None:
+        q, v = self.sim.q, self.sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
+        self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
+
+    def _imu(self, t_ns: int) -> None:
+        sim = self.sim
+        r = sim.sensed_imu() if self._delayed else sim.imu()
+        self._imu_raw(self._imu_cdr.serialize(t_ns, r.orientation, r.angular_velocity,
+                                              r.linear_acceleration))
+
+    def _wrenches(self, t_ns: int) -> None:
+        sim = self.sim
+        wrenches = sim.sensed_contact_wrench_array() if self._delayed \
+            else sim.contact_wrench_array()
+        for (publish, cdr), w in zip(self._wrench_raw, wrenches):
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
+        if self._collision_raw is not None:
+            publish, cdr = self._collision_raw
+            w = sim.sensed_collision_wrench_array()
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _tf(self, t_ns: int) -> None:
+        sim, rows = self.sim, self._tf_rows
+        k0 = 1 if sim.robot.floating_base else 0
+        if k0:
+            rows[0] = sim.q[:7]
+        rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(sim.joint_positions)
+        self._tf_raw(self._tf_cdr.serialize(t_ns, *rows))
+
+
+def start_viewer(name: str, sim, lock, logger):
+    """The browser viewer of parameter ``viewer`` (None for 'none'), fed at VIEWER_RATE_HZ
+    from its own thread with snapshots taken under ``lock``."""
+    if name == "none":
+        return None
+    from ..tools.viewer import contact_arrows, make_viewer  # meshcat only when asked for
+    ground = sim.config.ground
+    viewer = make_viewer(name, sim.robot, rate_hz=VIEWER_RATE_HZ, ground_height=ground.height,
+                         ground_normal=ground.normal, terrain=sim.terrain)
+
+    def snapshot():
+        with lock:  # the feet's and (collision.enabled) the links' contacts
+            return (sim.q.copy(), *contact_arrows(sim))
+
+    viewer.start(snapshot)
+    logger.info(f"viewer: open {viewer.url} in a browser")
+    return viewer
