@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .collision import PARAMETERS as COLLISION_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
@@ -89,6 +90,8 @@ PARAMETERS: tuple[Param, ...] = (
     *CONTACT_PARAMETERS,
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
+    # --- whole-body collision (wb_sim/collision.py)
+    *COLLISION_PARAMETERS,
     # --- initial state
     Param("initial.joint_names", "strs", [], "",
           "Joints given an initial position (others start at 0)."),

@@ -34,6 +34,7 @@ import numpy as np
 import pinocchio as pin
 
 from .actuation import Actuation
+from .collision import build_whole_body_contact
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, DivergenceError, ModelError
@@ -213,7 +214,15 @@ class Simulator:
         self.terrain = load_terrain(config)  #: wb_sim.terrain.Terrain, or None: the plane only
         self.contact_points = ContactPoints(robot, config, ground, self.terrain)
         self.contact = make_contact_model(config, self.contact_points)
-        self._no_points = not self.contact_points.n
+        #: wb_sim.collision.CollisionPoints of the links' collision geometry, or None
+        self.collision = None
+        if config.collision.enabled:
+            self.contact = build_whole_body_contact(
+                robot, config, self.contact_points, self.contact,
+                lambda points: make_contact_model(config, points), ground, self.terrain,
+                self._model_step, self._data_step)
+            self.collision = self.contact.collision
+        self._no_points = not self.contact_points.n and self.collision is None
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
         self._weight = robot.mass * float(np.linalg.norm(config.gravity))
@@ -243,7 +252,7 @@ class Simulator:
         """Warn when the initial state puts a contact point deep into the ground:
         the contact pushes it out in the first steps (37 mm launched the humanoid
         23 cm up), which is seldom what a user meant."""
-        if self._no_points:
+        if not self.contact_points.n:
             return
         depth = np.asarray(self.contact.depth, dtype=float)
         worst = int(np.argmax(depth))
@@ -444,6 +453,8 @@ class Simulator:
             self.imu_sensor.reset()
         # acceleration of the initial state under zero torque, for the IMU
         v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
+        if self.collision is not None:  # the trial's deformation is dropped, as the feet's
+            self.contact.clear_deformation()
         self._a = (v1 - self._v) * self._inv_dt
         self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
         # sensors.delay_steps: the readings of the last n + 1 steps, the oldest first
@@ -538,7 +549,7 @@ class Simulator:
         # limits and the contact solve costs 4 us more, not a second pass
         v_free = pin.aba(model, data, q, v, tau, pin.Convention.WORLD) * h
         v_free += v
-        if not pts.n and limits is None:  # nothing to solve for
+        if self._no_points and limits is None:  # nothing to solve for
             return v_free, self._u, self._force
         Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
         if limits is not None:
@@ -549,7 +560,7 @@ class Simulator:
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
-        if not pts.n:
+        if self._no_points:
             return v_free, self._u, self._force
         pts.update(model, data, None)
         v_next, force, u_next = self.contact.solve(Minv_upper, v_free, self._u, self.dt)
@@ -627,10 +638,11 @@ class Simulator:
             self._sensed.append(self._readings())
 
     def _readings(self) -> tuple:
-        """(state, IMU reading or None, contact wrench array) now: what a delayed sensor
-        hands out ``sensors.delay_steps`` steps later."""
+        """(state, IMU reading or None, contact wrench array, collision wrench array or
+        None) now: what a delayed sensor hands out ``sensors.delay_steps`` steps later."""
         return (self.state, None if self.imu_sensor is None else self.imu(),
-                self.contact_wrench_array())
+                self.contact_wrench_array(),
+                None if self.collision is None else self.collision_wrench_array())
 
     @property
     def sensed_state(self) -> State:
@@ -648,6 +660,12 @@ class Simulator:
         """:meth:`contact_wrench_array` of ``sensors.delay_steps`` steps ago."""
         return self._sensed[0][2].copy() if self._sensor_delay else self.contact_wrench_array()
 
+    def sensed_collision_wrench_array(self) -> np.ndarray:
+        """:meth:`collision_wrench_array` of ``sensors.delay_steps`` steps ago."""
+        if self._sensor_delay and self.collision is not None:
+            return self._sensed[0][3].copy()
+        return self.collision_wrench_array()
+
     def _raise_divergence(self, v_next: np.ndarray) -> None:
         speed2 = v_next @ v_next
         if not speed2 < _MAX_SPEED2:
@@ -656,11 +674,17 @@ class Simulator:
                 f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
                 f"(check contact stiffness, gains and time step)")
         if not self._no_points and self.contact.max_depth > self._max_penetration:
-            depth = self.contact.depth
-            worst = int(np.argmax(depth))
-            surface = self.surface_names[self.contact_points.surface_of_point[worst]]
+            if self.collision is not None:  # the deepest may be a link's collision point
+                what, deepest = self.contact.deepest(self.surface_names,
+                                                     self.contact_points.surface_of_point)
+            else:
+                depth = self.contact.depth
+                worst = int(np.argmax(depth))
+                what = (f"contact surface "
+                        f"'{self.surface_names[self.contact_points.surface_of_point[worst]]}'")
+                deepest = depth[worst]
             raise DivergenceError(
-                f"contact surface '{surface}' penetrates {depth[worst] * 1e3:.1f} mm into "
+                f"{what} penetrates {deepest * 1e3:.1f} mm into "
                 f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
                 f"{self.contact.max_penetration * 1e3:.1f} mm); the last valid state is kept")
         raise DivergenceError(f"the contact depths became non-finite at t = {self.t:.6f} s; "
@@ -724,6 +748,31 @@ class Simulator:
             position=pts.position.copy(), force=pts.world_forces(self._force),
             depth=self.contact.depth.copy(),
             status=tuple(STATUS_NAMES[s] for s in self.contact.status))
+
+    def collision_wrench(self) -> ContactWrench:
+        """The ground's total force (N) and torque (N*m) on every link other than the
+        contact surfaces (``collision.enabled``), from the last step, in world axes
+        with the torque about the world origin (frame ``'world'``); zero while none
+        touches or without collision."""
+        w = self.collision_wrench_array()
+        return ContactWrench("world", w[:3], w[3:])
+
+    def collision_wrench_array(self) -> np.ndarray:
+        """:meth:`collision_wrench` as a new (6,) array ``[force (N), torque (N*m)]``."""
+        return self.contact.wrench() if self.collision is not None else np.zeros(6)
+
+    def collision_points_state(self) -> ContactPointsReading:
+        """The collision points within ``collision.margin`` of the terrain at the last
+        step (none without collision): link name (in ``surface``), world contact point,
+        world force, depth and stick/slip state, as :meth:`contact_points_state`."""
+        if self.collision is None:
+            return ContactPointsReading((), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
+        idx, pos, force, depth, status = self.contact.contacts()
+        coll = self.collision
+        return ContactPointsReading(
+            surface=tuple(coll.link_names[coll.point_geometry[i]] for i in idx),
+            position=pos.copy(), force=force.copy(), depth=depth.copy(),
+            status=tuple(STATUS_NAMES[s] for s in status))
 
     # ------------------------------------------------------------------ dynamics queries
 
@@ -836,7 +885,7 @@ class Simulator:
         if state.signature != mine:
             names = ("nq", "nv", "contact points", "dt", "contact model", "IMU",
                      "command delay (joints.command_delay_steps)",
-                     "sensor delay (sensors.delay_steps)")
+                     "sensor delay (sensors.delay_steps)", "collision points (collision.*)")
             differ = [f"{name}: {theirs!r} in the snapshot, {ours!r} here"
                       for name, theirs, ours in zip(names, state.signature, mine)
                       if theirs != ours]
@@ -901,7 +950,7 @@ class Simulator:
     def _signature(self) -> tuple:
         return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
                 self.contact.name, self.imu_sensor is not None, self._command_delay,
-                self._sensor_delay)
+                self._sensor_delay, 0 if self.collision is None else self.collision.m)
 
     @property
     def mass(self) -> float:

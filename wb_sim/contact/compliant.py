@@ -175,6 +175,20 @@ class CompliantContact:
         """Back to a :meth:`snapshot`."""
         self._slip_dir, self._any_slip, self.depth, self._max_depth, self._status = snap
 
+    def warm_start(self) -> np.ndarray:
+        """(n, 2) friction directions of the points that slipped at the last step (else
+        0): the next step's active set starts from them."""
+        return self._slip_dir
+
+    def set_warm_start(self, rows: np.ndarray) -> None:
+        """Start the next step's active set from ``rows`` for the first points (the
+        others: sticking); the whole-body contact hands the feet's over between its two
+        instances."""
+        slip = np.zeros((self.points.n, 2))
+        slip[:len(rows)] = rows
+        self._slip_dir = slip
+        self._any_slip = bool(slip.any())
+
     # ------------------------------------------------------------------ readings
 
     @property

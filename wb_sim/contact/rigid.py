@@ -137,7 +137,9 @@ class RigidContact:
         self._penalty: dict[int, tuple[float, float]] = {}  # active count -> ADMM (rho, power)
         self._model = points.model  # the constraint containers need one (they carry the cones)
         #: weight share of one point, N (standard gravity): lambda_ref = it * dt
-        self._weight_per_point = pin.computeTotalMass(points.model) * STANDARD_GRAVITY / max(n, 1)
+        # (a point set that says otherwise, the feet with collision points, keeps the feet's)
+        self._weight_per_point = pin.computeTotalMass(points.model) * STANDARD_GRAVITY / max(
+            getattr(points, "reference_count", n), 1)
         self._normal_diag = np.zeros(0, dtype=int)  # flat indices of the normal rows' diagonal
 
     # ------------------------------------------------------------------ interface
@@ -165,6 +167,17 @@ class RigidContact:
     def max_depth(self) -> float:
         """Largest penetration at the last :meth:`solve`, m."""
         return max(self.depth.tolist()) if self.points.n else 0.0
+
+    def warm_start(self) -> np.ndarray:
+        """(n, 3) the impulses the next solve starts from (N*s, ground coordinates)."""
+        return self._warm
+
+    def set_warm_start(self, rows: np.ndarray) -> None:
+        """Start the next solve from ``rows`` for the first points (the others: 0); the
+        whole-body contact hands the feet's over between its two instances."""
+        warm = np.zeros((self.points.n, 3))
+        warm[:len(rows)] = rows
+        self._warm = warm
 
     def parameters(self) -> dict[str, float]:
         """The live parameters, by their ``contact.`` names."""

@@ -95,6 +95,11 @@ class StatePublishers:
                  cv.wrench_template(frame))
                 for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames)]
             self._stream["contact_wrench"] = self._wrenches
+            # collision.enabled: the other links' total wrench on <prefix>/collision (no
+            # surface can take that name: it is a parameter group), world axes and origin
+            self._collision_raw = (
+                raw(pub(WrenchStamped, f"{topics['contact_wrench']}/collision", STATE_QOS)),
+                cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
@@ -164,6 +169,10 @@ class StatePublishers:
             else sim.contact_wrench_array()
         for (publish, cdr), w in zip(self._wrench_raw, wrenches):
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
+        if self._collision_raw is not None:
+            publish, cdr = self._collision_raw
+            w = sim.sensed_collision_wrench_array()
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows
@@ -179,15 +188,14 @@ def start_viewer(name: str, sim, lock, logger):
     from its own thread with snapshots taken under ``lock``."""
     if name == "none":
         return None
-    from ..tools.viewer import make_viewer  # meshcat only when asked for
+    from ..tools.viewer import contact_arrows, make_viewer  # meshcat only when asked for
     ground = sim.config.ground
     viewer = make_viewer(name, sim.robot, rate_hz=VIEWER_RATE_HZ, ground_height=ground.height,
                          ground_normal=ground.normal, terrain=sim.terrain)
 
     def snapshot():
-        with lock:
-            pts = sim.contact_points_state()
-            return sim.q.copy(), pts.position, pts.force
+        with lock:  # the feet's and (collision.enabled) the links' contacts
+            return (sim.q.copy(), *contact_arrows(sim))
 
     viewer.start(snapshot)
     logger.info(f"viewer: open {viewer.url} in a browser")

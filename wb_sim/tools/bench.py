@@ -74,9 +74,11 @@ def _run(sim: Simulator, ctrl: PDGravityController, steps: int, log=None,
     return wall
 
 
-def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
-    """Run the scenario; returns the report as a dict (also printed by main)."""
-    params = dict(ICUB_STAND, **{"contact.model": contact})
+def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True,
+               collision: bool = False) -> dict:
+    """Run the scenario; returns the report as a dict (also printed by main).
+    ``collision``: with whole-body collision on (collision.enabled)."""
+    params = dict(ICUB_STAND, **{"contact.model": contact, "collision.enabled": collision})
     sim = Simulator.from_params(params)
     ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
     times, ends = [], []
@@ -127,10 +129,70 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True)
     }
 
 
+def collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
+    """icub_stand with whole-body collision off and on, the timed runs interleaved
+    (off, on, off, on, ...) so that both see the same machine; the median us/step of
+    each, their ratio, and whether the two trajectories are bit-identical (nothing
+    but the feet touches, so they must be)."""
+    sims, ctrls = [], []
+    for on in (False, True):
+        params = dict(ICUB_STAND, **{"contact.model": contact, "collision.enabled": on})
+        sims.append(Simulator.from_params(params))
+        ctrls.append(PDGravityController(sims[-1].robot, np.zeros(sims[-1].nj), KP, KD,
+                                         gravity=params["gravity"]))
+    times: list[list[float]] = [[], []]
+    for r in range(runs):
+        for i, label in enumerate(("off", "on")):
+            bar = Progress(STEPS * sims[i].dt, label=f"  run {r + 1}/{runs}, collision {label}",
+                           enabled=progress)
+            times[i].append(_run(sims[i], ctrls[i], STEPS, progress=bar))
+    off, on = (statistics.median(t) / STEPS * 1e6 for t in times)
+    return {"contact_model": contact, "us_per_step_off": off, "us_per_step_on": on,
+            "on_over_off": on / off,
+            "runs_us_per_step_off": [t / STEPS * 1e6 for t in times[0]],
+            "runs_us_per_step_on": [t / STEPS * 1e6 for t in times[1]],
+            "identical_trajectories": bool(np.array_equal(sims[0].q, sims[1].q)
+                                           and np.array_equal(sims[0].v, sims[1].v)),
+            "collision_points": sims[1].collision.m}
+
+
+def humanoid_lying(contact: str = "compliant", steps: int = 2000, settle_s: float = 3.0,
+                   progress: bool = True) -> dict:
+    """The default humanoid with whole-body collision, no controller, pushed over: the
+    cost per step once it lies on the ground (after ``settle_s``), with the number of
+    its collision points and contact-surface points that carry a load."""
+    from .. import config_path
+    sim = Simulator.from_yaml(config_path("humanoid"), overrides={
+        "collision.enabled": True, "contact.model": contact})
+    zero = np.zeros(sim.nj)
+    sim.apply_external_wrench("pelvis", force=[300.0, 0.0, 0.0], duration_s=0.2)  # flat
+    for _ in range(round(settle_s / sim.dt)):
+        sim.step(zero)
+    bar = Progress(steps * sim.dt, label="  lying, timed", enabled=progress)
+    t0 = time.perf_counter()
+    for start in range(0, steps, CHUNK):
+        for _ in range(min(CHUNK, steps - start)):
+            sim.step(zero)
+        bar.update(sim.t)
+    wall = time.perf_counter() - t0
+    bar.close(sim.t, f"{wall / steps * 1e6:.1f} us/step")
+    pts = sim.collision_points_state()
+    loaded = int(np.count_nonzero(pts.force[:, 2] > 0.0))
+    feet = int(np.count_nonzero(sim.contact_points_state().force[:, 2] > 0.0))
+    return {"contact_model": contact, "us_per_step": wall / steps * 1e6,
+            "loaded_collision_points": loaded, "loaded_surface_points": feet,
+            "points_within_margin": len(pts.surface),
+            "base_height_m": float(sim.q[2]),
+            "collision_force_z_over_weight": float(sim.collision_wrench().force[2]
+                                                   / (sim.mass * 9.81))}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wb_sim.tools.bench",
                                      description="wb_sim benchmarks (see shared/benchmarks/).")
-    parser.add_argument("scenario", choices=["icub_stand"])
+    parser.add_argument("scenario", choices=["icub_stand", "humanoid_lying"],
+                        help="icub_stand: shared/benchmarks/icub_stand.md; humanoid_lying: the "
+                             "default humanoid with collision.enabled lying on the ground")
     parser.add_argument("--contact", default="compliant", choices=sorted(CONTACT_MODELS),
                         help="contact model (default: compliant)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs (median reported)")
@@ -138,10 +200,39 @@ def main(argv=None) -> int:
                         help="also run this peer harness back to back (e.g. "
                              "../shared/benchmarks/peers/mujoco_icub_stand.py, which needs "
                              "pip install mujoco) and print the ratio of the two us/step")
+    parser.add_argument("--collision", choices=["off", "on", "both"], default="off",
+                        help="icub_stand with whole-body collision off (default), on, or both "
+                             "(timed runs interleaved; prints the cost of collision)")
     args = parser.parse_args(argv)
+    if args.scenario == "humanoid_lying":
+        rep = humanoid_lying(args.contact)
+        for key, value in rep.items():
+            print(f"{key + ':':32} {value:.4g}" if isinstance(value, float) else
+                  f"{key + ':':32} {value}")
+        return 0 if rep["loaded_collision_points"] >= 1 else 1
+    if args.collision == "both":
+        rep = collision_cost(args.contact, args.runs)
+        print(f"us per step, collision off:      {rep['us_per_step_off']:.1f}")
+        print(f"us per step, collision on:       {rep['us_per_step_on']:.1f}")
+        print(f"on / off:                        {rep['on_over_off']:.3f}")
+        print(f"runs off / on (us):              "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_off'])} / "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_on'])}")
+        print(f"collision points:                {rep['collision_points']}")
+        print(f"trajectories bit-identical:      "
+              f"{'yes' if rep['identical_trajectories'] else 'NO'}")
+        ok = rep["identical_trajectories"]
+        if args.peer:
+            peer = _run_peer(args.peer, args.runs)
+            if peer is None:
+                return 2
+            print(f"peer ({Path(args.peer).name}):  {peer:.1f} us/step; wb_sim / peer = "
+                  f"{rep['us_per_step_off'] / peer:.2f} (off), "
+                  f"{rep['us_per_step_on'] / peer:.2f} (on)")
+        return 0 if ok else 1
     print(f"icub_stand, contact model '{args.contact}', {STEPS} steps of 1 ms, "
           f"median of {args.runs} runs", file=sys.stderr)
-    rep = icub_stand(args.contact, args.runs)
+    rep = icub_stand(args.contact, args.runs, collision=args.collision == "on")
     print(f"us per step:                     {rep['us_per_step']:.1f}")
     print(f"real-time factor:                {rep['real_time_factor']:.1f}")
     print(f"final base height:               {rep['final_base_height_m']:.6f} m")

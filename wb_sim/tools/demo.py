@@ -127,8 +127,8 @@ def _view(viewer, sim: Simulator, t0: float) -> None:
     """Draw every 1/30 s of simulated time, and keep to real time."""
     k = sim.step_count
     if k % max(1, round(1.0 / (30.0 * sim.dt))) == 0:
-        pts = sim.contact_points_state()
-        viewer.show(sim.q, pts.position, pts.force)
+        from .viewer import contact_arrows
+        viewer.show(sim.q, *contact_arrows(sim))
         ahead = sim.t - (time.perf_counter() - t0)
         if ahead > 0:
             time.sleep(ahead)

@@ -714,6 +714,17 @@ TERRAIN_COLOR = 0xB0A890
 VIEWERS: dict[str, type[MeshcatViewer] | None] = {"none": None, "meshcat": MeshcatViewer}
 
 
+def contact_arrows(sim) -> tuple[np.ndarray, np.ndarray]:
+    """(positions (n, 3), world forces (n, 3)) of every contact point of ``sim`` to
+    draw: the contact surfaces' and, with whole-body collision, the links' points
+    within the margin (the viewer draws a varying number of arrows)."""
+    pts = sim.contact_points_state()
+    if sim.collision is None:
+        return pts.position, pts.force
+    c = sim.collision_points_state()
+    return np.vstack([pts.position, c.position]), np.vstack([pts.force, c.force])
+
+
 def make_viewer(name: str, robot: RobotModel, **kw) -> MeshcatViewer | None:
     """The viewer called ``name`` in :data:`VIEWERS` for ``robot`` (``None`` for
     ``"none"``); keyword arguments go to its constructor."""
