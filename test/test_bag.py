@@ -232,6 +232,31 @@ def test_bag_of_ros2_bag_record_without_parameters(recorded, tmp_path):
     assert h.dt == pytest.approx(1e-3)
 
 
+def test_the_other_links_wrench_in_a_bag_is_not_a_contact_surface(recorded, tmp_path):
+    """``ros2 bag record -a`` of a node with whole-body collision also records
+    ``contact_wrench/collision`` (the other links' total wrench): the reader leaves it out
+    of the contact surfaces."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    bag, _, _ = recorded
+    ts = get_typestore(Stores.ROS2_KILTED)
+    out = tmp_path / "with_collision"
+    with Reader(bag) as reader, Writer(out, version=8,
+                                       storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=ts)
+                 for c in reader.connections}
+        left = next(c for c in reader.connections if c.topic.endswith("/left_foot"))
+        extra = writer.add_connection("/contact_wrench/collision", left.msgtype, typestore=ts)
+        for c, log_ns, raw in reader.messages():
+            writer.write(conns[c.id], log_ns, raw)
+            if c.id == left.id:  # same type: a wrench message on the collision topic
+                writer.write(extra, log_ns, raw)
+    h = history_from_bag(out)
+    assert h.surface_names == ("left_foot", "right_foot")
+    assert np.array_equal(h.contact_force, history_from_bag(bag).contact_force)
+
+
 def test_plot_of_the_bag(recorded, tmp_path):
     bag, _, _ = recorded
     assert plot_main([str(bag), "-o", str(tmp_path)]) == 0

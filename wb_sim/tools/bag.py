@@ -54,6 +54,10 @@ DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
                   "joint_commands": "joint_commands"}
 
 
+#: the name under the contact_wrench prefix of the other links' total wrench
+COLLISION_WRENCH = "collision"
+
+
 def typestore():
     """The rosbags typestore of the newest ROS 2 distribution it knows (Kilted or later)."""
     from rosbags.typesys import Stores, get_typestore
@@ -136,7 +140,9 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
         wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
                                       "joint_commands")}
         prefix = topics["contact_wrench"].rstrip("/") + "/"
-        wanted |= {t for t in types if t.startswith(prefix)}
+        # <prefix>/collision is the other links' total wrench (whole-body collision), not a
+        # contact surface (no surface can take that name: it is a parameter group)
+        wanted |= {t for t in types if t.startswith(prefix) and t != prefix + COLLISION_WRENCH}
         conns = [c for c in reader.connections if c.topic in wanted]
         msgs: dict[str, list] = {t: [] for t in wanted}
         for c, log_ns, raw in reader.messages(conns) if conns else ():
@@ -241,7 +247,7 @@ def history_from_bag(path: str | Path) -> History:
         odom_t = np.array([_stamp(m) for _, m in odom_msgs], dtype=np.int64)
         start = max(start, odom_t[0])
     surfaces = sorted((t[len(data["prefix"]):], t) for t in types
-                      if t.startswith(data["prefix"]) and data[t])
+                      if t.startswith(data["prefix"]) and data.get(t))
     configured = list(params.get("contact_surfaces") or [])
     if configured:  # the simulator's order, and only its surfaces
         surfaces = sorted((s for s in surfaces if s[0] in configured),
