@@ -355,7 +355,7 @@ def test_a_snapshot_with_collision_contacts_continues_bit_identically(make_human
     first = run()
     sim.set_state(snap)
     np.testing.assert_array_equal(run(), first)
-    other = make_humanoid()
+    other = make_humanoid(**{"collision.enabled": False})
     with pytest.raises(wb_sim.CommandError, match="collision points"):
         other.set_state(snap)
 

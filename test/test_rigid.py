@@ -148,7 +148,7 @@ def test_icub_stands_10_s_on_rigid_feet():
     assert np.abs(soles - soles0).max() < 1e-4  # slip < 0.1 mm
     assert np.ptp(z[5000:]) < 1e-3
     assert sim.contact.depth.max() < 1e-4
-    assert sim.contact.nonconverged <= 10  # counted, reported; at most at touchdown
+    assert sim.contact.statistics()["nonconverged"] <= 10  # counted, reported; at most at touchdown
 
 
 def test_quadruped_with_sphere_feet_stands():
