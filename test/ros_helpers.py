@@ -1,7 +1,7 @@
 """Helpers of the ROS tests: the availability check, node processes, and an
 rclpy client living in its own context and DDS domain.
 
-Only the standard library and pytest are imported at the top, so that
+Only the standard library, numpy and pytest are imported at the top, so that
 :func:`require_ros` can skip (or fail) a module before rclpy is touched.
 """
 
@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -495,3 +496,74 @@ def world_transforms(edges: dict[str, tuple[str, "Any"]], world: str = "world") 
     for child in edges:
         resolve(child)
     return out
+
+
+class LockstepController:
+    """Answers each joint state of the node (with the odometry of the same step)
+    with one ``joint_commands`` message stamped with that state's stamp, whose
+    fields are ``law(i, qj, vj, q)`` (i: the cycle, q: pinocchio's configuration);
+    keeps what it saw: ``states`` (positions, velocities, efforts, base height, and
+    the whole configuration q with the base's twist from the odometry)."""
+
+    def __init__(self, s: SimSetup, law, cycles: int, reset: bool = True):
+        """Resets the node first (unless ``reset`` is false): the states it then sees
+        start from the initial state (the node sends the reset's state again every
+        0.5 s until it is answered)."""
+        from nav_msgs.msg import Odometry
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+        if reset:
+            s.reset()
+        ros = s.ros
+        self._JointState = JointState
+        state_qos = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
+        command_qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.ros, self.law, self.left = ros, law, cycles
+        self.js: dict[int, Any] = {}
+        self.odom: dict[int, Any] = {}
+        self.answered: set[int] = set()
+        self.states: list[tuple] = []
+        node = ros.node
+        self.pub = node.create_publisher(JointState, "joint_commands", command_qos)
+        self.subs = [node.create_subscription(JointState, "joint_states", self._on_js, state_qos),
+                     node.create_subscription(Odometry, "odom/ground_truth", self._on_odom,
+                                              state_qos)]
+
+    def _on_js(self, msg) -> None:
+        self.js[stamp_ns(msg)] = msg
+        self._answer(stamp_ns(msg))
+
+    def _on_odom(self, msg) -> None:
+        self.odom[stamp_ns(msg)] = msg
+        self._answer(stamp_ns(msg))
+
+    def _answer(self, t: int) -> None:
+        if t in self.answered or t not in self.js or t not in self.odom:
+            return
+        js, od = self.js.pop(t), self.odom.pop(t)
+        p, o = od.pose.pose.position, od.pose.pose.orientation
+        qj, vj = np.array(js.position), np.array(js.velocity)
+        q = np.concatenate([[p.x, p.y, p.z, o.x, o.y, o.z, o.w], qj])
+        t_ = od.twist.twist
+        twist = np.array([t_.linear.x, t_.linear.y, t_.linear.z,
+                          t_.angular.x, t_.angular.y, t_.angular.z])
+        self.states.append((qj, vj, np.array(js.effort), p.z, q, twist))
+        if self.left <= 0:
+            return
+        self.answered.add(t)
+        fields = self.law(len(self.states) - 1, qj, vj, q)
+        cmd = self._JointState(name=list(js.name),
+                         **{k: [float(x) for x in v] for k, v in fields.items()})
+        cmd.header.stamp = js.header.stamp
+        self.pub.publish(cmd)
+        self.left -= 1
+
+    def run(self, s: SimSetup, timeout: float = 60.0) -> list:
+        """Answer ``cycles`` states; the states seen (one more)."""
+        cycles = self.left
+        ok = s.ros.spin_until(lambda: len(self.states) > cycles, timeout)
+        for sub in self.subs:
+            s.ros.node.destroy_subscription(sub)
+        s.ros.node.destroy_publisher(self.pub)
+        assert ok, f"{len(self.states)} of {cycles + 1} states\n{s.describe()}"
+        return self.states[:cycles + 1]

@@ -36,8 +36,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # 
 from sensor_msgs.msg import JointState  # noqa: E402
 
 import wb_sim  # noqa: E402
-from ros_helpers import (ROOT, STARTUP_TIMEOUT, Proc, RosClient, SimSetup,  # noqa: E402
-                         fresh_domain_id, sim_node_argv, stamp_ns)
+from ros_helpers import (ROOT, STARTUP_TIMEOUT, LockstepController, Proc,  # noqa: E402
+                         RosClient, SimSetup, fresh_domain_id, sim_node_argv, stamp_ns)
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
@@ -206,65 +206,6 @@ def lockstep(tmp_path_factory):
     s.close()
 
 
-class LockstepController:
-    """Answers each joint state of the node (with the odometry of the same step)
-    with one ``joint_commands`` message stamped with that state's stamp, whose
-    fields are ``law(i, qj, vj, q)`` (i: the cycle, q: pinocchio's configuration);
-    keeps what it saw: ``states`` (positions, velocities, efforts, base height)."""
-
-    def __init__(self, s: SimSetup, law, cycles: int):
-        """Resets the node first: the states it then sees start from the initial state
-        (the node sends the reset's state again every 0.5 s until it is answered)."""
-        s.reset()
-        ros = s.ros
-        self.ros, self.law, self.left = ros, law, cycles
-        self.js: dict[int, JointState] = {}
-        self.odom: dict[int, Odometry] = {}
-        self.answered: set[int] = set()
-        self.states: list[tuple[np.ndarray, np.ndarray, np.ndarray, float]] = []
-        node = ros.node
-        self.pub = node.create_publisher(JointState, "joint_commands", COMMAND_QOS)
-        self.subs = [node.create_subscription(JointState, "joint_states", self._on_js, STATE_QOS),
-                     node.create_subscription(Odometry, "odom/ground_truth", self._on_odom,
-                                              STATE_QOS)]
-
-    def _on_js(self, msg) -> None:
-        self.js[stamp_ns(msg)] = msg
-        self._answer(stamp_ns(msg))
-
-    def _on_odom(self, msg) -> None:
-        self.odom[stamp_ns(msg)] = msg
-        self._answer(stamp_ns(msg))
-
-    def _answer(self, t: int) -> None:
-        if t in self.answered or t not in self.js or t not in self.odom:
-            return
-        js, od = self.js.pop(t), self.odom.pop(t)
-        p, o = od.pose.pose.position, od.pose.pose.orientation
-        qj, vj = np.array(js.position), np.array(js.velocity)
-        q = np.concatenate([[p.x, p.y, p.z, o.x, o.y, o.z, o.w], qj])
-        self.states.append((qj, vj, np.array(js.effort), p.z))
-        if self.left <= 0:
-            return
-        self.answered.add(t)
-        fields = self.law(len(self.states) - 1, qj, vj, q)
-        cmd = JointState(name=list(js.name),
-                         **{k: [float(x) for x in v] for k, v in fields.items()})
-        cmd.header.stamp = js.header.stamp
-        self.pub.publish(cmd)
-        self.left -= 1
-
-    def run(self, s: SimSetup, timeout: float = 60.0) -> list:
-        """Answer ``cycles`` states; the states seen (one more)."""
-        cycles = self.left
-        ok = s.ros.spin_until(lambda: len(self.states) > cycles, timeout)
-        for sub in self.subs:
-            s.ros.node.destroy_subscription(sub)
-        s.ros.node.destroy_publisher(self.pub)
-        assert ok, f"{len(self.states)} of {cycles + 1} states\n{s.describe()}"
-        return self.states[:cycles + 1]
-
-
 def headless(law, cycles: int) -> list[np.ndarray]:
     """The same closed loop in the core, through the node's own gate and configuration:
     the joint positions at each controller cycle."""
@@ -366,7 +307,7 @@ def test_efforts_alone_are_applied_exactly_despite_the_gains(lockstep):
         return {"effort": efforts}
 
     states = LockstepController(lockstep, law, 3).run(lockstep)
-    for qj, vj, applied, z in states[1:]:
+    for qj, vj, applied, *_ in states[1:]:
         assert applied.tolist() == efforts
 
 

@@ -22,7 +22,8 @@ from sensor_msgs.msg import JointState  # noqa: E402
 from simulation_interfaces import msg as si_msg  # noqa: E402
 from simulation_interfaces import srv as si  # noqa: E402
 
-from ros_helpers import SimSetup, ros_env, stamp_ns  # noqa: E402
+import wb_sim  # noqa: E402
+from ros_helpers import LockstepController, SimSetup, ros_env, stamp_ns  # noqa: E402
 
 DT_NS = 1_000_000
 STATE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -97,6 +98,53 @@ def test_entity_state_round_trip(s):
     assert res.result.result == si_msg.Result.RESULT_FEATURE_UNSUPPORTED
 
 
+def test_after_set_entity_state_lockstep_continues_as_the_core_does(s):
+    """Reset, SetEntityState (pose and twist, the humanoid thrown 0.4 m up, sideways and
+    turning), then 200 lockstep cycles of one open-loop effort sequence: the node's
+    joint states and odometry equal, bit for bit, the core's from the same reset,
+    set_base_state and efforts; run twice, the node gives the same states twice."""
+    pose = dict(position=[0.2, -0.1, 1.1], quaternion=[0.0, 0.0, np.sin(0.15), np.cos(0.15)],
+                linear_velocity=[0.4, 0.1, 0.0], angular_velocity=[0.0, 0.3, 0.5])
+    state = si_msg.EntityState()
+    p, o = state.pose.position, state.pose.orientation
+    p.x, p.y, p.z = pose["position"]
+    o.x, o.y, o.z, o.w = pose["quaternion"]
+    t = state.twist
+    t.linear.x, t.linear.y, t.linear.z = pose["linear_velocity"]
+    t.angular.x, t.angular.y, t.angular.z = pose["angular_velocity"]
+    ref = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    efforts = np.random.default_rng(5).normal(0.0, 4.0, (200, ref.nj))
+    cycles = len(efforts)
+
+    def law(i, qj, vj, q):  # open loop: what the first state is does not matter
+        return {"effort": efforts[i]}
+
+    def run():
+        assert _call(s, si.ResetSimulation, "reset_simulation",
+                     scope=si.ResetSimulation.Request.SCOPE_STATE).result.result == OK
+        res = _call(s, si.SetEntityState, "set_entity_state", entity="wb_humanoid",
+                    state=state, set_pose=True, set_twist=True)
+        assert res.result.result == OK, res.result.error_message
+        # subscribed only now: the first state seen is the node's resend of the moved one
+        return LockstepController(s, law, cycles, reset=False).run(s)
+
+    first, second = run(), run()
+    # the core: the same reset, move and efforts (gains 0: the gate applies them as sent)
+    ref.reset()
+    ref.set_base_state(**pose)
+    expect = []
+    for i in range(cycles + 1):
+        expect.append((ref.joint_positions.copy(), ref.joint_velocities.copy(), ref.q.copy()))
+        if i < cycles:
+            ref.step(efforts[i])
+    assert np.array_equal(first[0][4][:7], ref_q0 := expect[0][2][:7]), (first[0][4], ref_q0)
+    for got in (first, second):
+        for k, ((qj, vj, _, _, q, _), (eqj, evj, eq)) in enumerate(zip(got, expect)):
+            assert np.array_equal(qj, eqj) and np.array_equal(vj, evj), f"cycle {k}"
+            assert np.array_equal(q, eq), f"cycle {k}: base {q[:7]} vs {eq[:7]}"
+    assert expect[-1][2][2] < 1.1  # it moved: the body fell for 0.2 s
+
+
 def test_pause_step_play_and_stop(s):
     S = si_msg.SimulationState
     js = s.ros.record(JointState, "joint_states", STATE_QOS)
@@ -141,11 +189,19 @@ def test_through_ros2cli(s):
     from pathlib import Path
     ros2 = Path(sys.executable).with_name("ros2")
     ros2 = str(ros2) if ros2.exists() else shutil.which("ros2")
-    out = subprocess.run([ros2, "service", "call", "/wb_sim/get_entities",
-                          "simulation_interfaces/srv/GetEntities", "{}"],
-                         env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "wb_humanoid" in out.stdout
+    calls = [("get_entities", "GetEntities", "{}", "wb_humanoid"),
+             ("get_entity_state", "GetEntityState", "{entity: wb_humanoid}", "frame_id='world'"),
+             ("get_named_poses", "GetNamedPoses", "{}", "name='crouch'"),
+             ("get_simulation_state", "GetSimulationState", "{}", "SimulationState(state=1)"),
+             ("get_simulator_features", "GetSimulatorFeatures", "{}", "features=[")]
+    for name, kind, request, expected in calls:
+        out = subprocess.run([ros2, "service", "call", f"/wb_sim/{name}",
+                              f"simulation_interfaces/srv/{kind}", request],
+                             env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (name, out.stderr)
+        assert expected in out.stdout, (name, out.stdout)
+        if kind != "GetSimulatorFeatures":  # the one response without a Result
+            assert "Result(result=1," in out.stdout, (name, out.stdout)  # RESULT_OK
 
 
 def test_simulate_steps_action_gives_feedback(s):
