@@ -28,13 +28,16 @@ def test_rviz_config_shows_model_tf_and_a_wrench_per_default_surface():
 
 
 
-def test_rviz_config_shows_the_terrain_markers_as_the_node_latches_them():
+def test_rviz_config_shows_the_terrain_and_contact_markers_as_the_node_sends_them():
     cfg = yaml.safe_load(RVIZ.read_text())
     markers = [d for d in cfg["Visualization Manager"]["Displays"]
                if d["Class"] == "rviz_default_plugins/MarkerArray"]
-    assert len(markers) == 1
-    topic = markers[0]["Topic"]
     from wb_sim.ros.parameters import NODE_PARAMETERS
     table = {p.key: p.default for p in NODE_PARAMETERS}
-    assert topic["Value"] == "/" + table["topics.terrain"]
-    assert topic["Durability Policy"] == "Transient Local"  # published once, latched
+    by_topic = {d["Topic"]["Value"]: d for d in markers}
+    assert set(by_topic) == {"/" + table["topics.terrain"], "/" + table["topics.contact_markers"]}
+    terrain = by_topic["/" + table["topics.terrain"]]
+    assert terrain["Topic"]["Durability Policy"] == "Transient Local"  # published once, latched
+    contacts = by_topic["/" + table["topics.contact_markers"]]
+    assert contacts["Topic"]["Durability Policy"] == "Volatile"  # a stream
+    assert set(contacts["Namespaces"]) == {"contact_points", "contact_forces"}  # markers.py

@@ -1,10 +1,19 @@
-"""The terrain as visualization_msgs/MarkerArray for RViz: each box a CUBE, the
-heightfield one TRIANGLE_LIST, in the world frame, from the same geometry the
-contact meets (wb_sim.terrain) and the meshcat viewer draws."""
+"""visualization_msgs/MarkerArray for RViz, in the world frame:
+
+* the terrain (latched, once): each box a CUBE, the heightfield one TRIANGLE_LIST, from
+  the same geometry the contact meets (wb_sim.terrain) and the meshcat viewer draws;
+* the contacts (a stream, ``publish.contact_markers_rate_hz``): every loaded contact
+  point, the contact surfaces' and (``collision.enabled``) the other links', as one
+  SPHERE_LIST (namespace ``contact_points``) and the ground's force on each as one
+  LINE_LIST from the point (namespace ``contact_forces``), :data:`WEIGHT_LENGTH_M` long
+  for the robot's whole weight. Both markers are sent every time (ADD replaces them),
+  empty when nothing touches."""
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from geometry_msgs.msg import Point
 from std_msgs.msg import ColorRGBA
@@ -14,6 +23,14 @@ from ..terrain import heightfield_mesh, terrain_boxes
 
 #: the terrain's colour in RViz (the meshcat viewer's, 0xB0A890)
 COLOR = ColorRGBA(r=0.69, g=0.66, b=0.56, a=1.0)
+#: contact points (yellow) and forces (the RViz config's wrench red)
+POINT_COLOR = ColorRGBA(r=0.95, g=0.85, b=0.2, a=1.0)
+FORCE_COLOR = ColorRGBA(r=0.8, g=0.2, b=0.2, a=1.0)
+#: diameter of a contact point's sphere, m; width of a force line, m
+POINT_DIAMETER_M = 0.02
+LINE_WIDTH_M = 0.005
+#: length of a force line carrying the robot's whole weight, m (forces scale with it)
+WEIGHT_LENGTH_M = 0.5
 
 
 def terrain_markers(terrain, frame_id: str, stamp) -> MarkerArray:
@@ -38,8 +55,41 @@ def terrain_markers(terrain, frame_id: str, stamp) -> MarkerArray:
     return out
 
 
-def _marker(kind: int, i: int, frame_id: str, stamp) -> Marker:
-    m = Marker(type=kind, action=Marker.ADD, ns="terrain", id=i, color=COLOR)
+class ContactMarkers:
+    """The contact markers of one simulator: :meth:`message` builds them from its last
+    step (the caller holds the lock)."""
+
+    def __init__(self, sim, frame_id: str):
+        from ..tools.viewer import contact_arrows
+        self._arrows = contact_arrows
+        self.sim, self.frame_id = sim, frame_id
+        weight = sim.mass * float(np.linalg.norm(sim.config.gravity))
+        self.metres_per_newton = WEIGHT_LENGTH_M / weight if weight > 0 else 0.0
+
+    def message(self, stamp) -> MarkerArray:
+        position, force = self._arrows(self.sim)
+        loaded = np.einsum("ij,ij->i", force, force) > 0.0
+        position, force = position[loaded], force[loaded]
+        tip = position + self.metres_per_newton * force
+        points = _marker(Marker.SPHERE_LIST, 0, self.frame_id, stamp, "contact_points",
+                         POINT_COLOR)
+        points.scale.x = points.scale.y = points.scale.z = POINT_DIAMETER_M
+        points.points = [Point(x=x, y=y, z=z) for x, y, z in position.tolist()]
+        lines = _marker(Marker.LINE_LIST, 0, self.frame_id, stamp, "contact_forces",
+                        FORCE_COLOR)
+        lines.scale.x = LINE_WIDTH_M
+        ends = np.empty((2 * len(position), 3))
+        ends[0::2], ends[1::2] = position, tip
+        lines.points = [Point(x=x, y=y, z=z) for x, y, z in ends.tolist()]
+        for m in (points, lines):
+            m.pose.orientation.w = 1.0
+            m.frame_locked = False
+        return MarkerArray(markers=[points, lines])
+
+
+def _marker(kind: int, i: int, frame_id: str, stamp, ns: str = "terrain",
+            color: ColorRGBA = COLOR) -> Marker:
+    m = Marker(type=kind, action=Marker.ADD, ns=ns, id=i, color=color)
     m.header.frame_id = frame_id
     m.header.stamp = stamp
     m.frame_locked = True

@@ -72,6 +72,7 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.contact_markers_rate_hz", "float", 30.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.stats_period_s", "float", 10.0, "s",
           "Wall-clock period of the log line with the achieved real-time factor, deadline "
           "misses and command latency; 0 = never.", lo=0.0, live=True),
@@ -95,6 +96,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("topics.terrain", "str", "terrain", "",
           "visualization_msgs/MarkerArray of the terrain (terrain.*), transient-local, for "
           "RViz; published only when there is terrain ('' = off).", check=_topic),
+    Param("topics.contact_markers", "str", "contact_markers", "",
+          "visualization_msgs/MarkerArray of the loaded contact points (namespace "
+          "contact_points) and the ground's force on each (contact_forces, 0.5 m per robot "
+          "weight), the contact surfaces' and the other links', in the world frame, for RViz "
+          "('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
           "sensor_msgs/JointState in: name and position / velocity / effort (each empty or one "
           "per name: the fields given select the joint's mode, tau = command.kp (q_ref - q) + "

@@ -45,12 +45,14 @@ TF_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: robot_description and /tf_static: late joiners get the last message
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: the contact markers, for RViz: a display needs the newest, not a backlog
+MARKERS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: frame rate of the browser viewer, 1/s
 VIEWER_RATE_HZ = 30.0
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
 OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "odom", "tf", "tf_static", "clock",
-                 "robot_description")
+                 "robot_description", "contact_markers")
 
 
 class StatePublishers:
@@ -111,6 +113,13 @@ class StatePublishers:
             self._tf_cdr = cv.tf_template(parents, children)
             self._tf_rows = np.empty((len(parents), 7))
             self._stream["tf"] = self._tf
+        if "contact_markers" in self.streams:
+            from visualization_msgs.msg import MarkerArray
+
+            from .markers import ContactMarkers
+            self._markers_pub = pub(MarkerArray, topics["contact_markers"], MARKERS_QOS)
+            self._markers = ContactMarkers(sim, cfg["world_frame"])
+            self._stream["contact_markers"] = self._contact_markers
         self._world_frame = cfg["world_frame"]
         self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
             if topics["tf_static"] else None
@@ -173,6 +182,9 @@ class StatePublishers:
             publish, cdr = self._collision_raw
             w = sim.sensed_collision_wrench_array()
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _contact_markers(self, t_ns: int) -> None:
+        self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows

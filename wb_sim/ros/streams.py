@@ -21,6 +21,7 @@ STREAMS: tuple[tuple[str, str], ...] = (
     ("imu", "publish.imu_rate_hz"),
     ("contact_wrench", "publish.contact_wrench_rate_hz"),
     ("tf", "publish.tf_rate_hz"),
+    ("contact_markers", "publish.contact_markers_rate_hz"),
 )
 
 
