@@ -184,7 +184,10 @@ class StatePublishers:
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
 
     def _contact_markers(self, t_ns: int) -> None:
-        self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
+        # built only for a listener (RViz open): a MarkerArray goes through rclpy's
+        # per-field conversion, ~0.2 ms for a few points, on the physics thread
+        if self._markers_pub.get_subscription_count():
+            self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows
