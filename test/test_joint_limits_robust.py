@@ -206,3 +206,34 @@ def test_humanoid_config_is_accepted_at_200_and_500_hz(rate, make_humanoid, ship
         pytest.fail(f"{rate} Hz: {e}")
     assert np.isfinite(sim.q).all()
     assert abs(sim.q[2] - z0) < 0.02
+
+
+def test_the_fast_limit_impulses_equal_the_plain_reference():
+    """Actuation.limit_impulses (one joint in closed form, several in one solve, the
+    active set only when an impulse pulls) against limit_impulses_reference, on random
+    symmetric positive definite blocks of M^-1 with 1 to 6 joints beyond a limit, pushing
+    into the limit or already leaving it (some impulses would pull: the unilateral
+    case); and the block gathered from M^-1's upper triangle against the plain one."""
+    from wb_sim.simulator import _symmetric, _symmetric_block
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    act = sim.actuation
+    rng = np.random.default_rng(11)
+    kinds = set()
+    for trial in range(400):
+        k = 1 + trial % 6
+        L = rng.normal(size=(k, k))
+        Minv = L @ L.T + 0.1 * np.eye(k)
+        d = rng.choice([-1.0, 1.0], k) * rng.uniform(1e-6, 1e-2, k)
+        v_free = rng.normal(0.0, 1.0, k)
+        fast = act.limit_impulses(d, v_free, Minv, sim.dt)
+        ref = act.limit_impulses_reference(d, v_free, Minv, sim.dt)
+        np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-15)
+        assert np.all(fast * d >= 0.0)  # each impulse pushes back towards the range
+        kinds.add((k == 1, bool(np.any(ref == 0.0))))
+    assert kinds == {(True, False), (True, True), (False, False), (False, True)}
+    n = 30
+    U = np.triu(rng.normal(size=(n, n)))
+    for cols in ([4], [0, 7], [3, 9, 12, 29], list(range(0, n, 3))):
+        cols = np.array(cols)
+        np.testing.assert_array_equal(_symmetric_block(U, cols),
+                                      _symmetric(U[np.ix_(cols, cols)]))

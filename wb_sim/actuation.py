@@ -129,7 +129,36 @@ class Actuation:
         ``k = I / tau^2``, ``c = 2 zeta I / tau``, ``I = 1 / Minv_jj``; with
         ``qdot' = v_free + Minv p`` the impulses solve
         ``(Minv + (h B)^-1) p = B^-1 k d - qdot_free`` (``B = k h + c``), and a
-        joint whose impulse would pull leaves the system (unilateral)."""
+        joint whose impulse would pull leaves the system (unilateral).
+
+        The fast path of :meth:`limit_impulses_reference` (same numbers, tested): one
+        joint in closed form with Python floats, several with one solve, the
+        active-set loop only when an impulse pulls."""
+        tau, h, zeta = self._tau_limit, dt, self._zeta_limit
+        if len(d) == 1:  # the common case: one joint on its stop
+            m = float(Minv[0, 0])
+            d0 = float(d[0])
+            s = 1.0 if d0 > 0.0 else -1.0
+            inertia = 1.0 / m
+            stiffness = inertia / tau**2
+            B = stiffness * h + 2.0 * zeta * inertia / tau
+            p = (stiffness * abs(d0) / B - s * float(v_free[0])) / (m + 1.0 / (h * B))
+            return np.array([s * p if p > 0.0 else 0.0])
+        A, rhs, sign = self._limit_system(d, v_free, Minv, dt)
+        p = np.linalg.solve(A, rhs)
+        if p.min() >= 0.0:
+            p *= sign
+            return p
+        return self._limit_active_set(A, rhs, sign)
+
+    def limit_impulses_reference(self, d: np.ndarray, v_free: np.ndarray, Minv: np.ndarray,
+                                 dt: float) -> np.ndarray:
+        """:meth:`limit_impulses` the plain way: the system for every joint beyond a limit,
+        then the active-set loop (a joint whose impulse would pull leaves it)."""
+        return self._limit_active_set(*self._limit_system(d, v_free, Minv, dt))
+
+    def _limit_system(self, d, v_free, Minv, dt):
+        """(A, rhs, sign) of the limits' system ``A p = rhs`` in unsigned impulses."""
         sign = np.sign(d)
         inertia = 1.0 / np.diag(Minv)
         tau, h = self._tau_limit, dt
@@ -138,8 +167,12 @@ class Actuation:
         A = Minv * np.outer(sign, sign)
         A.flat[::len(d) + 1] += 1.0 / (h * B)
         rhs = stiffness * np.abs(d) / B - sign * v_free
-        keep = np.ones(len(d), dtype=bool)
-        p = np.zeros(len(d))
+        return A, rhs, sign
+
+    @staticmethod
+    def _limit_active_set(A, rhs, sign) -> np.ndarray:
+        keep = np.ones(len(rhs), dtype=bool)
+        p = np.zeros(len(rhs))
         while keep.any():
             sub = np.flatnonzero(keep)
             p[:] = 0.0

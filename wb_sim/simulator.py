@@ -166,6 +166,17 @@ def _symmetric(upper: np.ndarray) -> np.ndarray:
     return np.triu(upper) + np.triu(upper, 1).T
 
 
+def _symmetric_block(upper: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """The symmetric block on rows and columns ``cols`` (ascending) of the matrix whose
+    upper triangle ``upper`` holds: ``_symmetric(upper[np.ix_(cols, cols)])`` in one
+    gather from the upper triangle (entry (i, j) read at (min, max))."""
+    if len(cols) == 1:
+        c = int(cols[0])
+        return upper[c:c + 1, c:c + 1]
+    r = cols[:, None]
+    return upper[np.minimum(r, cols), np.maximum(r, cols)]
+
+
 def _rpy_quaternion(rpy) -> np.ndarray:
     return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
 
@@ -555,8 +566,7 @@ class Simulator:
         if limits is not None:
             idx, d = limits
             cols = self.robot.idx_v[idx]
-            # cols ascend, so the block's upper triangle is M^-1's
-            block = _symmetric(Minv_upper[np.ix_(cols, cols)])
+            block = _symmetric_block(Minv_upper, cols)
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
