@@ -114,11 +114,18 @@ def main(argv=None) -> int:
                          "sleep + spin wait); default: the node's (50)")
     ap.add_argument("--spin-margin", type=float,
                     help="the node's realtime_spin_margin_s, s (default: the node's, 0.0002)")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KEY:=VALUE",
+                    help="any other parameter of the node, as ros2 run's -p (repeatable), "
+                         "e.g. -p collision.enabled:=false")
     args = ap.parse_args(argv)
+    bad = [kv for kv in args.param if ":=" not in kv or not kv.partition(":=")[0]]
+    if bad:
+        ap.error(f"--param {bad[0]!r}: expected KEY:=VALUE")
     if args.sync == "lockstep" and args.controller == "none":
         ap.error("--sync lockstep needs a controller to answer")
     params = tuple([f"realtime_priority:={args.realtime_priority}"] * (args.realtime_priority is not None)
-                   + [f"realtime_spin_margin_s:={args.spin_margin}"] * (args.spin_margin is not None))
+                   + [f"realtime_spin_margin_s:={args.spin_margin}"] * (args.spin_margin is not None)
+                   + args.param)
     r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync,
             params)
     if "real_time_factor" not in r:
