@@ -325,6 +325,19 @@ def test_positions_without_gains_are_a_reference_only_and_say_so_once():
         assert _tau(gate, [0.0, 0, 0], [1.0, 1, 1], k + 1).tolist() == [1.0, 2.0, 3.0]
     notes = [t for t in log.texts("info") if "without gains" in t]
     assert len(notes) == 1 and "a, b, c" in notes[0] and "command.kp" in notes[0]
+    assert not [t for t in log.texts("warning") if "without gains" in t]
+
+
+def test_positions_alone_without_gains_are_a_warning_naming_the_limp_joints():
+    """A position controller against the default gains (0): its joints get no torque at
+    all; said once, as a warning naming them."""
+    gate, log, _ = _modes_gate(kp=(0.0,), kd=(0.0,))
+    for k in range(3):
+        gate.joint_command(0, JOINTS[:2], [], 0, 0.0, position=[0.5, 0.5])
+        assert _tau(gate, [0.0, 0, 0], [1.0, 1, 1], k + 1).tolist() == [0.0, 0.0, 0.0]
+    warnings = [t for t in log.texts("warning") if "without gains" in t]
+    assert len(warnings) == 1 and "2 of them get no torque at all: a, b" in warnings[0]
+    assert not [t for t in log.texts("info") if "without gains" in t]
 
 
 def test_gains_are_one_value_or_one_per_command_joint_name_and_change_whole():

@@ -419,18 +419,27 @@ class CommandGate:
         return t.torques(qj, vj)
 
     def _tell_idle(self, kp: np.ndarray, kd: np.ndarray) -> None:
-        """Say once that position or velocity targets act on no joint without gains."""
+        """Say once that position or velocity targets act on no joint without gains: at
+        INFO where an effort comes with them (the example controller sends its reference
+        beside its efforts), as a WARNING where a joint then gets no torque at all (a
+        position controller with the default gains 0: the robot goes limp)."""
         t = self.targets
         idle = (t.has_position & (kp == 0)) | (t.has_velocity & ~t.has_position & (kd == 0))
         if idle.any():
             self._idle_told = True
             names = [n for n, i in self.joint_index.items() if idle[i]]
-            self.log("info", f"joint_commands give position or velocity targets to "
-                             f"{len(names)} joint(s) without gains (command.kp 0 for positions, "
-                             f"command.kd 0 for velocities): {', '.join(names[:5])}"
-                             f"{', ...' if len(names) > 5 else ''}; on those joints only the "
-                             f"efforts act (set command.kp / command.kd for position or "
-                             f"velocity control)", None)
+            limp = [n for n, i in self.joint_index.items() if idle[i] and t.tau_ff[i] == 0.0]
+            listed = f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
+            text = (f"joint_commands give position or velocity targets to {len(names)} "
+                    f"joint(s) without gains (command.kp 0 for positions, command.kd 0 for "
+                    f"velocities): {listed}; on those joints only the efforts act (set "
+                    f"command.kp / command.kd for position or velocity control)")
+            if limp:
+                self.log("warning", f"{text}; {len(limp)} of them get no torque at all: "
+                                    f"{', '.join(limp[:5])}{', ...' if len(limp) > 5 else ''}",
+                         None)
+            else:
+                self.log("info", text, None)
 
     # ---------------------------------------------------------------- lockstep
 
