@@ -10,8 +10,8 @@ their middles. Self-collision therefore gives every geometry a volume of spheres
 in its parent joint's frame (at most ``collision.self_spheres`` each):
 
 * sphere: itself;
-* capsule: spheres of its radius along its axis, close enough that its surface dips at
-  most :data:`SELF_DIP` between two of them;
+* capsule: spheres of its radius along its axis, close enough that every point of its
+  surface is within :data:`SELF_DIP` of one;
 * box, cylinder, cone, ellipsoid, mesh (its convex hull): spheres inscribed in the
   shape, chosen greedily from a grid of candidate centres (each with its largest
   inscribed radius) to bring the shape's surface samples closest to them
@@ -73,7 +73,7 @@ from .contact.points import _placement_view
 from .errors import ConfigError, ModelError
 from .terrain import tangent_bases
 
-#: a capsule's spheres are close enough that its surface dips at most this between two, m
+#: a capsule's spheres are close enough that its surface is at most this far from them, m
 SELF_DIP = 1.0e-3
 #: the greedy cover stops once every surface sample is this close to its spheres, m
 COVER_TOLERANCE = 1.0e-3
@@ -84,6 +84,8 @@ COVER_SURFACE = 200
 ROUND_POINTS = 64
 #: most sphere pairs in the contact problem at once (the deepest are kept)
 SELF_CAPACITY = 64
+_ONES3 = np.ones(3)
+_SUM3 = np.tile(np.eye(3), (4, 1))  # (12, 3): sums entries 3 a + b over a
 
 
 # ----------------------------------------------------------------------------
@@ -173,14 +175,13 @@ def sphere_cover(geometry, link: str, max_spheres: int) -> tuple[np.ndarray, np.
     if isinstance(geometry, coal.Sphere):
         return np.zeros((1, 3)), np.array([float(geometry.radius)]), 0.0
     if isinstance(geometry, coal.Capsule):
+        # spheres s apart leave the surface between them sqrt(r^2 + s^2 / 4) - r from both
         r, hl = float(geometry.radius), float(geometry.halfLength)
-        step = 2.0 * math.sqrt(SELF_DIP * (2.0 * r - SELF_DIP)) if SELF_DIP < r else 2.0 * r
+        step = 2.0 * math.sqrt(SELF_DIP * (2.0 * r + SELF_DIP))
         count = min(max(1, int(math.ceil(2.0 * hl / step - 1e-9)) + 1), max_spheres)
-        if count == 1:
-            return np.zeros((1, 3)), np.array([r]), hl
-        z = np.linspace(-hl, hl, count)
-        half = hl / (count - 1)  # half the spacing
-        gap = r - math.sqrt(max(r * r - half * half, 0.0))
+        half = hl / (count - 1) if count > 1 else hl  # half the spacing (or the half length)
+        gap = math.hypot(r, half) - r
+        z = np.linspace(-hl, hl, count) if count > 1 else np.zeros(1)
         return np.column_stack([np.zeros(count), np.zeros(count), z]), np.full(count, r), gap
     return cover_convex(_hull_vertices_of(geometry, link), max_spheres)
 
@@ -393,15 +394,17 @@ class SelfCollision:
         P = len(self.pa)
         bound = self._bound = np.array([g.bound for g in geometries])
         self._thr2 = (bound[self.pa] + bound[self.pb] + margin) ** 2 if P else np.zeros(0)
-        # the broad phase's buffers: bounding centres c_aug (G, 1, 4) = [c, 1] times the
-        # records (G, 4, 3) of their joints (rows: R's columns, then t) give the world centres
-        self._c_aug = np.concatenate([np.array([g.centre for g in geometries]).reshape(-1, 3),
-                                      np.ones((G, 1))], axis=1)[:, None, :].copy()
+        # the broad phase's buffers: a record (rotation column-major, then translation) of a
+        # geometry's joint times [c_0, c_0, c_0, c_1, ..., 1, 1, 1], entry by entry, summed in
+        # threes (a product with _SUM3) is R c + t, its bounding centre in the world
+        c_aug = np.concatenate([np.array([g.centre for g in geometries]).reshape(-1, 3),
+                                np.ones((G, 1))], axis=1)
+        self._c12 = np.repeat(c_aug, 3, axis=1)
         self._grec = np.zeros((G, 12))
-        self._grec3 = self._grec.reshape(G, 4, 3)
-        self._cw = np.zeros((G, 1, 3))
-        self.centres_world = self._cw.reshape(G, 3)  #: bounding centres at the last broad phase
+        #: bounding centres at the last broad phase, world
+        self.centres_world = np.zeros((G, 3))
         self._A, self._B = np.zeros((P, 3)), np.zeros((P, 3))
+        self._e2 = np.zeros(P)  # squared distances of the bounding centres
         self._d2 = np.zeros(P)  #: squared distance minus squared threshold (< 0: close)
         self._neg = np.zeros(P)
         self._bsum = bound[self.pa] + bound[self.pb] if P else np.zeros(0)
@@ -491,14 +494,18 @@ class SelfCollision:
         if not len(self.pa):
             return False
         rows = self._records(data)
-        np.take(rows, self.geometry_joint, axis=0, out=self._grec, mode="clip")
-        np.matmul(self._c_aug, self._grec3, out=self._cw)
-        c = self.centres_world
-        np.take(c, self.pa, axis=0, out=self._A, mode="clip")
-        np.take(c, self.pb, axis=0, out=self._B, mode="clip")
+        # ndarray methods, ufuncs and 2-D products into the buffers (numpy's Python-level
+        # wrappers, np.take and np.einsum, keep a little memory of their own; a batched
+        # np.matmul allocates its iteration buffers)
+        rows.take(self.geometry_joint, axis=0, out=self._grec, mode="clip")
+        np.multiply(self._grec, self._c12, out=self._grec)
+        c = self._grec.dot(_SUM3, out=self.centres_world)
+        c.take(self.pa, axis=0, out=self._A, mode="clip")
+        c.take(self.pb, axis=0, out=self._B, mode="clip")
         np.subtract(self._A, self._B, out=self._A)
-        np.einsum("ij,ij->i", self._A, self._A, out=self._d2)
-        np.subtract(self._d2, self._thr2, out=self._d2)
+        np.multiply(self._A, self._A, out=self._A)
+        self._A.dot(_ONES3, out=self._e2)
+        np.subtract(self._e2, self._thr2, out=self._d2)
         # numpy's reductions allocate scratch memory: "any below" as a dot product
         np.minimum(self._d2, 0.0, out=self._neg)
         return bool(self._neg.dot(self._neg) > 0.0)
