@@ -86,6 +86,7 @@ ROUND_POINTS = 64
 SELF_CAPACITY = 64
 _ONES3 = np.ones(3)
 _SUM3 = np.tile(np.eye(3), (4, 1))  # (12, 3): sums entries 3 a + b over a
+_SPLIT = np.repeat(np.eye(2), [9, 3], axis=0)  # (12, 2): sums a record's rotation, translation
 
 
 # ----------------------------------------------------------------------------
@@ -309,15 +310,16 @@ def _prismatic(joint) -> bool:
 
 def motion_weights(model: pin.Model, sphere_joint: np.ndarray, r_local: np.ndarray,
                    free_root: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(w (njoints * 12,), w_v (nv,)): weights that bound how much the joints can change
-    any gap between two spheres. Joint i moves every sphere centre below it by at most
-    ``L_i |dR_i|_2`` (turning by dR_i about its origin; L_i the farthest such centre
-    from its origin, through the joint offsets: the same at every configuration) plus
+    """(w (njoints, 2), w_v (nv,)): weights that bound how much the joints can change any
+    gap between two spheres. Joint i moves every sphere centre below it by at most
+    ``L_i |dR_i|_2`` (turning by dR_i about its origin; L_i the farthest such centre from
+    its origin, through the joint offsets: the same at every configuration) plus
     ``|dt_i|`` (sliding), where dR_i, dt_i change its local placement ``liMi``; so a gap
-    changes by at most ``w . |liMi - liMi_ref|`` (the entrywise sum bounds the 2-norm),
-    and changes at most at the rate ``w_v . |v|``. The root of a floating base weighs
-    nothing: moving the whole robot changes no distance within it. Infinite where a
-    prismatic joint without limits makes L unbounded."""
+    changes by at most ``sum_i w_i0 |dR_i|_F + w_i1 |dt_i|`` (a turn about one axis has
+    ``|dR|_2 = |dR|_F / sqrt(2)``; other joints count ``|dR|_F``), and at most at the rate
+    ``w_v . |v|``. The root of a floating base weighs nothing: moving the whole robot
+    changes no distance within it. Infinite where a prismatic joint without limits makes
+    L unbounded."""
     njoints = model.njoints
     ext = np.zeros(njoints)  # the farthest joint k's origin is from its parent's
     for k in range(1, njoints):
@@ -332,16 +334,15 @@ def motion_weights(model: pin.Model, sphere_joint: np.ndarray, r_local: np.ndarr
         for i in reversed(list(model.supports[int(j)])):
             L[i] = max(L[i], path + r)
             path += ext[i]
-    w = np.zeros((njoints, 12))
+    w = np.zeros((njoints, 2))
     w_v = np.zeros(model.nv)
     for i in range(1, njoints):
         if free_root and i == 1:
             continue
-        w[i, :9] = L[i]
-        w[i, 9:] = 1.0
+        w[i] = (L[i] / math.sqrt(2.0) if model.nvs[i] == 1 else L[i], 1.0)
         dofs = slice(model.idx_vs[i], model.idx_vs[i] + model.nvs[i])
         w_v[dofs] = 1.0 if _prismatic(model.joints[i]) else L[i]
-    return w.reshape(-1), w_v
+    return w, w_v
 
 
 # ----------------------------------------------------------------------------
@@ -417,8 +418,10 @@ class SelfCollision:
         # ``slack``, m) and how far the joints have moved since (motion_weights)
         self._w, self._w_v = motion_weights(model, self.sphere_joint, self.r_local, free_root)
         self._quiet_test = bool(np.isfinite(self._w).all() and np.isfinite(self._w_v).all())
-        self._li_ref = np.zeros(12 * model.njoints)
-        self._li_diff = np.zeros(12 * model.njoints)
+        self._li_ref = np.zeros((model.njoints, 12))
+        self._li_diff = np.zeros((model.njoints, 12))
+        self._li_norm = np.zeros((model.njoints, 2))  # per joint |dR|_F^2, |dt|^2, then roots
+        self._li_norm_flat, self._w_flat = self._li_norm.reshape(-1), self._w.reshape(-1)
         self._abs_v = np.zeros(model.nv)
         self.slack = -math.inf  #: lower bound of every gap at the reference, m
         #: steps the quiet test settled, and those that ran the phases (statistics)
@@ -446,7 +449,7 @@ class SelfCollision:
             joints = np.arange(self.model.njoints)
             self._rows = _placement_view(data, joints)
             local = _placement_view(data, joints, "liMi") if self._quiet_test else None
-            self._li_rows = None if local is None else local.reshape(-1)
+            self._li_rows = local
             self._bound_to = data
             self.slack = -math.inf  # another data: no reference
         if self._rows is not None:
@@ -459,7 +462,7 @@ class SelfCollision:
         velocity ``v`` and the step ``h``; their number k. First the quiet test: when the
         joints have moved so little since the reference (the last time the phases ran)
         that no gap can have closed to ``activation``, even after the step, there are none
-        (5 numpy calls, no allocation). Else the broad phase, which sets the reference
+        (7 numpy calls, no allocation). Else the broad phase, which sets the reference
         (its gaps' lower bound, :attr:`slack`), and the narrow phase and :meth:`engage`."""
         self._records(data)
         if len(self.pa) and self._li_rows is not None and self._quiet(v, h, activation):
@@ -482,10 +485,13 @@ class SelfCollision:
         contact models' test, with the rate bound of :func:`motion_weights`)."""
         if self.k:
             return False
-        np.subtract(self._li_rows, self._li_ref, out=self._li_diff)
-        np.abs(self._li_diff, out=self._li_diff)
+        diff, norm = self._li_diff, self._li_norm
+        np.subtract(self._li_rows, self._li_ref, out=diff)
+        np.multiply(diff, diff, out=diff)
+        diff.dot(_SPLIT, out=norm)
+        np.sqrt(norm, out=norm)
         np.abs(v, out=self._abs_v)
-        closing = self._w.dot(self._li_diff) + h * self._w_v.dot(self._abs_v)
+        closing = self._w_flat.dot(self._li_norm_flat) + h * self._w_v.dot(self._abs_v)
         return bool(self.slack - closing > activation + 1e-9)
 
     def any_near(self, data: pin.Data) -> bool:
