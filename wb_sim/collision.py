@@ -811,12 +811,13 @@ class WholeBodyContact:
 
         k, s0 = selfc.k, self.points.ns0
         ids, u_world, ws_t, ws_rest, _ = self._self
+        both = carry(ids, np.stack([u_world, ws_t], axis=1), selfc.ids, selfc.bases)
         out = np.zeros((2, selfc.capacity))
-        out[:, :k] = carry(ids, u_world, selfc.ids, selfc.bases).T
+        out[:, :k] = both[:, 0].T
         warm = np.array(self.merged.warm_start(), dtype=float)
         rows = warm[s0:]
         rows[...] = 0.0
-        rows[:k, :2] = carry(ids, ws_t, selfc.ids, selfc.bases)
+        rows[:k, :2] = both[:, 1]
         if ws_rest.shape[1] and len(ids) and k:  # the rigid model's normal impulses
             pos = np.minimum(np.searchsorted(ids, selfc.ids), len(ids) - 1)
             match = ids[pos] == selfc.ids

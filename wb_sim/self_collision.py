@@ -388,7 +388,9 @@ class SelfCollision:
         self.sphere_joint = self.geometry_joint[self.sphere_geometry]
         self.r_local = np.vstack([g.centres for g in geometries]) if G else np.zeros((0, 3))
         self.radius = np.concatenate([g.radius for g in geometries]) if G else np.zeros(0)
-        self._r_aug = np.concatenate([self.r_local, np.ones((self.s, 1))], axis=1)[:, None, :]
+        # the spheres' centres [c, 1], each entry thrice (see the broad phase's _c12)
+        self._r12 = np.repeat(np.concatenate([self.r_local, np.ones((self.s, 1))], axis=1), 3,
+                              axis=1)
         nonzero = self.geometry_joint[self.geometry_joint > 0]
         self.joint_ids = np.unique(nonzero) if len(nonzero) else np.array([1])
         self.pa, self.pb = np.asarray(pa, dtype=int), np.asarray(pb, dtype=int)
@@ -409,6 +411,7 @@ class SelfCollision:
         self._d2 = np.zeros(P)  #: squared distance minus squared threshold (< 0: close)
         self._neg = np.zeros(P)
         self._bsum = bound[self.pa] + bound[self.pb] if P else np.zeros(0)
+        self._gaps: tuple = ()  # what the last narrow phase found, for _lowest_gap
         self._support = joint_support(model)
         self._bound_to = None
         self._rows = None
@@ -469,16 +472,31 @@ class SelfCollision:
             self.quiet_steps += 1
             return 0
         self.checked_steps += 1
+        self._gaps = ()
         near = self.any_near(data)
-        if self._li_rows is not None:
-            np.copyto(self._li_ref, self._li_rows)
-            far = self._d2 >= 0.0  # the bounding spheres' gaps bound the far pairs'
-            self.slack = float(np.min(np.sqrt(self._d2[far] + self._thr2[far]) - self._bsum[far],
-                                      initial=math.inf))
-        if not (near and self.narrow(data)):
+        k = self.engage(v, h, activation) if near and self.narrow(data) else 0
+        if not k:
             self.clear()
-            return 0
-        return self.engage(v, h, activation)
+            if self._li_rows is not None:  # a new reference (while in contact none is used)
+                np.copyto(self._li_ref, self._li_rows)
+                self.slack = self._lowest_gap()
+        return k
+
+    def _lowest_gap(self) -> float:
+        """A lower bound of every gap between two spheres at the last broad and narrow
+        phases, m: the far pairs' bounding spheres' gap; in the close pairs, a sphere's
+        gap to the other side's bounding sphere if it was left out there (it bounds its
+        gap to every sphere inside), else the exact gaps of the spheres kept."""
+        far = self._d2 >= 0.0
+        low = float(np.min(np.sqrt(self._e2[far]) - self._bsum[far], initial=math.inf))
+        if self._gaps:
+            e2, keep, other, sphere, d2, rsum = self._gaps
+            out = ~keep
+            low = min(low, float(np.min(np.sqrt(e2[out]) - self._bound[other[out]]
+                                        - self.radius[sphere[out]], initial=math.inf)))
+            if d2 is not None:
+                low = min(low, float(np.min(np.sqrt(d2) - rsum, initial=math.inf)))
+        return low
 
     def _quiet(self, v: np.ndarray, h: float, activation: float) -> bool:
         """Whether no gap can be within ``activation`` now or after the step (the
@@ -520,8 +538,9 @@ class SelfCollision:
         """For the close geometry pairs (indices into pa, pb): every sphere of either side
         as an entry to test against the other side's bounding sphere, grouped by pair (its
         side a first): (sphere, other geometry, pair (0..C-1), side a?, squared threshold,
-        row among the used spheres), the used spheres' joints, the used spheres and C;
-        kept while the set of close pairs stays the same."""
+        row among the used spheres), the used spheres' joints and centres (as
+        ``_r12``: times their joints' records, summed in threes, they give the world
+        centres) and C; kept while the set of close pairs stays the same."""
         key = close.tobytes()
         if key != self._cache_key:
             C = len(close)
@@ -537,7 +556,7 @@ class SelfCollision:
             thr2 = (self.radius[sphere] + self._bound[other] + self.margin) ** 2
             used, local = np.unique(sphere, return_inverse=True)
             self._cache = (sphere, other, pair, side_a, thr2, local, self.sphere_joint[used],
-                           used, C)
+                           self._r12[used], C)
             self._cache_key = key
         return self._cache
 
@@ -550,20 +569,15 @@ class SelfCollision:
         rows = self._records(data)
         self._data = data
         close = np.flatnonzero(self._d2 < 0.0)
-        sphere, other, pair, side_a, thr2, local, joints, used, C = self._entries(close)
-        W = np.matmul(self._r_aug[used], rows[joints].reshape(-1, 4, 3)).reshape(-1, 3)
+        sphere, other, pair, side_a, thr2, local, joints, r12, C = self._entries(close)
+        W = (rows[joints] * r12).dot(_SUM3)  # the used spheres' centres, world
         d = W[local] - self.centres_world[other]
         e2 = np.einsum("ij,ij->i", d, d)
         keep = e2 < thr2
+        self._gaps = (e2, keep, other, sphere, None, None)
         ka, kb = keep & side_a, keep & ~side_a
         a_pair, a_local, a_sphere = pair[ka], local[ka], sphere[ka]
         b_pair, b_local, b_sphere = pair[kb], local[kb], sphere[kb]
-        # a sphere left out is farther from every sphere of the other side than from the
-        # other side's bounding sphere: its gap there bounds theirs (the slack)
-        out = ~keep
-        slack = float(np.min(np.sqrt(e2[out]) - self._bound[other[out]] - self.radius[sphere[out]],
-                             initial=math.inf))
-        self.slack = min(self.slack, slack)
         nb = np.bincount(b_pair, minlength=C)
         reps = nb[a_pair]  # each kept sphere of side a meets the kept ones of its pair's side b
         total = int(reps.sum())
@@ -575,19 +589,20 @@ class SelfCollision:
         ia, ib = np.repeat(a_sphere, reps), b_sphere[offs]
         diff = W[la] - W[lb]
         d2 = np.einsum("ij,ij->i", diff, diff)
-        ra, rb = self.radius[ia], self.radius[ib]
-        self.slack = min(self.slack, float(np.min(np.sqrt(d2) - ra - rb)))
-        within = np.flatnonzero(d2 < (ra + rb + self.margin) ** 2)
+        rsum = self.radius[ia] + self.radius[ib]
+        self._gaps = (e2, keep, other, sphere, d2, rsum)
+        within = np.flatnonzero(d2 < (rsum + self.margin) ** 2)
         if not len(within):
             return self._no_candidates()
         ids = ia[within].astype(np.int64) * self.s + ib[within]
         order = np.argsort(ids, kind="stable")
         within, ids = within[order], ids[order]
-        a, b, rb = ia[within], ib[within], rb[within]
+        a, b = ia[within], ib[within]
         dist = np.sqrt(d2[within])
-        depth = ra[within] + rb - dist
+        depth = rsum[within] - dist
+        rb = self.radius[b]
         normal = diff[within]
-        tiny = dist <= 1e-12 * (1.0 + ra[within] + rb)
+        tiny = dist <= 1e-12 * (1.0 + rsum[within])
         if tiny.any():  # coincident centres: along the line of the geometries' centres
             normal[tiny] = self._fallback_normals(a[tiny], b[tiny])
             normal /= np.linalg.norm(normal, axis=1)[:, None]
@@ -611,16 +626,20 @@ class SelfCollision:
         data = self._data
         a, b, n, p = self.cand_a, self.cand_b, self.cand_normal, self.cand_position
         ja, jb = self.sphere_joint[a], self.sphere_joint[b]
-        twists = (self._support * v).dot(data.J.T)  # (njoints, 6): world twist at the origin
-        dt = twists[ja] - twists[jb]
-        px, py, pz = p[:, 0], p[:, 1], p[:, 2]
-        nx, ny, nz = n[:, 0], n[:, 1], n[:, 2]
-        # n . (dv + dw x p) = n . dv + (p x n) . dw
-        vn = (nx * dt[:, 0] + ny * dt[:, 1] + nz * dt[:, 2]
-              + (py * nz - pz * ny) * dt[:, 3] + (pz * nx - px * nz) * dt[:, 4]
-              + (px * ny - py * nx) * dt[:, 5])
         depth = self.cand_depth
-        on = np.flatnonzero((depth > -activation) | (depth - h * vn > -activation))
+        touch = depth > -activation
+        # those apart that the fastest closing (motion_weights' rate bound) cannot bring
+        # within the activation in the step stay out without their relative velocity
+        maybe = ~touch & (depth + h * self._w_v.dot(np.abs(v)) > -activation)
+        if maybe.any():
+            twists = (self._support * v).dot(data.J.T)  # (njoints, 6): world twists at 0
+            m = np.flatnonzero(maybe)
+            dt, nm, pm = twists[ja[m]] - twists[jb[m]], n[m], p[m]
+            # n . (dv + dw x p) = n . dv + (p x n) . dw
+            vn = (np.einsum("ij,ij->i", nm, dt[:, :3])
+                  + np.einsum("ij,ij->i", np.cross(pm, nm), dt[:, 3:]))
+            touch[m] = depth[m] - h * vn > -activation
+        on = np.flatnonzero(touch)
         if not len(on):
             self.clear()
             return 0
@@ -694,22 +713,26 @@ def bases(normals: np.ndarray) -> np.ndarray:
 
 def carry(old_ids: np.ndarray, old_world: np.ndarray, new_ids: np.ndarray,
           bases: np.ndarray) -> np.ndarray:
-    """Tangential rows (k, 2) of the contacts ``new_ids`` in their bases (k, 3, 3) from
-    the world vectors (m, 3) of the contacts ``old_ids`` (both ascending): the old
-    vector turned onto the new tangent plane with its length kept (a contact's tangent
-    plane turns with the links); zeros for new contacts."""
-    out = np.zeros((len(new_ids), 2))
-    if not len(old_ids) or not len(new_ids):
+    """Tangential rows (k, c, 2) of the contacts ``new_ids`` in their bases (k, 3, 3) from
+    c world vectors each (m, c, 3) of the contacts ``old_ids`` (both ascending): each
+    old vector turned onto the new tangent plane with its length kept (a contact's
+    tangent plane turns with the links); zeros for new contacts."""
+    k, c = len(new_ids), old_world.shape[1]
+    out = np.zeros((k, c, 2))
+    if not len(old_ids) or not k:
         return out
-    pos = np.minimum(np.searchsorted(old_ids, new_ids), len(old_ids) - 1)
-    match = old_ids[pos] == new_ids
-    if not match.any():
-        return out
-    w = old_world[pos[match]]
-    t = np.einsum("kij,ki->kj", bases[match][:, :, :2], w)
-    length, projected = np.linalg.norm(w, axis=1), np.linalg.norm(t, axis=1)
+    if len(old_ids) == k and np.array_equal(old_ids, new_ids):  # the same contacts
+        match, w = slice(None), old_world
+    else:
+        pos = np.minimum(np.searchsorted(old_ids, new_ids), len(old_ids) - 1)
+        match = old_ids[pos] == new_ids
+        if not match.any():
+            return out
+        w = old_world[pos[match]]
+    t = np.einsum("kib,kci->kcb", bases[match][:, :, :2], w)
+    length, projected = np.linalg.norm(w, axis=2), np.linalg.norm(t, axis=2)
     scale = np.divide(length, projected, out=np.zeros_like(length), where=projected > 0.0)
-    out[match] = t * scale[:, None]
+    out[match] = t * scale[:, :, None]
     return out
 
 
