@@ -213,8 +213,8 @@ def test_broad_and_narrow_phases_equal_their_plain_references(make_humanoid):
         if not k:
             continue
         seen += 1
-        # activation = the margin: every candidate is a contact, with its rows
-        assert sc.engage(np.zeros(model.nv), sim.dt, sc.margin) == k
+        # every candidate held, with an activation of the margin: all are contacts
+        assert sc.engage(np.zeros(model.nv), sim.dt, sc.margin, sc.cand_ids) == k
         for row, (i, j) in enumerate(zip(sc.sphere_a, sc.sphere_b)):
             depth, p, B, J = ref[(i, j)]
             assert sc.depth[row] == pytest.approx(depth, abs=1e-12)
@@ -261,14 +261,14 @@ def test_the_quiet_test_never_hides_a_contact(make_humanoid):
     contacts = sc.contacts
     hidden, answers = [], {True: 0, False: 0}
 
-    def checked(data, v, h, activation):
+    def checked(*args):
         before = sc.quiet_steps
-        k = contacts(data, v, h, activation)
+        k = contacts(*args)
         quiet = sc.quiet_steps > before
         answers[quiet] += 1
         if quiet:  # the quiet test answered: the phases, run anyway, must find nothing
             sc.slack = -math.inf
-            if contacts(data, v, h, activation):
+            if contacts(*args):
                 hidden.append(sc.k)
         return k
 
@@ -389,10 +389,12 @@ def test_self_contact_forces_change_no_momentum(model):
 # ----------------------------------------------------------------------------- the simulator
 
 
-def test_off_by_default_and_on_with_nothing_touching_the_trajectory_is_the_same(make_humanoid):
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_off_by_default_and_on_with_nothing_touching_the_trajectory_is_the_same(make_humanoid,
+                                                                               model):
     runs = []
     for on in (False, True):
-        sim = make_humanoid(**{"collision.self_collision": on})
+        sim = make_humanoid(**{"collision.self_collision": on, "contact.model": model})
         ctrl = shipped_controller(sim)
         for _ in range(500):
             sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
@@ -443,19 +445,10 @@ def test_a_too_deep_self_penetration_names_the_links():
 # ----------------------------------------------------------------------------- real robots
 
 
-def _erd(path: str) -> str:
-    from wb_sim.robot import _example_robot_data_dir
-    try:
-        _example_robot_data_dir()
-    except ModelError as e:
-        pytest.skip(str(e))
-    return f"example-robot-data:{path}"
-
-
 def test_talos_with_its_srdf_stands_without_self_contacts():
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("talos"), overrides={
         "collision.self_collision": True,
-        "collision.srdf_path": _erd("talos_data/srdf/talos.srdf")})
+        "collision.srdf_path": "example-robot-data:talos_data/srdf/talos.srdf"})
     sc = sim.self_collision
     assert len(sc.geometries) > 40 and len(sc.pa) > 800  # 459 pairs disabled of ~1300
     assert touching_pairs(sc, sim._model_step, sim.q0) == []
@@ -473,7 +466,7 @@ def test_talos_with_its_srdf_stands_without_self_contacts():
 def test_the_panda_with_its_srdf_hangs_without_self_contacts():
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("panda"), overrides={
         "collision.self_collision": True,
-        "collision.srdf_path": _erd("panda_description/srdf/panda.srdf")})
+        "collision.srdf_path": "example-robot-data:panda_description/srdf/panda.srdf"})
     assert touching_pairs(sim.self_collision, sim._model_step, sim.q0) == []
     ctrl = shipped_controller(sim, "panda")
     for _ in range(300):

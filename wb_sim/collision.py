@@ -767,7 +767,7 @@ class WholeBodyContact:
         coll, selfc, data = self.collision, self.self_collision, self._data
         ground = coll.any_near(data) and coll.narrow(data)
         touch = selfc is not None and selfc.contacts(data, v_free, dt,
-                                                     self.merged.activation_margin)
+                                                     self.merged.activation_margin, self._self[0])
         if not (ground or touch):
             if self._merged_last:  # hand the warm start back
                 self.feet.set_warm_start(self.merged.warm_start()[:self.nf])

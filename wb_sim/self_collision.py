@@ -85,6 +85,7 @@ ROUND_POINTS = 64
 #: most sphere pairs in the contact problem at once (the deepest are kept)
 SELF_CAPACITY = 64
 _ONES3 = np.ones(3)
+_NO_IDS = np.zeros(0, dtype=np.int64)
 _SUM3 = np.tile(np.eye(3), (4, 1))  # (12, 3): sums entries 3 a + b over a
 _SPLIT = np.repeat(np.eye(2), [9, 3], axis=0)  # (12, 2): sums a record's rotation, translation
 
@@ -460,21 +461,25 @@ class SelfCollision:
         return np.array([np.concatenate([M.rotation.T.reshape(-1), M.translation])
                          for M in data.oMi])
 
-    def contacts(self, data: pin.Data, v: np.ndarray, h: float, activation: float) -> int:
+    def contacts(self, data: pin.Data, v: np.ndarray, h: float, activation: float = 0.0,
+                 held: np.ndarray = _NO_IDS) -> int:
         """The step's self-contacts (:meth:`engage`'s) at the placements in ``data``, the
-        velocity ``v`` and the step ``h``; their number k. First the quiet test: when the
-        joints have moved so little since the reference (the last time the phases ran)
-        that no gap can have closed to ``activation``, even after the step, there are none
-        (7 numpy calls, no allocation). Else the broad phase, which sets the reference
-        (its gaps' lower bound, :attr:`slack`), and the narrow phase and :meth:`engage`."""
+        velocity ``v`` and the step ``h``; their number k. ``held``: the ids of the last
+        step's contacts, which stay while within ``activation``. First, if there are none,
+        the quiet test: when the joints have moved so little since the reference (the last
+        time the phases ran) that no gap can have closed, even after the step, there are
+        none (7 numpy calls, no allocation). Else the broad phase, the narrow phase and
+        :meth:`engage`; a step that ends without contact sets the reference (its gaps'
+        lower bound, :attr:`slack`)."""
         self._records(data)
-        if len(self.pa) and self._li_rows is not None and self._quiet(v, h, activation):
+        if (not len(held) and len(self.pa) and self._li_rows is not None
+                and self._quiet(v, h)):
             self.quiet_steps += 1
             return 0
         self.checked_steps += 1
         self._gaps = ()
         near = self.any_near(data)
-        k = self.engage(v, h, activation) if near and self.narrow(data) else 0
+        k = self.engage(v, h, activation, held) if near and self.narrow(data) else 0
         if not k:
             self.clear()
             if self._li_rows is not None:  # a new reference (while in contact none is used)
@@ -498,11 +503,9 @@ class SelfCollision:
                 low = min(low, float(np.min(np.sqrt(d2) - rsum, initial=math.inf)))
         return low
 
-    def _quiet(self, v: np.ndarray, h: float, activation: float) -> bool:
-        """Whether no gap can be within ``activation`` now or after the step (the
-        contact models' test, with the rate bound of :func:`motion_weights`)."""
-        if self.k:
-            return False
+    def _quiet(self, v: np.ndarray, h: float) -> bool:
+        """Whether no gap can be closed now or after the step (:meth:`engage`'s test for
+        pairs not in contact, with the rate bound of :func:`motion_weights`)."""
         diff, norm = self._li_diff, self._li_norm
         np.subtract(self._li_rows, self._li_ref, out=diff)
         np.multiply(diff, diff, out=diff)
@@ -510,7 +513,7 @@ class SelfCollision:
         np.sqrt(norm, out=norm)
         np.abs(v, out=self._abs_v)
         closing = self._w_flat.dot(self._li_norm_flat) + h * self._w_v.dot(self._abs_v)
-        return bool(self.slack - closing > activation + 1e-9)
+        return bool(self.slack - closing > 1e-9)
 
     def any_near(self, data: pin.Data) -> bool:
         """The broad phase: whether the bounding spheres of a pair are within the margin,
@@ -617,20 +620,26 @@ class SelfCollision:
         self.clear()
         return 0
 
-    def engage(self, v: np.ndarray, h: float, activation: float = 0.0) -> int:
-        """Of the last :meth:`narrow`'s candidates, the contacts: those touching or within
-        ``activation`` of it, now or after a step ``h`` at the velocity ``v`` (the contact
-        models' own test: depth > -activation or depth - h v_n > -activation, v_n the
-        relative normal velocity), the deepest :attr:`capacity` of them; their bases and
-        relative Jacobian rows. Returns their number k (0: none)."""
+    def engage(self, v: np.ndarray, h: float, activation: float = 0.0,
+               held: np.ndarray = _NO_IDS) -> int:
+        """Of the last :meth:`narrow`'s candidates, the contacts: those touching, now or
+        after a step ``h`` at the velocity ``v`` (the contact models' own test, depth > 0 or
+        depth - h v_n > 0, v_n the relative normal velocity); those of ``held`` (the last
+        step's contacts) while within ``activation`` of it (the model's margin: the rigid
+        model keeps a resting contact in its problem so); the deepest :attr:`capacity` of
+        them; their bases and relative Jacobian rows. Returns their number k (0: none).
+        Pairs near but apart are left out: the feet's solve, and the trajectory, stay
+        those without self-collision."""
         data = self._data
         a, b, n, p = self.cand_a, self.cand_b, self.cand_normal, self.cand_position
         ja, jb = self.sphere_joint[a], self.sphere_joint[b]
         depth = self.cand_depth
-        touch = depth > -activation
+        margin = (np.where(np.isin(self.cand_ids, held), activation, 0.0)
+                  if activation > 0.0 and len(held) else 0.0)
+        touch = depth > -margin
         # those apart that the fastest closing (motion_weights' rate bound) cannot bring
-        # within the activation in the step stay out without their relative velocity
-        maybe = ~touch & (depth + h * self._w_v.dot(np.abs(v)) > -activation)
+        # into contact in the step stay out without their relative velocity
+        maybe = ~touch & (depth + h * self._w_v.dot(np.abs(v)) > -margin)
         if maybe.any():
             twists = (self._support * v).dot(data.J.T)  # (njoints, 6): world twists at 0
             m = np.flatnonzero(maybe)
@@ -638,7 +647,7 @@ class SelfCollision:
             # n . (dv + dw x p) = n . dv + (p x n) . dw
             vn = (np.einsum("ij,ij->i", nm, dt[:, :3])
                   + np.einsum("ij,ij->i", np.cross(pm, nm), dt[:, 3:]))
-            touch[m] = depth[m] - h * vn > -activation
+            touch[m] = depth[m] - h * vn > -(margin[m] if np.ndim(margin) else margin)
         on = np.flatnonzero(touch)
         if not len(on):
             self.clear()
