@@ -28,7 +28,7 @@ import pytest
 from ros_helpers import copy_package_sources
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "urdf": "*.urdf", "rviz": "*.rviz"}
+DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "urdf": "*.?rdf", "rviz": "*.rviz"}
 
 
 def _source_modules() -> set[str]:

@@ -14,7 +14,7 @@ from .config import PARAMETERS, SimConfig, load_config
 from .errors import (CommandError, ConfigError, DivergenceError, ModelError, UnsupportedError,
                      WbSimError)
 from .robot import RobotModel
-from .sensors import ContactPointsReading, ContactWrench, ImuReading
+from .sensors import ContactPointsReading, ContactWrench, ImuReading, SelfContactsReading
 from .simulator import SimState, Simulator, State
 
 __version__ = "0.1.0"
@@ -50,8 +50,8 @@ def default_config_path() -> Path:
 
 __all__ = [
     "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactWrench",
-    "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SimConfig", "SimState",
-    "Simulator",
+    "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SelfContactsReading",
+    "SimConfig", "SimState", "Simulator",
     "State", "UnsupportedError", "WbSimError", "config_path", "default_config_path",
     "load_config", "share_dir",
 ]

@@ -42,7 +42,10 @@ the collision points' rows come after the feet's). The collision points' state
 :class:`WholeBodyContact`'s snapshot, so ``Simulator.get_state`` /
 ``set_state`` continue bit-identically.
 
-Self-collision is not modelled: links pass through each other.
+Self-collision (the links against each other, ``collision.self_collision``, off by
+default) lives in :mod:`wb_sim.self_collision`: its sphere pairs join the same merged
+problem after the collision points (:class:`MergedPoints`), and
+:class:`WholeBodyContact` carries their state.
 
 :func:`reference_near`, :func:`reference_narrow` are plain per-geometry and
 per-point versions of the broad and narrow phases (the tests hold the fast ones
@@ -71,9 +74,10 @@ PARAMETERS: tuple[Param, ...] = (
           "contact surfaces touch; the other links pass through the ground."),
     Param("collision.links", "strs", [], "",
           "Links that collide ([] = every link with <collision> geometry except the links "
-          "rigidly attached to a contact surface's frame, and collision.exclude_links)."),
+          "rigidly attached to a contact surface's frame, and collision.exclude_links; in "
+          "self-collision those links too: the feet meet each other)."),
     Param("collision.exclude_links", "strs", [], "",
-          "Links left out of the default set of collision.links."),
+          "Links left out of the default set of collision.links (ground and self-collision)."),
     Param("collision.max_points", "int", 32, "",
           "Most contact points per collision geometry: a mesh's convex hull is reduced to it "
           "(its vertices extreme along as many spread directions); boxes, cylinders and "
@@ -84,8 +88,26 @@ PARAMETERS: tuple[Param, ...] = (
     Param("collision.margin", "float", 0.02, "m",
           "Broad phase: geometries whose bounding box (sphere, on terrain) and points are "
           "farther than this from the terrain are skipped for the step. It must exceed the "
-          "farthest a link moves in one step (0.02 m: 20 m/s at 1 kHz, 5 m/s at 250 Hz).",
+          "farthest a link moves in one step (0.02 m: 20 m/s at 1 kHz, 5 m/s at 250 Hz). "
+          "Self-collision: pairs of geometries whose bounding spheres, and spheres, are farther "
+          "apart than this are skipped.",
           lo=0.0, lo_open=True),
+    Param("collision.self_collision", "bool", False, "",
+          "Self-collision: the links' <collision> geometry, as spheres inside it "
+          "(collision.self_spheres), meets the other links' through the contact model, with "
+          "equal and opposite forces on the two links. Never paired: two links rigidly "
+          "attached or joined by one joint, and the pairs collision.srdf_path disables. "
+          "Independent of collision.enabled. false: the links pass through each other."),
+    Param("collision.srdf_path", "str", "", "",
+          "SRDF file whose <disable_collisions link1= link2=> pairs self-collision leaves out "
+          "('' = none): a path (relative: to the YAML file that sets it) or "
+          "'example-robot-data:<path under robots/>', as urdf_path; read only with "
+          "collision.self_collision. A link it names that the model lacks is an error."),
+    Param("collision.self_spheres", "int", 12, "",
+          "Self-collision: most spheres per collision geometry. Spheres and capsules are exact "
+          "(a capsule's surface dips at most 1 mm between its spheres where this allows); "
+          "boxes, cylinders and meshes (their convex hulls) get spheres inscribed in them, "
+          "which round their edges and corners off.", lo=1, hi=64),
 )
 
 #: points on each cylinder rim at least
@@ -225,10 +247,11 @@ class LinkGeometry:
     placement: pin.SE3 | None = None  #: joint <- geometry
 
 
-def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
-    """The collision geometries of the links ``collision.*`` selects, as points.
-    ``surface_joints``: joint ids of the contact surfaces' frames (their links are
-    left out of the default set)."""
+def geometry_by_link(robot, config) -> tuple[pin.GeometryModel, dict[str, list]]:
+    """(the geometry model, {link: its geometry objects}) of the URDF's ``<collision>``
+    elements, every link with some (the objects belong to the geometry model: keep it
+    while using them); checks ``collision.links`` and ``collision.exclude_links``
+    against the model (ModelError naming the link)."""
     from .robot import package_share_dir, resolve_mesh_uris
     import re
 
@@ -246,8 +269,8 @@ def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
                                              package_dirs=package_dirs)
     except (RuntimeError, ValueError) as e:
         origin = f"'{robot.urdf_file}'" if robot.urdf_file else "robot_description"
-        raise ModelError(f"collision.enabled: cannot load the collision geometry of {origin}: "
-                         f"{e}") from e
+        key = "collision.enabled" if cfg.enabled else "collision.self_collision"
+        raise ModelError(f"{key}: cannot load the collision geometry of {origin}: {e}") from e
     links = {f.name for f in model.frames if f.type == pin.FrameType.BODY}
     by_link: dict[str, list] = {}
     for g in gmodel.geometryObjects:
@@ -259,6 +282,25 @@ def collision_geometries(robot, config, surface_joints) -> list[LinkGeometry]:
             if key == "collision.links" and name not in by_link:
                 raise ModelError(f"parameter '{key}': link '{name}' has no <collision> geometry "
                                  f"in the URDF")
+    return gmodel, by_link
+
+
+def self_collision_links(config, by_link: dict) -> dict[str, list]:
+    """The links of :func:`geometry_by_link` that self-collision uses: ``collision.links``,
+    or every link but ``collision.exclude_links`` (the contact surfaces' too)."""
+    cfg = config.collision
+    names = cfg.links if cfg.links else [n for n in by_link if n not in cfg.exclude_links]
+    return {name: by_link[name] for name in names}
+
+
+def collision_geometries(robot, config, surface_joints, by_link: dict | None = None
+                         ) -> list[LinkGeometry]:
+    """The collision geometries of the links ``collision.*`` selects, as points.
+    ``surface_joints``: joint ids of the contact surfaces' frames (their links are
+    left out of the default set); ``by_link``: :func:`geometry_by_link`'s if already loaded."""
+    cfg = config.collision
+    if by_link is None:
+        gmodel, by_link = geometry_by_link(robot, config)  # gmodel keeps the objects alive
     if cfg.links:
         chosen = list(cfg.links)
     else:
@@ -530,26 +572,37 @@ def reference_narrow(points: CollisionPoints, model: pin.Model, data: pin.Data, 
 
 
 class MergedPoints:
-    """The contact surfaces' points (first) and the collision points (after them) as
-    the one point set a contact model solves: the subset of :class:`ContactPoints`'
-    interface the models use. Collision points outside the margin have depth -inf
-    (they never enter a solve) and no Jacobian rows."""
+    """The contact surfaces' points (first), the collision points (after them) and the
+    self-collision slots (last, :attr:`SelfCollision.capacity` of them, with
+    ``collision.self_collision``) as the one point set a contact model solves: the
+    subset of :class:`ContactPoints`' interface the models use. Collision points outside
+    the margin and free self-collision slots have depth -inf (they never enter a solve)
+    and no Jacobian rows."""
 
-    def __init__(self, feet: ContactPoints, coll: CollisionPoints):
-        self.feet, self.coll = feet, coll
+    def __init__(self, feet: ContactPoints, coll: CollisionPoints, selfc=None):
+        self.feet, self.coll, self.selfc = feet, coll, selfc
         self.nf = feet.n
-        self.n = feet.n + coll.m
+        self.ns0 = feet.n + coll.m  #: the first self-collision slot
+        self.ns = selfc.capacity if selfc is not None else 0
+        self.n = self.ns0 + self.ns
         self.model = feet.model
         self.nv = feet.nv
-        self.joint_ids = feet.joint_ids if feet.n else coll.joint_ids
+        self.joint_ids = next(ids for ids in (feet.joint_ids, coll.joint_ids,
+                                              selfc.joint_ids if selfc is not None else [1])
+                              if len(ids))
         #: the rigid model's impulse unit is one point's share of the weight: the feet's
         self.reference_count = max(feet.n, 1)
         self.depth = np.full(self.n, -np.inf)
         self._row = np.full(coll.m, -1, dtype=int)
+        self._k_self = 0
 
     def refresh(self) -> None:
-        """After the feet's update and the collision narrow phase."""
-        self.depth = np.concatenate([self.feet.depth, self.coll.depth])
+        """After the feet's update and the collision and self-collision narrow phases."""
+        parts = [self.feet.depth, self.coll.depth]
+        if self.selfc is not None:
+            parts.append(self.selfc.slot_depth)
+            self._k_self = self.selfc.k
+        self.depth = np.concatenate(parts)
         self._row = np.full(self.coll.m, -1, dtype=int)
         self._row[self.coll.candidates] = np.arange(len(self.coll.candidates))
 
@@ -558,27 +611,37 @@ class MergedPoints:
         if self.nf:
             out[:self.nf] = self.feet.normal_velocity(v)
         out[self.nf + self.coll.candidates] = self.coll.J_cm[2].dot(v)
+        if self._k_self:
+            out[self.ns0:self.ns0 + self._k_self] = self.selfc.J_cm[2].dot(v)
         return out
 
     def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) rows t1 of all, t2 of all, n of all, for the points ``idx`` (sorted;
-        collision points among them must be within the margin); for all points
-        (``None``, the plain references' call) the rows of the collision points outside
-        the margin are zero."""
+        collision points among them must be within the margin, self-collision slots in
+        use); for all points (``None``, the plain references' call) the rows of the
+        others are zero."""
         if idx is None:
             J = np.zeros((3, self.n, self.nv))
             if self.nf:
                 J[:, :self.nf] = self.feet.jacobian_component_major(
                     np.arange(self.nf)).reshape(3, self.nf, self.nv)
             J[:, self.nf + self.coll.candidates] = self.coll.J_cm
+            if self._k_self:
+                J[:, self.ns0:self.ns0 + self._k_self] = self.selfc.J_cm
             return J.reshape(-1, self.nv)
         idx = np.asarray(idx)
         f = idx[idx < self.nf]
-        c = self._row[idx[idx >= self.nf] - self.nf]
+        c = self._row[idx[(idx >= self.nf) & (idx < self.ns0)] - self.nf]
         if np.any(c < 0):
             raise AssertionError("a collision point outside the margin entered the solve")
-        Jf = self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv)
-        return np.concatenate([Jf, self.coll.J_cm[:, c]], axis=1).reshape(-1, self.nv)
+        blocks = [self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv),
+                  self.coll.J_cm[:, c]]
+        if self.ns:
+            sl = idx[idx >= self.ns0] - self.ns0
+            if np.any(sl >= self._k_self):
+                raise AssertionError("a free self-collision slot entered the solve")
+            blocks.append(self.selfc.J_cm[:, sl])
+        return np.concatenate(blocks, axis=1).reshape(-1, self.nv)
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) the same rows point-major (t1, t2, n per point)."""
@@ -593,16 +656,20 @@ class MergedPoints:
 
 
 class WholeBodyContact:
-    """The contact model the simulator talks to when ``collision.enabled``: the feet's
-    model (``feet``) while no collision point is within the margin, else a second
-    instance (``merged``) over :class:`MergedPoints`. Its interface is the
+    """The contact model the simulator talks to with ``collision.enabled`` or
+    ``collision.self_collision``: the feet's model (``feet``) while no collision point
+    and no pair of self-collision spheres is within the margin, else a second instance
+    (``merged``) over :class:`MergedPoints`. Its interface is the
     :class:`~wb_sim.contact.ContactModel` one for the contact surfaces' points (depth,
-    status, forces and state are theirs), plus the collision points' readings."""
+    status, forces and state are theirs), plus the collision points' and the
+    self-contacts' readings."""
 
     def __init__(self, feet_model, merged_model, collision: CollisionPoints,
-                 merged_points: MergedPoints, data: pin.Data):
+                 merged_points: MergedPoints, data: pin.Data, self_collision=None):
         self.feet, self.merged = feet_model, merged_model
         self.collision = collision
+        #: wb_sim.self_collision.SelfCollision, or None
+        self.self_collision = self_collision
         self.points = merged_points
         self._data = data
         self.name = feet_model.name
@@ -619,19 +686,24 @@ class WholeBodyContact:
         self._merged_last = False
         self._uc = np.zeros((2, self.collision.m))
         self._contacts = _NO_CONTACTS
+        self._self = _NO_SELF
         return u
 
     def clear_deformation(self) -> None:
-        """The collision points' ground deformation back to zero (the readings stay): a
-        reset's trial step must not leave its deformation, as the feet's is dropped."""
+        """The collision points' ground deformation and the self-contacts' deformation
+        back to zero (the readings stay): a reset's trial step must not leave its
+        deformation, as the feet's is dropped."""
         self._uc = np.zeros((2, self.collision.m))
+        if self._self is not _NO_SELF:
+            ids, _, ws_t, ws_rest, readings = self._self
+            self._self = (ids, np.zeros((len(ids), 3)), ws_t, ws_rest, readings)
 
     def snapshot(self) -> tuple:
         return (self.feet.snapshot(), self.merged.snapshot(), self._merged_last, self._uc,
-                self._contacts)
+                self._contacts, self._self)
 
     def restore(self, snap: tuple) -> None:
-        feet, merged, self._merged_last, self._uc, self._contacts = snap
+        feet, merged, self._merged_last, self._uc, self._contacts, self._self = snap
         self.feet.restore(feet)
         self.merged.restore(merged)
 
@@ -653,13 +725,18 @@ class WholeBodyContact:
         return self._last.max_depth if (self.nf or self._merged_last) else -math.inf
 
     def deepest(self, surface_names, surface_of_point) -> tuple[str, float]:
-        """(what: "contact surface 'x'" or "link 'y'", depth m) of the deepest point."""
+        """(what: "contact surface 'x'", "link 'y'" or "links 'a' and 'b'", depth m) of
+        the deepest point."""
         depth = np.asarray(self._last.depth)
         worst = int(np.argmax(depth))
         if worst < self.nf:
             return f"contact surface '{surface_names[surface_of_point[worst]]}'", depth[worst]
-        g = self.collision.point_geometry[worst - self.nf]
-        return f"link '{self.collision.link_names[g]}'", depth[worst]
+        if worst < self.points.ns0:
+            g = self.collision.point_geometry[worst - self.nf]
+            return f"link '{self.collision.link_names[g]}'", depth[worst]
+        slot = worst - self.points.ns0
+        a, b = self.self_collision.pair_links()
+        return f"links '{a[slot]}' and '{b[slot]}' (self-collision)", depth[worst]
 
     def parameters(self) -> dict:
         return self.feet.parameters()
@@ -677,41 +754,107 @@ class WholeBodyContact:
             if key in ("solves", "nonconverged", "active_set_solves"):
                 out[key] = out.get(key, 0) + value
             out[f"collision_{key}"] = value
+        if self.self_collision is not None:
+            sc = self.self_collision
+            #: steps that ran the self-collision phases (the others: its quiet test), and
+            #: sphere pairs left out of a full problem (SELF_CAPACITY)
+            out["self_collision_checks"] = sc.checked_steps
+            out["self_contacts_dropped"] = sc.dropped
         return out
 
     # -- the step
     def solve(self, Minv_upper, v_free, u, dt):
-        coll = self.collision
-        if not (coll.any_near(self._data) and coll.narrow(self._data)):
+        coll, selfc, data = self.collision, self.self_collision, self._data
+        ground = coll.any_near(data) and coll.narrow(data)
+        touch = selfc is not None and selfc.contacts(data, v_free, dt,
+                                                     self.merged.activation_margin, self._self[0])
+        if not (ground or touch):
             if self._merged_last:  # hand the warm start back
                 self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
                 self._merged_last = False
             if self._contacts is not _NO_CONTACTS:
                 self._contacts = _NO_CONTACTS
                 self._uc = np.zeros((2, coll.m))
+            self._self = _NO_SELF
             if not self.nf:
                 return v_free, np.zeros((0, 3)), u
             return self.feet.solve(Minv_upper, v_free, u, dt)
+        if not ground:
+            coll.clear()  # the last narrow phase's candidates are not this step's
+        if not touch and selfc is not None:
+            selfc.clear()
         pts = self.points
         pts.refresh()
         if not self._merged_last:
             self.merged.set_warm_start(self.feet.warm_start())
             self._merged_last = True
+        parts = [u, self._uc]
+        if pts.ns:
+            parts.append(self._self_before(selfc))
         v_next, force, u_next = self.merged.solve(Minv_upper, v_free,
-                                                  np.concatenate([u, self._uc], axis=1), dt)
-        nf = self.nf
-        self._uc = u_next[:, nf:]
+                                                  np.concatenate(parts, axis=1), dt)
+        nf, s0 = self.nf, pts.ns0
+        self._uc = u_next[:, nf:s0]
         cand = coll.candidates
         fc = force[nf + cand]
         self._contacts = (cand, coll.position.copy(), coll.world_forces(fc),
                           coll.depth[cand].copy(), np.asarray(self.merged.status)[nf + cand])
+        if pts.ns:
+            self._self_after(selfc, u_next[:, s0:s0 + selfc.k], force[s0:s0 + selfc.k])
         return v_next, force[:nf], u_next[:, :nf]
+
+    def _self_before(self, selfc) -> np.ndarray:
+        """(2, capacity) the self-contacts' tangential deformation for this step's slots,
+        and their warm start set in ``merged``: each contact's from the last step (by
+        its identity, turned onto its new tangent plane), zeros for new ones."""
+        from .self_collision import carry
+
+        k, s0 = selfc.k, self.points.ns0
+        ids, u_world, ws_t, ws_rest, _ = self._self
+        both = carry(ids, np.stack([u_world, ws_t], axis=1), selfc.ids, selfc.bases)
+        out = np.zeros((2, selfc.capacity))
+        out[:, :k] = both[:, 0].T
+        warm = np.array(self.merged.warm_start(), dtype=float)
+        rows = warm[s0:]
+        rows[...] = 0.0
+        rows[:k, :2] = both[:, 1]
+        if ws_rest.shape[1] and len(ids) and k:  # the rigid model's normal impulses
+            pos = np.minimum(np.searchsorted(ids, selfc.ids), len(ids) - 1)
+            match = ids[pos] == selfc.ids
+            rows[:k, 2:][match] = ws_rest[pos[match]]
+        self.merged.set_warm_start(warm)
+        return out
+
+    def _self_after(self, selfc, u_slots: np.ndarray, force: np.ndarray) -> None:
+        """Keep the self-contacts' deformation and warm start by identity, in world
+        axes, and their readings."""
+        from .self_collision import to_world
+
+        k = selfc.k
+        if not k:
+            self._self = _NO_SELF
+            return
+        s0 = self.points.ns0
+        warm = np.asarray(self.merged.warm_start())[s0:s0 + k]
+        status = np.asarray(self.merged.status)[s0:s0 + k]
+        links = selfc.pair_links()
+        readings = (links[0], links[1], selfc.position.copy(), selfc.world_forces(force),
+                    selfc.depth.copy(), status)
+        self._self = (selfc.ids, to_world(u_slots.T, selfc.bases),
+                      to_world(warm[:, :2], selfc.bases), warm[:, 2:].copy(), readings)
 
     # -- readings of the collision points
     def contacts(self) -> tuple:
         """(point indices, world positions (k, 3), world forces (k, 3), depths (k,),
         status codes (k,)) of the collision points within the margin at the last step."""
         return self._contacts
+
+    def self_contacts(self) -> tuple:
+        """(first links (k,), second links (k,), world contact points (k, 3), world forces
+        on the first links (k, 3) (the second links get the opposite), depths (k,),
+        status codes (k,)) of the self-collision sphere pairs within the margin at the
+        last step."""
+        return self._self[4]
 
     def wrench(self) -> np.ndarray:
         """(6,) total [force, torque] of the ground on the collision points at the last
@@ -726,21 +869,38 @@ class WholeBodyContact:
 
 _NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
                 np.zeros(0, dtype=np.int8))
+#: no self-contact: (ids, deformation, warm start (tangential, world; the rest), readings)
+_NO_SELF = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 0)),
+            ((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int8)))
 
 
 def build_whole_body_contact(robot, config, feet_points: ContactPoints, feet_model,
                              make_model, ground: Ground, terrain, model_step: pin.Model,
-                             data_step: pin.Data) -> WholeBodyContact:
-    """The :class:`WholeBodyContact` of a configuration with ``collision.enabled``.
-    ``make_model(points)``: a contact model of the configured kind over ``points``."""
-    surface_joints = {int(robot.model.frames[robot.frame_id(s.frame, key=f"{s.name}.frame")]
-                          .parentJoint) for s in config.surfaces}
-    geometries = collision_geometries(robot, config, surface_joints)
-    if not geometries:
-        raise ConfigError("parameter 'collision.enabled': no link of the robot has <collision> "
-                          "geometry left to collide (check collision.links / "
-                          "collision.exclude_links, or set collision.enabled: false)")
-    coll = CollisionPoints(model_step, geometries, ground, terrain, config.collision.margin)
-    merged_points = MergedPoints(feet_points, coll)
+                             data_step: pin.Data, notes: list[str] | None = None
+                             ) -> WholeBodyContact:
+    """The :class:`WholeBodyContact` of a configuration with ``collision.enabled`` or
+    ``collision.self_collision``. ``make_model(points)``: a contact model of the
+    configured kind over ``points``; ``notes`` gets what the build wants said once."""
+    from .self_collision import build_self_collision
+
+    cfg = config.collision
+    gmodel, by_link = geometry_by_link(robot, config)  # gmodel keeps the objects alive
+    geometries = []
+    if cfg.enabled:
+        surface_joints = {int(robot.model.frames[robot.frame_id(s.frame, key=f"{s.name}.frame")]
+                              .parentJoint) for s in config.surfaces}
+        geometries = collision_geometries(robot, config, surface_joints, by_link)
+        if not geometries:
+            raise ConfigError("parameter 'collision.enabled': no link of the robot has "
+                              "<collision> geometry left to collide (check collision.links / "
+                              "collision.exclude_links, or set collision.enabled: false)")
+    selfc = None
+    if cfg.self_collision:
+        selfc = build_self_collision(model_step, robot.model,
+                                     self_collision_links(config, by_link), config,
+                                     notes if notes is not None else [], robot.floating_base)
+    del gmodel
+    coll = CollisionPoints(model_step, geometries, ground, terrain, cfg.margin)
+    merged_points = MergedPoints(feet_points, coll, selfc)
     return WholeBodyContact(feet_model, make_model(merged_points), coll, merged_points,
-                            data_step)
+                            data_step, selfc)

@@ -326,8 +326,8 @@ def _loader():
 def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, Any]:
     """Read the ``<node_name>: ros__parameters:`` block of a ROS 2 parameter file.
 
-    Returns flat dotted keys. A relative ``urdf_path`` is resolved against the
-    YAML file's directory, so ``config/x.yaml`` can say ``../urdf/x.urdf`` both
+    Returns flat dotted keys. A relative ``urdf_path`` (and ``collision.srdf_path``)
+    is resolved against the YAML file's directory, so ``config/x.yaml`` can say ``../urdf/x.urdf`` both
     in the source tree and in an installed ``share/wb_sim``.
     """
     import yaml
@@ -355,9 +355,10 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
         raise ConfigError(
             f"parameter file '{path}' has no '{node_name}: ros__parameters:' block")
     flat = flatten(block)
-    up = flat.get("urdf_path")
-    if isinstance(up, str) and up and ":" not in up and not Path(up).is_absolute():
-        flat["urdf_path"] = str((path.parent / up).resolve())
+    for key in ("urdf_path", "collision.srdf_path"):  # robot files: schemes as urdf_path's
+        up = flat.get(key)
+        if isinstance(up, str) and up and ":" not in up and not Path(up).is_absolute():
+            flat[key] = str((path.parent / up).resolve())
     hf = flat.get("terrain.heightfield")
     if isinstance(hf, str) and hf and not Path(hf).is_absolute():
         flat["terrain.heightfield"] = str((path.parent / hf).resolve())

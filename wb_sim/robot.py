@@ -125,17 +125,26 @@ def resolve_mesh_uris(urdf_xml: str, urdf_file: Path | None,
 
 def resolve_urdf_path(urdf_path: str) -> Path:
     """Resolve ``urdf_path`` (a file path or ``scheme:name``) to an existing file."""
-    scheme, sep, rest = urdf_path.partition(":")
+    return resolve_data_path(urdf_path, "urdf_path", "URDF")
+
+
+def resolve_data_path(value: str, key: str, kind: str) -> Path:
+    """Resolve a robot data file named by parameter ``key`` (a file path or
+    ``scheme:name`` of :data:`URDF_SCHEMES`, as ``urdf_path`` takes) to an existing
+    file; ``kind`` names it in the error ("URDF", "SRDF")."""
+    scheme, sep, rest = value.partition(":")
     if sep and len(scheme) > 1:  # 'C:' style drive letters are not schemes
         if scheme not in URDF_SCHEMES:
             raise ConfigError(
-                f"parameter 'urdf_path': unknown scheme '{scheme}:' in {urdf_path!r}; "
+                f"parameter '{key}': unknown scheme '{scheme}:' in {value!r}; "
                 f"valid schemes: {', '.join(sorted(URDF_SCHEMES))}")
         path = Path(URDF_SCHEMES[scheme](rest))
     else:
-        path = Path(urdf_path)
+        path = Path(value)
     if not path.is_file():
-        raise ModelError(f"URDF file not found: '{path}'")
+        if key == "urdf_path":
+            raise ModelError(f"URDF file not found: '{path}'")
+        raise ModelError(f"parameter '{key}': {kind} file not found: '{path}'")
     return path
 
 

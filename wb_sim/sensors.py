@@ -53,6 +53,18 @@ class ContactPointsReading:
     status: tuple[str, ...]  #: 'none' | 'stick' | 'slip'
 
 
+@dataclass(frozen=True)
+class SelfContactsReading:
+    """Self-collision contacts of the last step (k sphere pairs within the margin)."""
+
+    link_a: tuple[str, ...]  #: the first link of each pair
+    link_b: tuple[str, ...]  #: the second link of each pair
+    position: np.ndarray  #: (k, 3) world contact point (the middle of the overlap), m
+    force: np.ndarray  #: (k, 3) world force on link_a, N (link_b gets the opposite)
+    depth: np.ndarray  #: (k,) overlap of the two spheres (negative: apart), m
+    status: tuple[str, ...]  #: 'none' | 'stick' | 'slip'
+
+
 class Imu:
     """An IMU at a frame of the robot; see the module docstring."""
 

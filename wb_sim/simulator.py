@@ -40,7 +40,7 @@ from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
 from .errors import CommandError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
-from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading
+from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
 from .terrain import load_terrain
 
 
@@ -54,6 +54,7 @@ class InitialPenetrationWarning(UserWarning):
     """The initial state puts a contact point into the ground."""
 
 _MAX_SPEED2 = MAX_SPEED**2
+_NO_SELF_CONTACTS = SelfContactsReading((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
 
 
 @dataclass(frozen=True)
@@ -225,20 +226,26 @@ class Simulator:
         self.terrain = load_terrain(config)  #: wb_sim.terrain.Terrain, or None: the plane only
         self.contact_points = ContactPoints(robot, config, ground, self.terrain)
         self.contact = make_contact_model(config, self.contact_points)
-        #: wb_sim.collision.CollisionPoints of the links' collision geometry, or None
+        #: wb_sim.collision.CollisionPoints of the links' collision geometry against the
+        #: ground (collision.enabled), or None
         self.collision = None
-        if config.collision.enabled:
+        #: wb_sim.self_collision.SelfCollision (collision.self_collision), or None
+        self.self_collision = None
+        #: what the simulator adjusted or wants said once (the node logs these)
+        self.notes: list[str] = []
+        #: whether the contact model is the whole-body one (ground or self-collision)
+        self._whole_body = config.collision.enabled or config.collision.self_collision
+        if self._whole_body:
             self.contact = build_whole_body_contact(
                 robot, config, self.contact_points, self.contact,
                 lambda points: make_contact_model(config, points), ground, self.terrain,
-                self._model_step, self._data_step)
-            self.collision = self.contact.collision
-        self._no_points = not self.contact_points.n and self.collision is None
+                self._model_step, self._data_step, self.notes)
+            self.collision = self.contact.collision if config.collision.enabled else None
+            self.self_collision = self.contact.self_collision
+        self._no_points = not self.contact_points.n and not self._whole_body
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
         self._weight = robot.mass * float(np.linalg.norm(config.gravity))
-        #: what the simulator adjusted or wants said once (the node logs these)
-        self.notes: list[str] = []
         self._note_contact_resolution()
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
@@ -464,7 +471,7 @@ class Simulator:
             self.imu_sensor.reset()
         # acceleration of the initial state under zero torque, for the IMU
         v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
-        if self.collision is not None:  # the trial's deformation is dropped, as the feet's
+        if self._whole_body:  # the trial's deformation is dropped, as the feet's
             self.contact.clear_deformation()
         self._a = (v1 - self._v) * self._inv_dt
         self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
@@ -684,7 +691,7 @@ class Simulator:
                 f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
                 f"(check contact stiffness, gains and time step)")
         if not self._no_points and self.contact.max_depth > self._max_penetration:
-            if self.collision is not None:  # the deepest may be a link's collision point
+            if self._whole_body:  # the deepest may be a link's collision point or a self-contact
                 what, deepest = self.contact.deepest(self.surface_names,
                                                      self.contact_points.surface_of_point)
             else:
@@ -783,6 +790,19 @@ class Simulator:
             surface=tuple(coll.link_names[coll.point_geometry[i]] for i in idx),
             position=pos.copy(), force=force.copy(), depth=depth.copy(),
             status=tuple(STATUS_NAMES[s] for s in status))
+
+    def self_collision_contacts(self) -> SelfContactsReading:
+        """The self-collision sphere pairs within ``collision.margin`` of touching at the
+        last step (none without ``collision.self_collision``): the two links, the world
+        contact point (the middle of the overlap), the world force on the first link (the
+        second gets the opposite: the forces are internal, they sum to zero), the depth
+        (overlap, m; negative: apart) and the stick/slip state."""
+        if self.self_collision is None:
+            return _NO_SELF_CONTACTS
+        a, b, pos, force, depth, status = self.contact.self_contacts()
+        return SelfContactsReading(link_a=a, link_b=b, position=pos.copy(), force=force.copy(),
+                                   depth=depth.copy(),
+                                   status=tuple(STATUS_NAMES[s] for s in status))
 
     # ------------------------------------------------------------------ dynamics queries
 
@@ -895,7 +915,8 @@ class Simulator:
         if state.signature != mine:
             names = ("nq", "nv", "contact points", "dt", "contact model", "IMU",
                      "command delay (joints.command_delay_steps)",
-                     "sensor delay (sensors.delay_steps)", "collision points (collision.*)")
+                     "sensor delay (sensors.delay_steps)", "collision points (collision.*)",
+                     "self-collision spheres and pairs (collision.self_collision)")
             differ = [f"{name}: {theirs!r} in the snapshot, {ours!r} here"
                       for name, theirs, ours in zip(names, state.signature, mine)
                       if theirs != ours]
@@ -960,7 +981,9 @@ class Simulator:
     def _signature(self) -> tuple:
         return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
                 self.contact.name, self.imu_sensor is not None, self._command_delay,
-                self._sensor_delay, 0 if self.collision is None else self.collision.m)
+                self._sensor_delay, 0 if self.collision is None else self.collision.m,
+                None if self.self_collision is None else
+                (self.self_collision.s, len(self.self_collision.pa)))
 
     @property
     def mass(self) -> float:

@@ -31,6 +31,9 @@ class ContactModel(Protocol):
     #: parameters ``ros2 param set`` / ``Simulator.set_contact_parameters`` may change
     LIVE_PARAMETERS: tuple[str, ...]
     max_penetration: float  #: m: deeper raises DivergenceError
+    #: m: a point enters the solve once it is this close to touching (depth > -it), now
+    #: or after the step's free motion (depth - dt * normal velocity > -it)
+    activation_margin: float
     depth: np.ndarray  #: (n,) penetration at the last solve, m (> 0 below the ground)
 
     def initial_state(self) -> np.ndarray:

@@ -109,6 +109,8 @@ class CompliantContact:
     PARAMETERS = PARAMETERS
     #: parameters that may change while running (the ROS node's `ros2 param set`)
     LIVE_PARAMETERS = live_names(PARAMETERS)
+    #: m: a point enters the solve once it touches, now or after the step's free motion
+    activation_margin = 0.0
 
     def __init__(self, params, points: ContactPoints):
         """``params``: the validated ``contact`` group (``config.contact``)."""

@@ -304,17 +304,19 @@ class ContactPoints:
         self._radius_row = self.radius[None, :].copy()
 
 
-def _placement_view(data: pin.Data, joint_ids: np.ndarray) -> np.ndarray | None:
-    """A read-only (njoints, 12) view of the storage of ``data.oMi``, row j holding
-    joint j's placement as pinocchio stores an SE3 (the rotation column-major, then
-    the translation: the columns of [R | t]), or None if the storage is not laid out
-    so (then the placements are copied joint by joint).
+def _placement_view(data: pin.Data, joint_ids: np.ndarray,
+                    attr: str = "oMi") -> np.ndarray | None:
+    """A read-only (njoints, 12) view of the storage of ``data.oMi`` (or of another
+    vector of joint placements, ``attr``: ``liMi``), row j holding joint j's placement
+    as pinocchio stores an SE3 (the rotation column-major, then the translation: the
+    columns of [R | t]), or None if the storage is not laid out so (then the placements
+    are copied joint by joint).
 
     pinocchio keeps the placements in one contiguous vector and hands out views of
     its elements; the addresses and strides of those views are checked here, and
     the values against ``homogeneous``, before the view is trusted. It stays valid
     while ``data`` lives (the caller keeps a reference)."""
-    oMi = data.oMi
+    oMi = getattr(data, attr)
     count = len(oMi)
     if count < 2:
         return None

@@ -120,6 +120,8 @@ class RigidContact:
         self.baumgarte_gain = params.baumgarte_gain
         self.regularization = params.regularization
         self.margin = params.activation_margin
+        #: m: points farther than this from touching, now and after the step, stay out
+        self.activation_margin = self.margin
         self.max_penetration = params.max_penetration
         self.mu = params.friction_coefficient
         n = points.n

@@ -156,6 +156,50 @@ def collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = T
             "collision_points": sims[1].collision.m}
 
 
+def self_collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
+    """icub_stand with self-collision (collision.self_collision) off and on, the timed runs
+    interleaved as in :func:`collision_cost`. iCub's models ship no SRDF: the one used
+    disables the link pairs whose spheres overlap at the scenario's posture (as
+    ``python -m wb_sim.tools.srdf`` writes them). Nothing but the feet touches, so the two
+    trajectories must be bit-identical."""
+    import tempfile
+
+    from ..self_collision import srdf_text
+    from .srdf import default_pairs
+
+    probe = Simulator.from_params(dict(ICUB_STAND, **{"collision.self_collision": True}))
+    pairs = default_pairs(probe)
+    with tempfile.TemporaryDirectory() as tmp:
+        srdf = Path(tmp) / "icub_stand.srdf"
+        srdf.write_text(srdf_text(probe.robot.model.name, pairs))
+        sims, ctrls = [], []
+        for on in (False, True):
+            params = dict(ICUB_STAND, **{"contact.model": contact, "collision.self_collision": on,
+                                         "collision.srdf_path": str(srdf)})
+            sims.append(Simulator.from_params(params))
+            ctrls.append(PDGravityController(sims[-1].robot, np.zeros(sims[-1].nj), KP, KD,
+                                             gravity=params["gravity"]))
+    times: list[list[float]] = [[], []]
+    for r in range(runs):
+        for i, label in enumerate(("off", "on")):
+            bar = Progress(STEPS * sims[i].dt,
+                           label=f"  run {r + 1}/{runs}, self-collision {label}", enabled=progress)
+            times[i].append(_run(sims[i], ctrls[i], STEPS, progress=bar))
+    off, on = (statistics.median(t) / STEPS * 1e6 for t in times)
+    sc = sims[1].self_collision
+    stats = sims[1].contact.statistics()
+    return {"contact_model": contact, "us_per_step_off": off, "us_per_step_on": on,
+            "on_over_off": on / off,
+            "runs_us_per_step_off": [t / STEPS * 1e6 for t in times[0]],
+            "runs_us_per_step_on": [t / STEPS * 1e6 for t in times[1]],
+            "identical_trajectories": bool(np.array_equal(sims[0].q, sims[1].q)
+                                           and np.array_equal(sims[0].v, sims[1].v)),
+            "geometries": len(sc.geometries), "spheres": sc.s, "pairs": len(sc.pa),
+            "srdf_pairs": len(pairs),
+            "checked_steps_last_run": stats["self_collision_checks"] // (runs + 1),
+            "self_contact_solves": stats["collision_solves"]}
+
+
 def humanoid_lying(contact: str = "compliant", steps: int = 2000, settle_s: float = 3.0,
                    progress: bool = True) -> dict:
     """The default humanoid with whole-body collision, no controller, pushed over: the
@@ -203,7 +247,25 @@ def main(argv=None) -> int:
     parser.add_argument("--collision", choices=["off", "on", "both"], default="off",
                         help="icub_stand with whole-body collision off (default), on, or both "
                              "(timed runs interleaved; prints the cost of collision)")
+    parser.add_argument("--self-collision", action="store_true",
+                        help="icub_stand with self-collision off and on (timed runs "
+                             "interleaved; prints its cost while nothing but the feet touches)")
     args = parser.parse_args(argv)
+    if args.self_collision:
+        rep = self_collision_cost(args.contact, args.runs)
+        print(f"us per step, self-collision off: {rep['us_per_step_off']:.1f}")
+        print(f"us per step, self-collision on:  {rep['us_per_step_on']:.1f}")
+        print(f"on / off:                        {rep['on_over_off']:.3f}")
+        print(f"runs off / on (us):              "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_off'])} / "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_on'])}")
+        print(f"geometries, spheres, pairs:      {rep['geometries']}, {rep['spheres']}, "
+              f"{rep['pairs']} ({rep['srdf_pairs']} touching at the posture: disabled)")
+        print(f"steps that ran the phases:       {rep['checked_steps_last_run']} of {STEPS} "
+              f"per run (the others: the quiet test)")
+        print(f"trajectories bit-identical:      "
+              f"{'yes' if rep['identical_trajectories'] else 'NO'}")
+        return 0 if rep["identical_trajectories"] and not rep["self_contact_solves"] else 1
     if args.scenario == "humanoid_lying":
         rep = humanoid_lying(args.contact)
         for key, value in rep.items():
