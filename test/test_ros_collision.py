@@ -27,9 +27,16 @@ LYING = {"initial.base_position": [0.0, 0.0, 0.09], "initial.base_rpy": [0.0, -1
 
 def _marker_arrows(msg):
     """(points (n, 3), force lines' vectors (n, 3)) of a contact-markers message."""
-    points, lines = msg.markers
+    return _arrows_of(msg, "contact")
+
+
+def _arrows_of(msg, ns):
+    """The same for the namespaces ``<ns>_points`` / ``<ns>_forces``."""
+    assert [m.ns for m in msg.markers] == ["contact_points", "contact_forces",
+                                           "self_contact_points", "self_contact_forces"]
+    points, lines = (m for m in msg.markers if m.ns in (f"{ns}_points", f"{ns}_forces"))
     assert (points.ns, points.type, lines.ns, lines.type) == (
-        "contact_points", Marker.SPHERE_LIST, "contact_forces", Marker.LINE_LIST)
+        f"{ns}_points", Marker.SPHERE_LIST, f"{ns}_forces", Marker.LINE_LIST)
     p = np.array([[a.x, a.y, a.z] for a in points.points]).reshape(-1, 3)
     ends = np.array([[a.x, a.y, a.z] for a in lines.points]).reshape(-1, 2, 3)
     assert np.array_equal(ends[:, 0], p)  # each line starts at its point
@@ -58,6 +65,33 @@ def test_contact_markers_are_the_loaded_points_and_their_forces():
     p, f = _marker_arrows(ContactMarkers(standing, "world").message(None))
     assert len(p) == sum(np.linalg.norm(standing.contact_points_state().force, axis=1) > 0) > 0
     assert len(standing.collision_points_state().position) == 0
+    assert len(_arrows_of(ContactMarkers(standing, "world").message(None), "self_contact")[0]) == 0
+
+
+def test_contact_markers_show_the_self_contacts():
+    """collision.self_collision: the humanoid's left forearm driven into its torso (as in
+    test_self_collision); the self-contact markers are the loaded pairs' points and the
+    forces on their first links."""
+    from wb_sim.controllers import PDGravityController
+    from wb_sim.ros.markers import WEIGHT_LENGTH_M, ContactMarkers
+    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML, overrides={
+        "floating_base": False, "initial.base_position": [0.0, 0.0, 1.0],
+        "collision.enabled": False, "collision.self_collision": True})
+    target = np.zeros(sim.nj)
+    target[sim.joint_names.index("l_shoulder_yaw")] = -1.5
+    ctrl = PDGravityController(sim.robot, target, 200.0, 5.0, gravity=sim.config.gravity)
+    elbow = sim.joint_names.index("l_elbow")
+    for _ in range(1500):
+        tau = ctrl(sim.q, sim.joint_positions, sim.joint_velocities)
+        tau[elbow] = -30.0
+        sim.step(tau)
+    own = sim.self_collision_contacts()
+    loaded = np.linalg.norm(own.force, axis=1) > 0
+    assert loaded.sum() >= 1
+    p, f = _arrows_of(ContactMarkers(sim, "world").message(None), "self_contact")
+    np.testing.assert_array_equal(p, own.position[loaded])
+    mg = sim.mass * 9.81
+    np.testing.assert_allclose(f, own.force[loaded] * WEIGHT_LENGTH_M / mg, rtol=1e-12)
 
 
 def test_the_node_publishes_the_other_links_wrench_of_a_lying_humanoid(tmp_path):

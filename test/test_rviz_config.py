@@ -40,4 +40,5 @@ def test_rviz_config_shows_the_terrain_and_contact_markers_as_the_node_sends_the
     assert terrain["Topic"]["Durability Policy"] == "Transient Local"  # published once, latched
     contacts = by_topic["/" + table["topics.contact_markers"]]
     assert contacts["Topic"]["Durability Policy"] == "Volatile"  # a stream
-    assert set(contacts["Namespaces"]) == {"contact_points", "contact_forces"}  # markers.py
+    assert set(contacts["Namespaces"]) == {"contact_points", "contact_forces",  # markers.py
+                                           "self_contact_points", "self_contact_forces"}

@@ -6,8 +6,10 @@
   point, the contact surfaces' and (``collision.enabled``) the other links', as one
   SPHERE_LIST (namespace ``contact_points``) and the ground's force on each as one
   LINE_LIST from the point (namespace ``contact_forces``), :data:`WEIGHT_LENGTH_M` long
-  for the robot's whole weight. Both markers are sent every time (ADD replaces them),
-  empty when nothing touches."""
+  for the robot's whole weight; with ``collision.self_collision`` the links' contacts
+  with each other likewise (``self_contact_points``, ``self_contact_forces``: the force
+  on the pair's first link, the second gets the opposite). All four markers are sent
+  every time (ADD replaces them), empty when nothing touches."""
 
 from __future__ import annotations
 
@@ -26,6 +28,9 @@ COLOR = ColorRGBA(r=0.69, g=0.66, b=0.56, a=1.0)
 #: contact points (yellow) and forces (the RViz config's wrench red)
 POINT_COLOR = ColorRGBA(r=0.95, g=0.85, b=0.2, a=1.0)
 FORCE_COLOR = ColorRGBA(r=0.8, g=0.2, b=0.2, a=1.0)
+#: self-collision contacts (cyan) and forces (blue)
+SELF_POINT_COLOR = ColorRGBA(r=0.2, g=0.85, b=0.95, a=1.0)
+SELF_FORCE_COLOR = ColorRGBA(r=0.2, g=0.4, b=0.9, a=1.0)
 #: diameter of a contact point's sphere, m; width of a force line, m
 POINT_DIAMETER_M = 0.02
 LINE_WIDTH_M = 0.005
@@ -68,15 +73,24 @@ class ContactMarkers:
 
     def message(self, stamp) -> MarkerArray:
         position, force = self._arrows(self.sim)
+        markers = self._pair(position, force, stamp, "contact", POINT_COLOR, FORCE_COLOR)
+        own = self.sim.self_collision_contacts()
+        markers += self._pair(own.position, own.force, stamp, "self_contact",
+                              SELF_POINT_COLOR, SELF_FORCE_COLOR)
+        return MarkerArray(markers=markers)
+
+    def _pair(self, position, force, stamp, ns, point_color, force_color) -> list:
+        """[SPHERE_LIST of the loaded points, LINE_LIST of their forces] (``<ns>_points``,
+        ``<ns>_forces``)."""
         loaded = np.einsum("ij,ij->i", force, force) > 0.0
         position, force = position[loaded], force[loaded]
         tip = position + self.metres_per_newton * force
-        points = _marker(Marker.SPHERE_LIST, 0, self.frame_id, stamp, "contact_points",
-                         POINT_COLOR)
+        points = _marker(Marker.SPHERE_LIST, 0, self.frame_id, stamp, f"{ns}_points",
+                         point_color)
         points.scale.x = points.scale.y = points.scale.z = POINT_DIAMETER_M
         points.points = [Point(x=x, y=y, z=z) for x, y, z in position.tolist()]
-        lines = _marker(Marker.LINE_LIST, 0, self.frame_id, stamp, "contact_forces",
-                        FORCE_COLOR)
+        lines = _marker(Marker.LINE_LIST, 0, self.frame_id, stamp, f"{ns}_forces",
+                        force_color)
         lines.scale.x = LINE_WIDTH_M
         ends = np.empty((2 * len(position), 3))
         ends[0::2], ends[1::2] = position, tip
@@ -84,7 +98,7 @@ class ContactMarkers:
         for m in (points, lines):
             m.pose.orientation.w = 1.0
             m.frame_locked = False
-        return MarkerArray(markers=[points, lines])
+        return [points, lines]
 
 
 def _marker(kind: int, i: int, frame_id: str, stamp, ns: str = "terrain",
