@@ -162,6 +162,8 @@ def test_the_srdf_disables_its_pairs_and_bad_ones_get_typed_errors(tmp_path):
         arms(**{"collision.srdf_path": str(half)})
     with pytest.raises(ConfigError, match="'collision.srdf_path': unknown scheme 'nope:'"):
         arms(**{"collision.srdf_path": "nope:x.srdf"})
+    with pytest.raises(ConfigError, match="'collision.srdf_path': expected 'package://"):
+        arms(**{"collision.srdf_path": "package:/wb_sim/urdf/humanoid.srdf"})
     # a relative path in a YAML file is the YAML file's neighbour, as urdf_path is
     (tmp_path / "arms.urdf").write_text(arms_urdf())
     yaml = tmp_path / "arms.yaml"

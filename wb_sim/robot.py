@@ -75,8 +75,7 @@ def package_share_dir(package: str) -> Path:
 def _package_uri(rest: str) -> Path:
     package, _, rel = rest.removeprefix("//").partition("/")
     if not rest.startswith("//") or not package or not rel:
-        raise ConfigError(f"parameter 'urdf_path': expected 'package://<package>/<path>', "
-                          f"got 'package:{rest}'")
+        raise ConfigError(f"expected 'package://<package>/<path>', got 'package:{rest}'")
     return package_share_dir(package) / rel
 
 
@@ -138,7 +137,10 @@ def resolve_data_path(value: str, key: str, kind: str) -> Path:
             raise ConfigError(
                 f"parameter '{key}': unknown scheme '{scheme}:' in {value!r}; "
                 f"valid schemes: {', '.join(sorted(URDF_SCHEMES))}")
-        path = Path(URDF_SCHEMES[scheme](rest))
+        try:
+            path = Path(URDF_SCHEMES[scheme](rest))
+        except (ConfigError, ModelError) as e:  # the resolver knows no parameter: name it
+            raise type(e)(f"parameter '{key}': {e}") from None
     else:
         path = Path(value)
     if not path.is_file():
