@@ -686,8 +686,8 @@ def watchdog(tmp_path_factory):
 
 def _controller_death(s: SimSetup, name: str):
     """Start the PD controller, reset so that it holds the robot up, kill it
-    (SIGKILL) and return the joint states around its death and the node's log
-    written after it."""
+    (SIGKILL) and return the joint states around its death (from 0.3 s of simulated
+    time before it to 1.5 s after it) and the node's log written after it."""
     ros = s.ros
     pd = s.start_pd_controller(name)
     js = ros.record(JointState, "joint_states", STATE_QOS)
@@ -696,10 +696,16 @@ def _controller_death(s: SimSetup, name: str):
         s.reset()
         ros.spin_for(0.5)
         js.clear()
-        ros.spin_for(0.3)
+        # in simulated time, however slowly a loaded machine runs it: 0.3 s before the
+        # kill and 1.5 s after it
+        def span() -> int:
+            return stamp_ns(js.msgs[-1]) - stamp_ns(js.msgs[0]) if js.msgs else 0
+
+        assert ros.spin_until(lambda: span() >= 0.3 * NS, 30), s.describe()
         log_before = len(s.node.log())
         pd.kill()
-        ros.spin_for(1.5)
+        killed = span()
+        assert ros.spin_until(lambda: span() >= killed + 1.5 * NS, 30), s.describe()
     finally:
         ros.stop_recording(js)
     return js.msgs, s.node.log()[log_before:]
