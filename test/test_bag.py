@@ -54,7 +54,8 @@ def record_argv(*args: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A bag of the standing humanoid under the PD controller (about 3 s of wall time)."""
+    """A bag of the standing humanoid under the PD controller (about 3 s of wall time):
+    13 topics, contact_wrench/collision among them (the shipped humanoid has collision)."""
     tmp = tmp_path_factory.mktemp("bag")
     bag = tmp / "standing"
     domain = fresh_domain_id()
@@ -67,7 +68,7 @@ def recorded(tmp_path_factory):
         rec = Proc("record", record_argv("-o", str(bag), "--wait", str(STARTUP_TIMEOUT)),
                    domain, tmp)
         procs.append(rec)
-        assert rec.wait_for_log("recording 12 topics into", STARTUP_TIMEOUT), \
+        assert rec.wait_for_log("recording 13 topics into", STARTUP_TIMEOUT), \
             "\n".join(p.describe() for p in procs)
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp)
         procs.append(ctrl)
@@ -139,6 +140,7 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/external_wrench": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/left_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/right_foot": "geometry_msgs/msg/WrenchStamped",
+        "/contact_wrench/collision": "geometry_msgs/msg/WrenchStamped",
         "/wb_sim_record/parameters": "std_msgs/msg/String"}
     assert {t: m for t, (m, _) in topics.items()} == expected
     assert topics["/robot_description"][1] == topics["/tf_static"][1] == 1
@@ -232,29 +234,27 @@ def test_bag_of_ros2_bag_record_without_parameters(recorded, tmp_path):
     assert h.dt == pytest.approx(1e-3)
 
 
-def test_the_other_links_wrench_in_a_bag_is_not_a_contact_surface(recorded, tmp_path):
-    """``ros2 bag record -a`` of a node with whole-body collision also records
-    ``contact_wrench/collision`` (the other links' total wrench): the reader leaves it out
-    of the contact surfaces."""
-    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
-
+def test_the_other_links_wrench_in_a_bag_is_not_a_contact_surface(recorded):
+    """The shipped humanoid has whole-body collision: the bag holds
+    ``contact_wrench/collision`` (the other links' total wrench, zero while it stands),
+    which the reader leaves out of the contact surfaces."""
+    from rosbags.rosbag2 import Reader
     bag, _, _ = recorded
-    ts = get_typestore(Stores.ROS2_KILTED)
-    out = tmp_path / "with_collision"
-    with Reader(bag) as reader, Writer(out, version=8,
-                                       storage_plugin=StoragePlugin.MCAP) as writer:
-        conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=ts)
-                 for c in reader.connections}
-        left = next(c for c in reader.connections if c.topic.endswith("/left_foot"))
-        extra = writer.add_connection("/contact_wrench/collision", left.msgtype, typestore=ts)
-        for c, log_ns, raw in reader.messages():
-            writer.write(conns[c.id], log_ns, raw)
-            if c.id == left.id:  # same type: a wrench message on the collision topic
-                writer.write(extra, log_ns, raw)
-    h = history_from_bag(out)
+    with Reader(bag) as reader:
+        counts = {c.topic: c.msgcount for c in reader.connections}
+    assert counts["/contact_wrench/collision"] == counts["/contact_wrench/left_foot"] > 1000
+    h = history_from_bag(bag)
     assert h.surface_names == ("left_foot", "right_foot")
-    assert np.array_equal(h.contact_force, history_from_bag(bag).contact_force)
+
+
+def test_wb_sim_record_plans_the_other_links_wrench_only_with_collision():
+    from wb_sim.ros.record import plan_topics
+    params = {"contact_surfaces": ["left_foot", "right_foot"]}
+    plain = [t for t, _, _ in plan_topics(params)]
+    assert "/contact_wrench/left_foot" in plain and "/contact_wrench/collision" not in plain
+    on = [t for t, _, _ in plan_topics({**params, "collision.enabled": True,
+                                        "topics.contact_wrench": "w"})]
+    assert "/w/collision" in on and "/w/right_foot" in on
 
 
 def test_plot_of_the_bag(recorded, tmp_path):

@@ -9,7 +9,8 @@ friction coefficient, ground normal, effort limits and topic names there), and
 records, under the names the parameters give them:
 
 * the outputs: ``joint_states``, ``imu/data``, ``odom/ground_truth``,
-  ``contact_wrench/<S>`` for each surface S of ``contact_surfaces``, ``/tf``,
+  ``contact_wrench/<S>`` for each surface S of ``contact_surfaces`` (and
+  ``contact_wrench/collision`` with ``collision.enabled``), ``/tf``,
   ``/tf_static``, ``/clock``, ``robot_description``;
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
@@ -94,6 +95,8 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     if prefix:
         for s in params.get("contact_surfaces") or []:
             out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench"))
+        if params.get("collision.enabled"):  # the other links' total wrench
+            out.append((absolute(f"{prefix}/collision"), WRENCH_TYPE, "contact_wrench"))
     if only is not None:
         wanted = {absolute(t) for t in only}
         out = [o for o in out if o[0] in wanted]
