@@ -191,7 +191,12 @@ def test_history_from_bag_is_the_standing_robot(recorded):
         core.step(ctrl(core.q, core.q[7:], core.v[6:]))
     assert h.n > 500 and h.joint_names == core.joint_names
     assert h.surface_names == ("left_foot", "right_foot")
-    assert h.wall[0] == 0.0 and np.all(np.diff(h.wall) >= 0) and h.wall[-1] > 0
+    # wall: the receive times (system clock, from the transport), in stamp order: they
+    # advance with the stamps, but a loaded machine may deliver a state a few ms late
+    # (CI once saw 40 ms), so only rare and small steps back are allowed
+    dw = np.diff(h.wall)
+    assert h.wall[0] == 0.0 and h.wall[-1] > 0.5 * (h.t[-1] - h.t[0])
+    assert np.mean(dw < 0) < 0.01 and dw.min() > -0.2, (np.mean(dw < 0), dw.min())
     assert np.all(np.diff(h.t) > 0) and np.median(np.diff(h.t)) == pytest.approx(1e-3)
     assert h.dt == 1e-3
     assert abs(h.base_position[-1, 2] - core.q[2]) < 5e-3, (h.base_position[-1], core.q[:3])

@@ -21,7 +21,9 @@ sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
   from the presence of odometry.
 
 Times: ``t`` is the messages' header stamps (simulated time), ``wall`` the
-bag's log time (the recorder's receive time) of the joint states. Streams at a
+bag's log time (the recorder's receive time, system clock) of the joint states,
+from 0: it follows ``t`` but a late delivery on a loaded machine can put a state
+a few ms out of order. Streams at a
 lower rate than ``joint_states`` (``publish.*_rate_hz``) are held: each sample
 uses the newest message stamped at or before it.
 """
