@@ -215,6 +215,16 @@ def geometry_points(geometry, link: str, max_points: int,
         P = np.array(pts)
         P = P[farthest_points(P, max_points, first=8)]  # the corners first
         return P, np.zeros(len(P))
+    vertices = mesh_vertices(geometry, link, "boxes, spheres, cylinders, capsules and meshes")
+    hull = _hull_vertices(vertices)
+    P = hull[hull_sample(hull, max_points)]
+    return P, np.zeros(len(P))
+
+
+def mesh_vertices(geometry, link: str, supported: str, feature: str = "") -> np.ndarray:
+    """The vertices (n, 3) of a mesh or convex collision geometry; ModelError naming
+    the link for any other kind (``supported``: the kinds the caller handles, for
+    the message; ``feature``: what does not support it, e.g. " by self-collision")."""
     vertices = None
     if hasattr(geometry, "vertices") and hasattr(geometry, "num_vertices"):  # BVH meshes
         vertices = np.asarray(geometry.vertices(), dtype=float)
@@ -222,13 +232,11 @@ def geometry_points(geometry, link: str, max_points: int,
         vertices = np.asarray(geometry.points(), dtype=float)
     if vertices is None:
         raise ModelError(f"link '{link}': collision geometry of kind {type(geometry).__name__} "
-                         f"is not supported (boxes, spheres, cylinders, capsules and meshes "
-                         f"are); leave the link out with collision.exclude_links")
+                         f"is not supported{feature} ({supported} are); leave the link out "
+                         f"with collision.exclude_links")
     if len(vertices) == 0 or not np.isfinite(vertices).all():
         raise ModelError(f"link '{link}': its collision mesh has no finite vertices")
-    hull = _hull_vertices(vertices)
-    P = hull[hull_sample(hull, max_points)]
-    return P, np.zeros(len(P))
+    return vertices
 
 
 @dataclass(frozen=True)

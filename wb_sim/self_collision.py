@@ -139,7 +139,7 @@ def _hull_vertices_of(geometry, link: str) -> np.ndarray:
     within 0.12 % of its radius), geometry frame."""
     import coal
 
-    from .collision import fibonacci_directions
+    from .collision import fibonacci_directions, mesh_vertices
 
     if isinstance(geometry, coal.Box):
         signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
@@ -152,19 +152,8 @@ def _hull_vertices_of(geometry, link: str) -> np.ndarray:
         return np.vstack([_round(float(geometry.radius), -hl, None), [[0.0, 0.0, hl]]])
     if isinstance(geometry, coal.Ellipsoid):
         return fibonacci_directions(COVER_SURFACE) * np.asarray(geometry.radii, dtype=float)
-    vertices = None
-    if hasattr(geometry, "vertices") and hasattr(geometry, "num_vertices"):  # BVH meshes
-        vertices = np.asarray(geometry.vertices(), dtype=float)
-    elif hasattr(geometry, "points") and hasattr(geometry, "num_points"):  # coal.Convex
-        vertices = np.asarray(geometry.points(), dtype=float)
-    if vertices is None:
-        raise ModelError(f"link '{link}': collision geometry of kind {type(geometry).__name__} "
-                         f"is not supported by self-collision (boxes, spheres, cylinders, "
-                         f"capsules, cones, ellipsoids and meshes are); leave the link out "
-                         f"with collision.exclude_links")
-    if len(vertices) == 0 or not np.isfinite(vertices).all():
-        raise ModelError(f"link '{link}': its collision mesh has no finite vertices")
-    return vertices
+    return mesh_vertices(geometry, link, "boxes, spheres, cylinders, capsules, cones, "
+                         "ellipsoids and meshes", " by self-collision")
 
 
 def sphere_cover(geometry, link: str, max_spheres: int) -> tuple[np.ndarray, np.ndarray, float]:

@@ -129,6 +129,24 @@ def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True,
     }
 
 
+def _off_on(sims: list, ctrls: list, runs: int, what: str, progress: bool) -> dict:
+    """Time two simulators (off, on) interleaved run by run so that both see the same
+    machine: the median us/step of each, their ratio, each run's figures and whether
+    the two trajectories are bit-identical."""
+    times: list[list[float]] = [[], []]
+    for r in range(runs):
+        for i, label in enumerate(("off", "on")):
+            bar = Progress(STEPS * sims[i].dt, label=f"  run {r + 1}/{runs}, {what} {label}",
+                           enabled=progress)
+            times[i].append(_run(sims[i], ctrls[i], STEPS, progress=bar))
+    off, on = (statistics.median(t) / STEPS * 1e6 for t in times)
+    return {"us_per_step_off": off, "us_per_step_on": on, "on_over_off": on / off,
+            "runs_us_per_step_off": [t / STEPS * 1e6 for t in times[0]],
+            "runs_us_per_step_on": [t / STEPS * 1e6 for t in times[1]],
+            "identical_trajectories": bool(np.array_equal(sims[0].q, sims[1].q)
+                                           and np.array_equal(sims[0].v, sims[1].v))}
+
+
 def collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
     """icub_stand with whole-body collision off and on, the timed runs interleaved
     (off, on, off, on, ...) so that both see the same machine; the median us/step of
@@ -140,19 +158,7 @@ def collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = T
         sims.append(Simulator.from_params(params))
         ctrls.append(PDGravityController(sims[-1].robot, np.zeros(sims[-1].nj), KP, KD,
                                          gravity=params["gravity"]))
-    times: list[list[float]] = [[], []]
-    for r in range(runs):
-        for i, label in enumerate(("off", "on")):
-            bar = Progress(STEPS * sims[i].dt, label=f"  run {r + 1}/{runs}, collision {label}",
-                           enabled=progress)
-            times[i].append(_run(sims[i], ctrls[i], STEPS, progress=bar))
-    off, on = (statistics.median(t) / STEPS * 1e6 for t in times)
-    return {"contact_model": contact, "us_per_step_off": off, "us_per_step_on": on,
-            "on_over_off": on / off,
-            "runs_us_per_step_off": [t / STEPS * 1e6 for t in times[0]],
-            "runs_us_per_step_on": [t / STEPS * 1e6 for t in times[1]],
-            "identical_trajectories": bool(np.array_equal(sims[0].q, sims[1].q)
-                                           and np.array_equal(sims[0].v, sims[1].v)),
+    return {"contact_model": contact, **_off_on(sims, ctrls, runs, "collision", progress),
             "collision_points": sims[1].collision.m}
 
 
@@ -179,21 +185,10 @@ def self_collision_cost(contact: str = "compliant", runs: int = 3, progress: boo
             sims.append(Simulator.from_params(params))
             ctrls.append(PDGravityController(sims[-1].robot, np.zeros(sims[-1].nj), KP, KD,
                                              gravity=params["gravity"]))
-    times: list[list[float]] = [[], []]
-    for r in range(runs):
-        for i, label in enumerate(("off", "on")):
-            bar = Progress(STEPS * sims[i].dt,
-                           label=f"  run {r + 1}/{runs}, self-collision {label}", enabled=progress)
-            times[i].append(_run(sims[i], ctrls[i], STEPS, progress=bar))
-    off, on = (statistics.median(t) / STEPS * 1e6 for t in times)
+    result = _off_on(sims, ctrls, runs, "self-collision", progress)
     sc = sims[1].self_collision
     stats = sims[1].contact.statistics()
-    return {"contact_model": contact, "us_per_step_off": off, "us_per_step_on": on,
-            "on_over_off": on / off,
-            "runs_us_per_step_off": [t / STEPS * 1e6 for t in times[0]],
-            "runs_us_per_step_on": [t / STEPS * 1e6 for t in times[1]],
-            "identical_trajectories": bool(np.array_equal(sims[0].q, sims[1].q)
-                                           and np.array_equal(sims[0].v, sims[1].v)),
+    return {"contact_model": contact, **result,
             "geometries": len(sc.geometries), "spheres": sc.s, "pairs": len(sc.pa),
             "srdf_pairs": len(pairs),
             "checked_steps_last_run": stats["self_collision_checks"] // (runs + 1),
