@@ -325,6 +325,37 @@ def test_two_spheres_pushed_together_sink_as_the_contact_law_says(model):
     np.testing.assert_allclose(free.joint_positions, [1.5, -1.5], atol=0.01)
 
 
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+@pytest.mark.parametrize("rate", [250, 4000])
+@pytest.mark.parametrize("scale", [0.05, 200.0])
+def test_light_and_heavy_arms_at_other_rates_hold_as_the_law_says(scale, rate, model):
+    """The two arms with their masses, inertias, damping and effort limits scaled by
+    0.05 and 200 (torques too), at 250 Hz and 4 kHz, default contact parameters: the
+    spheres come to rest holding the torque, sunk the law's depth under the measured
+    force (compliant; 13.7 mm under 2 kN) or less than 10 um (rigid)."""
+    urdf = (arms_urdf()
+            .replace('<mass value="1.0"/>', f'<mass value="{scale}"/>')
+            .replace('ixx="0.001" iyy="0.01" izz="0.01"',
+                     f'ixx="{0.001 * scale}" iyy="{0.01 * scale}" izz="{0.01 * scale}"')
+            .replace('damping="0.5"', f'damping="{0.5 * scale}"')
+            .replace('effort="100"', f'effort="{100 * scale}"'))
+    assert urdf.count(f'<mass value="{scale}"/>') == 2
+    sim = _push(wb_sim.Simulator.from_params({
+        "robot_description": urdf, "floating_base": False, "collision.self_collision": True,
+        "contact.model": model, "physics_rate_hz": float(rate)}), 3.0 * scale, round(1.5 * rate))
+    ca, cb = _sphere_centres(sim, sim.last_q)
+    overlap = 0.1 - float(np.linalg.norm(ca - cb))
+    c = sim.self_collision_contacts()
+    assert c.link_a == ("a",) and np.abs(sim.v).max() < 1e-4
+    lever = np.cross(c.position[0] - np.array([0.0, -0.1, 0.0]), c.force[0])[2]
+    assert lever == pytest.approx(-3.0 * scale, rel=1e-3)
+    F = float(np.linalg.norm(c.force[0]))
+    if model == "compliant":
+        assert overlap == pytest.approx((F * math.sqrt(D_REF) / K) ** (2 / 3), rel=1e-3)
+    else:
+        assert abs(overlap) < 1e-5
+
+
 def test_the_humanoids_forearm_driven_into_its_torso_stops_there(make_humanoid):
     """Shoulder turned in (yaw -1.5 rad), the elbow driven by -30 N*m: the forearm swings
     across the body into the torso. Self-collision stops it there, no sphere pair deeper
