@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import wb_sim
-from wb_sim.terrain import Box, Heightfield, Terrain, box_query, stairs_boxes
+from wb_sim.terrain import (Box, Heightfield, Terrain, box_query, stairs_boxes, tangent_bases,
+                            tangent_bases_reference)
 
 from contact_reference import G, static_sink
 from test_contact_robustness import K_DEFAULT, SIDE, cube_params
@@ -165,6 +166,24 @@ def test_the_plane_alone_keeps_the_fast_path():
         wb_sim.Simulator.from_params(cube_params(2.0, **{"terrain.boxes": [0.0, 0.0, 0.1]}))
     with pytest.raises(wb_sim.ConfigError, match="terrain.stairs"):
         wb_sim.Simulator.from_params(cube_params(2.0, **{"terrain.stairs": [0.0] * 8}))
+
+
+def test_tangent_bases_equal_their_plain_reference_and_are_right_handed():
+    """The component-wise bases (the collision and self-collision narrow phases', the
+    terrain contacts') against the plain projection and np.cross, on random normals and
+    on both sides of the switch from the x to the y reference axis (|n_x| = 0.9)."""
+    rng = np.random.default_rng(11)
+    n = rng.normal(size=(200, 3))
+    a = np.arccos(0.9)
+    n = np.vstack([n, [[1, 0, 0], [-1, 0, 0], [0, 0, 1], [0, 1, 0],
+                       [0.9, np.sin(a), 0.0], [0.9 - 1e-9, np.sqrt(1 - (0.9 - 1e-9) ** 2), 0.0]]])
+    n /= np.linalg.norm(n, axis=1)[:, None]
+    B = tangent_bases(n)
+    np.testing.assert_allclose(B, tangent_bases_reference(n), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(B.transpose(0, 2, 1) @ B, np.broadcast_to(np.eye(3), B.shape),
+                               atol=1e-14)
+    np.testing.assert_allclose(np.linalg.det(B), 1.0, atol=1e-14)
+    np.testing.assert_array_equal(B[:, :, 2], n)
 
 
 def test_terrain_union_takes_the_nearest_surface():

@@ -60,10 +60,10 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
-from .contact.points import ContactPoints, Ground, _placement_view
+from .contact.points import ContactPoints, Ground, _placement_view, twist_rows
 from .errors import ConfigError, ModelError, WbSimError
 from .parameters import Param
-from .terrain import tangent_bases
+from .terrain import tangent_bases, tangent_bases_reference
 
 #: the ``collision.*`` parameters
 PARAMETERS: tuple[Param, ...] = (
@@ -500,24 +500,17 @@ class CollisionPoints:
         k = len(cand)
         # C (3, k, 6): row c of point i is [b_c, p_i x b_c] (its velocity along b_c is
         # C @ the world-frame joint twist)
-        C = np.empty((3, k, 6))
         if normals is None:  # one basis: p x b_c = P @ skew(b_c) for all points at once
             pos = Pk - self.radius[cand][:, None] * self.ground.normal
             self.bases = np.broadcast_to(self._basis, (k, 3, 3))
+            C = np.empty((3, k, 6))
             C[:, :, :3] = self._basis.T[:, None, :]
             C[:, :, 3:] = pos.dot(self._skew_basis).reshape(k, 3, 3).transpose(1, 0, 2)
         else:
             nrm = normals[keep]
-            B = tangent_bases(nrm)
             pos = Pk - self.radius[cand][:, None] * nrm
-            self.bases = B
-            lin = B.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of point i
-            C[:, :, :3] = lin
-            px, py, pz = pos[:, 0], pos[:, 1], pos[:, 2]
-            bx, by, bz = lin[:, :, 0], lin[:, :, 1], lin[:, :, 2]
-            C[:, :, 3] = py * bz - pz * by
-            C[:, :, 4] = pz * bx - px * bz
-            C[:, :, 5] = px * by - py * bx
+            self.bases = tangent_bases(nrm)
+            C = twist_rows(self.bases, pos)
         self.position = pos
         J = C.reshape(-1, 6).dot(data.J).reshape(3, k, self.nv)
         J *= self._support[self.point_joint[cand]]
@@ -563,7 +556,7 @@ def reference_narrow(points: CollisionPoints, model: pin.Model, data: pin.Data, 
         else:
             s, nn = points.terrain.query(c[None, :])
             sdf, n = float(s[0]), nn[0]
-            B = tangent_bases(nn)[0]
+            B = tangent_bases_reference(nn)[0]
         depth = points.radius[i] - sdf
         if depth <= -points.margin:
             continue

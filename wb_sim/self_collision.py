@@ -69,9 +69,9 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from .contact.points import _placement_view
+from .contact.points import _placement_view, twist_rows
 from .errors import ConfigError, ModelError
-from .terrain import tangent_bases
+from .terrain import tangent_bases, tangent_bases_reference
 
 #: a capsule's spheres are close enough that its surface is at most this far from them, m
 SELF_DIP = 1.0e-3
@@ -646,15 +646,8 @@ class SelfCollision:
             on = np.sort(on[np.lexsort((self.cand_ids[on], -depth[on]))[:self.capacity]])
         k = len(on)
         a, b, n, p, ja, jb = a[on], b[on], n[on], p[on], ja[on], jb[on]
-        B = bases(n)
-        lin = B.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of contact i
-        C = np.empty((3, k, 6))
-        C[:, :, :3] = lin
-        px, py, pz = p[:, 0], p[:, 1], p[:, 2]
-        bx, by, bz = lin[:, :, 0], lin[:, :, 1], lin[:, :, 2]
-        C[:, :, 3] = py * bz - pz * by
-        C[:, :, 4] = pz * bx - px * bz
-        C[:, :, 5] = px * by - py * bx
+        B = tangent_bases(n)
+        C = twist_rows(B, p)
         J = C.reshape(-1, 6).dot(data.J).reshape(3, k, self.nv)
         J *= self._support[ja] - self._support[jb]
         self.k = k
@@ -684,29 +677,6 @@ class SelfCollision:
         """The links of each current contact: (first links, second links)."""
         ga, gb = self.sphere_geometry[self.sphere_a], self.sphere_geometry[self.sphere_b]
         return (tuple(self.link_names[g] for g in ga), tuple(self.link_names[g] for g in gb))
-
-
-def bases(normals: np.ndarray) -> np.ndarray:
-    """(k, 3, 3) right-handed bases with columns (t1, t2, n) for unit normals (k, 3): the
-    same as :func:`wb_sim.terrain.tangent_bases` (t1 from the world x axis, or y where the
-    normal is near x), written with the products by component (``np.cross`` costs 13 us
-    on a few rows)."""
-    nx, ny, nz = normals[:, 0], normals[:, 1], normals[:, 2]
-    near_x = np.abs(nx) >= 0.9
-    # t1 = ref - n (ref . n), ref = x (or y): its components, then normalized
-    dot = np.where(near_x, ny, nx)
-    t1 = -normals * dot[:, None]
-    t1[:, 0] += ~near_x
-    t1[:, 1] += near_x
-    t1 /= np.sqrt(np.einsum("ij,ij->i", t1, t1))[:, None]
-    ax, ay, az = t1[:, 0], t1[:, 1], t1[:, 2]
-    out = np.empty((len(normals), 3, 3))
-    out[:, :, 0] = t1
-    out[:, 0, 1] = ny * az - nz * ay
-    out[:, 1, 1] = nz * ax - nx * az
-    out[:, 2, 1] = nx * ay - ny * ax
-    out[:, :, 2] = normals
-    return out
 
 
 def carry(old_ids: np.ndarray, old_world: np.ndarray, new_ids: np.ndarray,
@@ -780,7 +750,7 @@ def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
                     continue
                 n = (ca - cb) / dist
                 p = cb + n * (sc.radius[j] - depth / 2.0)
-                B = tangent_bases(n[None, :])[0]
+                B = tangent_bases_reference(n[None, :])[0]
                 J = B.T @ (point_jacobian(ja, p) - point_jacobian(jb, p))
                 out[(i, j)] = (depth, p, B, J)
     return out

@@ -176,7 +176,29 @@ class Terrain:
 
 def tangent_bases(normals: np.ndarray) -> np.ndarray:
     """(n, 3, 3) right-handed bases with columns (t1, t2, n) for unit normals (n, 3),
-    t1 from the world x axis (or y where the normal is near x), as Ground does."""
+    t1 from the world x axis (or y where the normal is near x), as Ground does; the
+    products by component (``np.cross`` costs 13 us on a few rows): the numbers of
+    :func:`tangent_bases_reference` (tested)."""
+    nx, ny, nz = normals[:, 0], normals[:, 1], normals[:, 2]
+    near_x = np.abs(nx) >= 0.9
+    # t1 = ref - n (ref . n), ref = x (or y): its components, then normalized
+    dot = np.where(near_x, ny, nx)
+    t1 = -normals * dot[:, None]
+    t1[:, 0] += ~near_x
+    t1[:, 1] += near_x
+    t1 /= np.sqrt(np.einsum("ij,ij->i", t1, t1))[:, None]
+    ax, ay, az = t1[:, 0], t1[:, 1], t1[:, 2]
+    out = np.empty((len(normals), 3, 3))
+    out[:, :, 0] = t1
+    out[:, 0, 1] = ny * az - nz * ay
+    out[:, 1, 1] = nz * ax - nx * az
+    out[:, 2, 1] = nx * ay - ny * ax
+    out[:, :, 2] = normals
+    return out
+
+
+def tangent_bases_reference(normals: np.ndarray) -> np.ndarray:
+    """:func:`tangent_bases` the plain way (projection, ``np.linalg.norm``, ``np.cross``)."""
     ref = np.where(np.abs(normals[:, :1]) < 0.9, np.array([[1.0, 0.0, 0.0]]),
                    np.array([[0.0, 1.0, 0.0]]))
     t1 = ref - normals * np.sum(ref * normals, axis=1)[:, None]

@@ -304,6 +304,22 @@ class ContactPoints:
         self._radius_row = self.radius[None, :].copy()
 
 
+def twist_rows(bases: np.ndarray, position: np.ndarray) -> np.ndarray:
+    """C (3, k, 6): row c of point i is [b_c, p_i x b_c] for the bases (k, 3, 3) (columns
+    t1, t2, n) and world positions (k, 3) of k points: the velocity of point i along b_c
+    is C[c, i] @ the world-frame twist of its joint (``data.J``'s columns)."""
+    k = len(position)
+    C = np.empty((3, k, 6))
+    lin = bases.transpose(2, 0, 1)  # (3, k, 3): [c, i] = b_c of point i
+    C[:, :, :3] = lin
+    px, py, pz = position[:, 0], position[:, 1], position[:, 2]
+    bx, by, bz = lin[:, :, 0], lin[:, :, 1], lin[:, :, 2]
+    C[:, :, 3] = py * bz - pz * by
+    C[:, :, 4] = pz * bx - px * bz
+    C[:, :, 5] = px * by - py * bx
+    return C
+
+
 def _placement_view(data: pin.Data, joint_ids: np.ndarray,
                     attr: str = "oMi") -> np.ndarray | None:
     """A read-only (njoints, 12) view of the storage of ``data.oMi`` (or of another
