@@ -247,7 +247,10 @@ def test_the_other_links_wrench_in_a_bag_is_not_a_contact_surface(recorded):
     bag, _, _ = recorded
     with Reader(bag) as reader:
         counts = {c.topic: c.msgcount for c in reader.connections}
-    assert counts["/contact_wrench/collision"] == counts["/contact_wrench/left_foot"] > 1000
+    # one message per topic per step; the interrupt may fall between two topics of the
+    # last step, so the counts agree to within one message
+    assert counts["/contact_wrench/left_foot"] > 1000
+    assert abs(counts["/contact_wrench/collision"] - counts["/contact_wrench/left_foot"]) <= 1
     h = history_from_bag(bag)
     assert h.surface_names == ("left_foot", "right_foot")
 
