@@ -354,6 +354,7 @@ class RosClient:
         self.executor.add_node(self.node)
         self.domain_id = domain_id
         self._recorders: list[Recorder] = []
+        self._clients: dict[tuple, Any] = {}
 
     # --- spinning
 
@@ -401,21 +402,26 @@ class RosClient:
 
     def call(self, srv_type, name: str, request, timeout: float = 10.0,
              idempotent: bool = False):
-        """Call a service. A fresh client's first request can be answered before the
-        server has matched the client's reply reader (DDS discovery), and that answer
-        is lost: an ``idempotent`` request (parameter gets and sets) is sent again
-        once, after half the timeout."""
-        client = self.node.create_client(srv_type, name)
-        try:
+        """Call a service through one client per (type, name), made once. A fresh
+        client's first request can be answered before the server has matched the
+        client's reply reader (DDS discovery), and that answer is lost: a new client
+        is warmed up (ready, then 0.5 s of spinning) before its first request, and an
+        ``idempotent`` request (parameter gets and sets) is also sent again once,
+        after half the timeout. Non-idempotent requests (step, reset) are never resent."""
+        client = self._clients.get((srv_type, name))
+        if client is None:
+            client = self.node.create_client(srv_type, name)
             assert self.spin_until(client.service_is_ready, timeout), \
                 f"service '{name}' not available within {timeout} s"
+            self.spin_for(0.5)
+            self._clients[(srv_type, name)] = client
+        assert self.spin_until(client.service_is_ready, timeout), \
+            f"service '{name}' not available within {timeout} s"
+        future = client.call_async(request)
+        if idempotent and not self.spin_until(future.done, timeout / 2):
             future = client.call_async(request)
-            if idempotent and not self.spin_until(future.done, timeout / 2):
-                future = client.call_async(request)
-            assert self.spin_until(future.done, timeout), f"no answer from '{name}'"
-            return future.result()
-        finally:
-            self.node.destroy_client(client)
+        assert self.spin_until(future.done, timeout), f"no answer from '{name}'"
+        return future.result()
 
     def set_parameter(self, name: str, value, node_name: str = "wb_sim"):
         """``/<node>/set_parameters`` (rcl_interfaces/srv/SetParameters) with one

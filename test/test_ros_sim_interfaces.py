@@ -39,22 +39,9 @@ def s(tmp_path_factory):
     setup.close()
 
 
-_CLIENTS: dict = {}
-
-
 def _call(s, kind, name, timeout: float = 10.0, **fields):
-    """Call /wb_sim/<name> through one client per service, made once: a fresh
-    client's first answer can be lost while DDS matches its reply reader, so each
-    client gets a warm-up (ready, then 0.5 s of spinning) before its first call."""
-    key = (id(s), name)
-    client = _CLIENTS.get(key)
-    if client is None:
-        client = _CLIENTS[key] = s.ros.node.create_client(kind, f"/wb_sim/{name}")
-        assert s.ros.spin_until(client.service_is_ready, timeout), f"no service {name}"
-        s.ros.spin_for(0.5)
-    future = client.call_async(kind.Request(**fields))
-    assert s.ros.spin_until(future.done, timeout), f"no answer from {name}\n{s.describe()}"
-    return future.result()
+    """Call /wb_sim/<name> (one warmed-up client per service, see RosClient.call)."""
+    return s.ros.call(kind, f"/wb_sim/{name}", kind.Request(**fields), timeout)
 
 
 OK = si_msg.Result.RESULT_OK
