@@ -243,7 +243,9 @@ def test_controller_none_waits_for_the_users_first_command_and_takes_their_confi
     silent = ln.ros2("topic echo --once --no-daemon --timeout 2 /clock rosgraph_msgs/msg/Clock",
                      check=False)
     assert "clock:" not in silent, silent
-    ln.ros2("topic pub --once -w 1 /joint_commands sensor_msgs/msg/JointState "
+    # ten times in one second: a single message can be lost when the CLI's writer
+    # quits before the node's reader has matched it
+    ln.ros2("topic pub -r 10 --times 10 -w 1 /joint_commands sensor_msgs/msg/JointState "
             "'{name: [l_knee], effort: [0.0]}'")
     ln.wait_for("first command received: the simulation starts", 30)
     assert _wait_clock(ln, 0.5) >= 0.5

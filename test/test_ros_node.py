@@ -742,29 +742,26 @@ class TestWatchdog:
     def test_commands_coming_back_are_applied_and_logged(self, watchdog, core):
         s, ros = watchdog, watchdog.ros
         jc = ros.publisher(JointState, "joint_commands")
-        js = ros.record(JointState, "joint_states", STATE_QOS)
         names = list(core.joint_names)
         effort = [0.5 * (i + 1) for i in range(23)]
         effort[names.index("r_elbow")] = 1e4    # saturates at +40 N*m
         effort[names.index("l_elbow")] = -1e4   # and -40 N*m
         n_back = s.node.log().count("commands are back; applying them")
         try:
-            jc.publish(JointState(name=names, effort=effort))
-            assert ros.spin_until(lambda: any(any(m.effort) for m in js.msgs), 5)
-            ros.spin_for(0.3)
+            msgs = _efforts_after(s, lambda: jc.publish(JointState(name=names, effort=effort)),
+                                  _applied_then_zeroed)
         finally:
-            ros.stop_recording(js)
             ros.node.destroy_publisher(jc)
-        applied = next(m for m in js.msgs if any(m.effort))
+        applied = next(m for m in msgs if any(m.effort))
         expected = np.clip(effort, -core.robot.effort_limit, core.robot.effort_limit)
         assert np.array_equal(np.array(applied.effort), expected), applied.effort
         assert applied.effort[names.index("r_elbow")] == 40.0
         assert applied.effort[names.index("l_elbow")] == -40.0
         assert s.node.log().count("commands are back; applying them") == n_back + 1
         # one command only: the watchdog trips again 0.1 s later
-        first = js.msgs.index(applied)
-        zero = next(i for i in range(first, len(js.msgs)) if not any(js.msgs[i].effort))
-        assert 0.098 <= (stamp_ns(js.msgs[zero]) - stamp_ns(applied)) / NS <= 0.11
+        first = msgs.index(applied)
+        zero = next(i for i in range(first, len(msgs)) if not any(msgs[i].effort))
+        assert 0.098 <= (stamp_ns(msgs[zero]) - stamp_ns(applied)) / NS <= 0.11
 
     def test_hold_last_keeps_the_last_torques(self, watchdog):
         s, ros = watchdog, watchdog.ros
@@ -948,14 +945,28 @@ def edge(tmp_path_factory):
                       "command.joint_names:=[r_elbow, l_elbow]")
 
 
-def _efforts_after(s: SimSetup, publish, settle: float = 0.05):
-    """Joint states from just before ``publish()`` to ``settle`` s (wall) after it."""
+def _applied(msgs) -> bool:
+    """A joint state with a non-zero effort is among ``msgs``."""
+    return any(any(m.effort) for m in msgs)
+
+
+def _applied_then_zeroed(msgs) -> bool:
+    """A non-zero effort was applied and, after it, the watchdog zeroed the efforts."""
+    first = next((i for i, m in enumerate(msgs) if any(m.effort)), None)
+    return first is not None and any(not any(m.effort) for m in msgs[first:])
+
+
+def _efforts_after(s: SimSetup, publish, until=_applied, timeout: float = 10.0):
+    """Joint states from just before ``publish()`` until ``until(states)`` holds (at
+    most ``timeout`` s of wall time, however slowly a loaded machine simulates): the
+    recorder is matched (has a message) before ``publish()``."""
     js = s.ros.record(JointState, "joint_states", STATE_QOS)
     try:
         assert s.ros.spin_until(lambda: js.msgs, 5)
         n = len(js.msgs)
         publish()
-        s.ros.spin_for(settle)
+        assert s.ros.spin_until(lambda: until(js.msgs[n:]), timeout), \
+            f"{until.__name__} not seen within {timeout} s\n{s.describe()}"
         return js.msgs[n:]
     finally:
         s.ros.stop_recording(js)
@@ -989,8 +1000,8 @@ class TestEdgeCases:
         jc = ros.publisher(JointState, "joint_commands")
         try:
             # a "controller" commands 5 N*m on every joint once, then dies
-            msgs = _efforts_after(s, lambda: jc.publish(JointState(name=names,
-                                                                   effort=[5.0] * 23)), 0.5)
+            msgs = _efforts_after(s, lambda: jc.publish(JointState(name=names, effort=[5.0] * 23)),
+                                  _applied_then_zeroed)
             assert any(list(m.effort) == [5.0] * 23 for m in msgs)
             assert not any(msgs[-1].effort), "the watchdog did not zero the torques"
             # a new command for the left elbow only

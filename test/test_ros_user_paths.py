@@ -42,7 +42,8 @@ def test_pd_controller_waiting_for_the_simulator_ends_at_once_on_a_signal(tmp_pa
     finally:
         p.close()
     assert rc == 0, p.describe()
-    assert took < 1.5, f"{took:.2f} s to end after {sig.name}"
+    # well under the 30 s it would wait for the simulator without the signal handling
+    assert took < 5.0, f"{took:.2f} s to end after {sig.name}"
 
 
 # ----------------------------------------------------------------------------- wb_sim_run

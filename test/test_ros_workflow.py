@@ -199,11 +199,11 @@ def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
     the example controller; with ``burn``, two CPU-burning processes run beside it."""
     s = setup(*LOCKSTEP, "publish.stats_period_s:=1.0")
     burners = []
+    js = s.ros.record(JointState, "joint_states", STATE_QOS)
     try:
         if burn:
             burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                        for _ in range(2)]
-        js = s.ros.record(JointState, "joint_states", STATE_QOS)
         s.start_pd_controller()
         end = round(seconds * NS)
         ok = s.ros.spin_until(lambda: js.msgs and stamp_ns(js.last) >= end, 120.0)
@@ -212,6 +212,11 @@ def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
         for b in burners:
             b.kill()
             b.wait()
+        # the node and controller stop here, not at teardown: a quiet run left going at
+        # real-time factor 0 would load the machine under the next run
+        s.ros.stop_recording(js)
+        for p in s.procs.values():
+            p.close()
     return {stamp_ns(m): (tuple(m.position), tuple(m.velocity), tuple(m.effort))
             for m in js.msgs if stamp_ns(m) <= end}
 
