@@ -96,7 +96,8 @@ def test_error_hierarchy():
 
 def test_missing_urdf_file(tmp_path):
     path = tmp_path / "no_such_robot.urdf"
-    with raises(wb_sim.ModelError, "URDF file not found", str(path)):
+    with raises(wb_sim.ModelError, "URDF file not found", str(path), "parameter 'urdf_path'",
+                "example-robot-data:"):
         wb_sim.Simulator.from_params({"urdf_path": str(path)})
 
 

@@ -85,6 +85,12 @@ URDF_SCHEMES = {
     "icub-models": _icub_models,
     "example-robot-data": lambda rel: _example_robot_data_dir() / rel,
 }
+#: how each scheme is written, for the error messages
+URDF_SCHEME_FORMS = {
+    "package": "package://<package>/<path>",
+    "icub-models": "icub-models:<model name>",
+    "example-robot-data": "example-robot-data:<path under robots/>",
+}
 
 
 _MESH_URI = re.compile(r'(<mesh\b[^>]*?\bfilename\s*=\s*)(["\'])(.*?)\2', re.S)
@@ -144,9 +150,10 @@ def resolve_data_path(value: str, key: str, kind: str) -> Path:
     else:
         path = Path(value)
     if not path.is_file():
-        if key == "urdf_path":
-            raise ModelError(f"URDF file not found: '{path}'")
-        raise ModelError(f"parameter '{key}': {kind} file not found: '{path}'")
+        where = "an existing file, or " + ", ".join(URDF_SCHEME_FORMS[s] for s in sorted(URDF_SCHEMES))
+        if key == "urdf_path":  # the words users and tests grep for come first
+            raise ModelError(f"URDF file not found: '{path}' (parameter 'urdf_path': give {where})")
+        raise ModelError(f"parameter '{key}': {kind} file not found: '{path}' (give {where})")
     return path
 
 
