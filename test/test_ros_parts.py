@@ -118,6 +118,7 @@ def test_a_joint_command_by_name_sets_only_its_joints_and_keeps_the_others():
     (["a", "b"], [1.0, math.nan], "non-finite"),
     (["a", "b"], [1.0, 1e300], "non-finite"),  # too large: overflows in the squared norm
 ])
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # refused quietly: no numpy warning on stderr
 def test_a_bad_joint_command_is_rejected_counted_and_the_last_valid_one_kept(names, effort, kind):
     gate, log, stats = make_gate()
     gate.joint_command(0, ["a", "b", "c"], [1.0, 2.0, 3.0], 0, 0.0)

@@ -94,7 +94,9 @@ def parse_effort_array(data, names: Sequence[str]) -> np.ndarray:
 
 def check_finite(values: np.ndarray, names: Sequence[str], what: str = "effort") -> None:
     """CommandRejected naming the joints of non-finite ``values`` (or too large ones)."""
-    if not math.isfinite(float(values.dot(values))):
+    with np.errstate(over="ignore"):  # 1e300 from the network: refused, not a warning on stderr
+        square = float(values.dot(values))
+    if not math.isfinite(square):
         bad = [names[i] for i in np.flatnonzero(~np.isfinite(values))]
         raise CommandRejected(f"non-finite {what} for {', '.join(bad)}" if bad
                               else f"{_PLURAL[what]} too large", "non-finite")
