@@ -79,17 +79,13 @@ def _package_uri(rest: str) -> Path:
     return package_share_dir(package) / rel
 
 
-#: ``urdf_path`` schemes for robots installed as packages: scheme -> resolver.
+#: ``urdf_path`` schemes for robots installed as packages: scheme -> (resolver, how it
+#: is written, for the error messages).
 URDF_SCHEMES = {
-    "package": _package_uri,
-    "icub-models": _icub_models,
-    "example-robot-data": lambda rel: _example_robot_data_dir() / rel,
-}
-#: how each scheme is written, for the error messages
-URDF_SCHEME_FORMS = {
-    "package": "package://<package>/<path>",
-    "icub-models": "icub-models:<model name>",
-    "example-robot-data": "example-robot-data:<path under robots/>",
+    "package": (_package_uri, "package://<package>/<path>"),
+    "icub-models": (_icub_models, "icub-models:<model name>"),
+    "example-robot-data": (lambda rel: _example_robot_data_dir() / rel,
+                           "example-robot-data:<path under robots/>"),
 }
 
 
@@ -144,13 +140,13 @@ def resolve_data_path(value: str, key: str, kind: str) -> Path:
                 f"parameter '{key}': unknown scheme '{scheme}:' in {value!r}; "
                 f"valid schemes: {', '.join(sorted(URDF_SCHEMES))}")
         try:
-            path = Path(URDF_SCHEMES[scheme](rest))
+            path = Path(URDF_SCHEMES[scheme][0](rest))
         except (ConfigError, ModelError) as e:  # the resolver knows no parameter: name it
             raise type(e)(f"parameter '{key}': {e}") from None
     else:
         path = Path(value)
     if not path.is_file():
-        where = "an existing file, or " + ", ".join(URDF_SCHEME_FORMS[s] for s in sorted(URDF_SCHEMES))
+        where = "an existing file, or " + ", ".join(form for _, form in URDF_SCHEMES.values())
         if key == "urdf_path":  # the words users and tests grep for come first
             raise ModelError(f"URDF file not found: '{path}' (parameter 'urdf_path': give {where})")
         raise ModelError(f"parameter '{key}': {kind} file not found: '{path}' (give {where})")
