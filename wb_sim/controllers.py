@@ -47,6 +47,22 @@ class PDGravityController:
         tau -= self.kd * vj
         return tau
 
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        """``g_j(q)`` (nj,), N*m: the feed-forward of the same law run by a joint drive
+        (:meth:`drive_targets`)."""
+        return pin.computeGeneralizedGravity(self.model, self.data, q)[self.idx_v].copy()
+
+    def drive_targets(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same law as targets for a joint drive that evaluates
+        ``kp (q_ref - q) + kd (v_ref - v) + tau_ff`` at every physics step
+        (:class:`JointTargets`, the simulator node's ``joint_commands`` with
+        ``command.kp`` = kp, ``command.kd`` = kd): ``(q_ref, v_ref = 0, tau_ff = g_j(q))``.
+        Only the feed-forward depends on the state, so a command that arrives late
+        changes the law by the change of gravity torque over the delay, where a late
+        torque command applies a stale stiff feedback (the loop of ``kp`` is then
+        closed ``delay`` steps late)."""
+        return self.q_ref, np.zeros_like(self.q_ref), self.gravity(q)
+
 
 class JointTargets:
     """The latest joint command in mixed modes, evaluated at every physics step as a
