@@ -107,3 +107,19 @@ class JointTargets:
             tau += np.where(self.has_position, self.kp * (self.q_ref - qj), 0.0)
             tau += np.where(servo, self.kd * (self.v_ref - vj), 0.0)
         return tau
+
+
+def pd_gravity(sim, case=None, *, kp, kd):
+    """The example controller as an in-process controller (:mod:`wb_sim.control`):
+    :class:`PDGravityController` holding the simulator's posture at creation, with gains
+    ``kp`` (N*m/rad) and ``kd`` (N*m*s/rad), scalars or one per joint (the configurations'
+    ``wb_sim_pd_controller`` gains). ``wb_sim.controllers:pd_gravity``."""
+    pd = PDGravityController(sim.robot, sim.joint_positions.copy(), kp, kd,
+                             gravity=sim.config.gravity)
+
+    def control(obs):
+        return pd(obs.q, obs.joint_positions, obs.joint_velocities)
+    return control
+
+
+pd_gravity.wants_imu = False  # the law needs no IMU reading
