@@ -4,15 +4,19 @@
     ros2 launch wb_sim sim.launch.py robot:=icub rviz:=true
     ros2 launch wb_sim sim.launch.py robot:=/path/my_robot.yaml   # your own robot
     ros2 launch wb_sim sim.launch.py controller:=none      # bring your own controller
+    ros2 launch wb_sim sim.launch.py controller:=wb_sim.controllers:pd_gravity   # in the node
     ros2 launch wb_sim sim.launch.py config:=/path/my.yaml # override the robot's parameters
-    ros2 launch wb_sim sim.launch.py sync:=lockstep        # one step per command (deterministic)
+    ros2 launch wb_sim sim.launch.py sync:=realtime        # free-running (default with pd: lockstep)
     ros2 launch wb_sim sim.launch.py viewer:=meshcat       # browser view where RViz is absent
 
 Parameters, each layer winning over the one before: the robot's file
 (share/wb_sim/config/<robot>.yaml, or the file ``robot`` names), this launcher's
-default (``command.wait_for_first: true``: the physics waits for the first
-command, from the example controller or from yours), the ``config`` file, then
-``sync`` and ``viewer`` when given.
+defaults (``wb_sim.ros.parameters.launcher_layers``, shared with ``wb_sim_run``:
+``command.wait_for_first: true``, the physics waits for the first command; with
+``controller:=pd`` paced lockstep, ``sync.mode: lockstep``: one step per answer, never
+faster than real time, so a busy machine slows the simulation and never drops the
+robot), the ``config`` file, then the controller's (``controller:=module:factory``
+runs it inside the node), ``sync`` and ``viewer`` when given.
 
 The processes are one unit: when one of them ends, the launch shuts the others
 down, and exits non-zero if that process failed.
@@ -27,6 +31,9 @@ from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from wb_sim.errors import ConfigError
+from wb_sim.ros.parameters import launcher_layers
 
 ROBOTS = ("humanoid", "icub", "talos", "anymal", "panda")
 
@@ -67,8 +74,13 @@ def _nodes(context, *args, **kwargs):
         if not os.path.isfile(arg["config"]):
             raise RuntimeError(f"config file not found: {arg['config']}")
         user = [os.path.abspath(arg["config"])]
-    if arg["controller"] not in ("pd", "none"):
-        raise RuntimeError(f"unknown controller '{arg['controller']}'; choose pd or none")
+    try:
+        defaults, explicit = launcher_layers(arg["controller"], robot_file)
+    except ConfigError as e:
+        raise RuntimeError(str(e)) from None
+    if "controller.callable" in explicit and arg["sync"] == "lockstep":
+        raise RuntimeError(f"sync:=lockstep waits for a controller's answers over topics; "
+                           f"controller:={arg['controller']} runs inside the node")
     if arg["sync"] not in ("", "realtime", "lockstep"):
         raise RuntimeError(f"unknown sync mode '{arg['sync']}'; choose realtime or lockstep")
     if arg["viewer"] not in ("", "none", "meshcat"):
@@ -86,11 +98,11 @@ def _nodes(context, *args, **kwargs):
     use_sim_time = arg["use_sim_time"].lower() == "true"
 
     # the physics starts with the first command (the example controller starts later,
-    # your own controller too); the user's file may say otherwise
-    launcher_defaults = {"command.wait_for_first": True}
-    explicit = {k: arg[k] for k in ("sync", "viewer") if arg[k]}
-    explicit = {{"sync": "sync.mode"}.get(k, k): v for k, v in explicit.items()}
-    sim_params = [robot_file, launcher_defaults] + user + ([explicit] if explicit else [])
+    # your own controller too), in lockstep with the example controller; the user's
+    # file may say otherwise
+    explicit.update({{"sync": "sync.mode"}.get(k, k): arg[k] for k in ("sync", "viewer")
+                     if arg[k]})
+    sim_params = [robot_file, defaults] + user + ([explicit] if explicit else [])
     on_exit = [OpaqueFunction(function=_on_exit)]
     actions = [Node(package="wb_sim", executable="wb_sim_node", name="wb_sim", output="screen",
                     parameters=sim_params, emulate_tty=True, on_exit=on_exit)]
@@ -116,15 +128,19 @@ def generate_launch_description():
                                           "overriding the robot's configuration"),
         DeclareLaunchArgument("controller", default_value="pd",
                               description="'pd': start the example PD + gravity-compensation "
-                                          "controller; 'none': bring your own (the physics "
-                                          "waits for its first command)"),
+                                          "controller, in paced lockstep; 'none': bring your "
+                                          "own (the physics waits for its first command); "
+                                          "'module:factory': an in-process controller, e.g. "
+                                          "wb_sim.controllers:pd_gravity"),
         DeclareLaunchArgument("rviz", default_value="false", description="Start RViz (true/false)"),
         DeclareLaunchArgument("use_sim_time", default_value="true",
                               description="Run the controller and RViz on the simulated /clock"),
         DeclareLaunchArgument("sync", default_value="",
-                              description="'realtime': paced by real_time_factor; 'lockstep': "
-                                          "each step waits for the controller's command; "
-                                          "'' (default): the configuration's (realtime)"),
+                              description="'lockstep': each step waits for the controller's "
+                                          "answer, never faster than real_time_factor; "
+                                          "'realtime': free-running against the wall clock; "
+                                          "'' (default): lockstep with controller:=pd, else "
+                                          "the configuration's"),
         DeclareLaunchArgument("viewer", default_value="",
                               description="'meshcat': serve a browser view of the robot and "
                                           "contact forces (URL in the log); 'none'; '' "

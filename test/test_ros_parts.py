@@ -214,6 +214,11 @@ def test_wait_for_first_command_is_reported_once():
 def test_lockstep_wait_polls_first_then_blocks_resends_and_times_out():
     gate, _, stats = make_gate(lockstep=True, match_stamp=True, cfg={"sync.timeout_s": 2.0})
     gate.state_published(0, 0.0)
+    # before the controller's first answer there is no timeout: a start takes long
+    assert gate.lockstep_step(0.0, 0.0, 100.0) == ("resend", 0.0)
+    assert gate.lockstep_step(0.0, 99.9, 100.0)[0] == "block"
+    assert gate.joint_command(0, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)
+    gate.state_published(MS * 1_000_000, 0.0)
     start = 50.0
     assert gate.lockstep_step(start, start, start + 1 * MS) == ("poll", 0.0)
     assert BUSY_POLL_S == 2 * MS
@@ -226,6 +231,35 @@ def test_lockstep_wait_polls_first_then_blocks_resends_and_times_out():
     assert action == "block" and wait == pytest.approx(10 * MS)  # wakes for the timeout
     assert gate.lockstep_step(start, start + 1.9, start + 2.0) == ("timeout", 0.0)
     assert stats.misses == 1 and not gate.need_command
+
+
+def test_a_silent_controller_is_lost_and_lockstep_resumes_with_its_next_answer():
+    """After sync.timeout_s without an answer the physics steps on without waiting (the
+    watchdog then acts in simulated time); an answer to any state published meanwhile
+    brings lockstep back from the next state; a reset waits anew."""
+    gate, log, stats = make_gate(lockstep=True, match_stamp=True, cfg={"sync.timeout_s": 1.0})
+    gate.state_published(0, 0.0)
+    assert gate.joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    gate.state_published(1_000_000, 0.0)
+    assert gate.need_command
+    assert gate.lockstep_step(10.0, 10.0, 11.0) == ("timeout", 0.0)
+    assert gate.lost and gate.losses == 1 and stats.misses == 1
+    assert any("counts as lost" in t for t in log.texts("warning"))
+    for k in range(2, 5):  # stepping on: no state waits
+        gate.state_published(k * 1_000_000, 0.0)
+        assert not gate.need_command
+    assert not gate.joint_command(123, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)  # never published
+    assert gate.lost and stats.stale == 1
+    assert gate.joint_command(2_000_000, JOINTS, [4.0, 5.0, 6.0], 0, 0.0)  # a late answer
+    assert not gate.lost and "the controller answers again: lockstep resumes" in log.texts("info")
+    gate.state_published(5_000_000, 0.0)
+    assert gate.need_command  # waits again
+    assert not gate.joint_command(2_000_000, JOINTS, [0.0, 0.0, 0.0], 0, 0.0)  # now stale
+    gate.lockstep_step(20.0, 20.0, 21.0)
+    assert gate.lost
+    gate.clear()  # a reset
+    gate.state_published(0, 0.0)
+    assert not gate.lost and gate.need_command
 
 
 def test_resend_without_stamp_matching_only_until_the_first_command():

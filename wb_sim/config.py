@@ -371,7 +371,8 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
 #: node, and rclpy's QoS overrides. The core leaves these keys to the node, so that a
 #: parameter file serves both; test_config_single_source holds this list to the node's
 #: declarations.
-NODE_GROUPS = ("publish", "topics", "command", "sync", "external_wrench", "qos_overrides")
+NODE_GROUPS = ("publish", "topics", "command", "sync", "external_wrench", "qos_overrides",
+               "controller")
 NODE_NAMES = ("real_time_factor", "realtime_priority", "realtime_spin_margin_s", "world_frame",
               "stop_after_s", "viewer",
               "use_sim_time", "start_type_description_service")

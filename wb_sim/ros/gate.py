@@ -193,6 +193,7 @@ class CommandGate:
         self.pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self.state_stamp_ns = 0  # stamp of the last published joint state
         self.need_command = False  # lockstep: the last joint state has no answer yet
+        self.losses = 0  # how often the controller was lost (the stats line counts them)
         self._idle_told = False  # position / velocity targets without gains: said once
         self._servo_gains = None  # the gains self._servo was found with
         self.clear()
@@ -248,6 +249,9 @@ class CommandGate:
         self.cmd_stamp_ns: int | None = None  # stamp of the newest command, for the latency
         self.cmd_seq = 0
         self.applied_seq = 0
+        #: lockstep: the controller gave no answer for sync.timeout_s: the physics steps on
+        #: without waiting until it answers a published state again (a reset waits anew)
+        self.lost = False
 
     # ---------------------------------------------------------------- state out
 
@@ -258,7 +262,7 @@ class CommandGate:
         if len(self.pub_wall) > 200:  # keep the newest (dicts keep insertion order)
             del self.pub_wall[next(iter(self.pub_wall))]
         self.state_stamp_ns = t_ns
-        self.need_command = self.lockstep
+        self.need_command = self.lockstep and not self.lost
 
     # ---------------------------------------------------------------- commands in
 
@@ -268,7 +272,8 @@ class CommandGate:
         and ``velocity`` fields, each empty or one entry per name); True if applied.
         The named joints take the fields given as their command (efforts alone:
         those torques, as before modes existed); the others keep theirs."""
-        if self.match_stamp and stamp_ns != self.state_stamp_ns:
+        if self.match_stamp and stamp_ns != self.state_stamp_ns and \
+                not (self.lost and stamp_ns in self.pub_wall):
             self.stats.stale += 1  # an answer to an older state (or no stamp at all)
             return False
         try:
@@ -350,6 +355,9 @@ class CommandGate:
         self.cmd_seq += 1
         self.stats.accepted += 1
         self.need_command = False
+        if self.lost:  # it answers a published state again: wait for it from the next one
+            self.lost = False
+            self.log("info", "the controller answers again: lockstep resumes", None)
         if self.lockstep and self.cmd_seq == 1:
             self.log("info", "first command received: the simulation starts", None)
         if self.waiting_for_first:
@@ -452,10 +460,17 @@ class CommandGate:
         state again, for a controller that started late), ``("poll", 0)`` (the
         answer is due within a moment: take without blocking) or ``("block", s)``
         (block in a wait for at most ``s``)."""
-        timeout = self.cfg["sync.timeout_s"]
+        timeout = self.cfg["sync.timeout_s"] if self.have_cmd else 0.0  # a start takes long
         if timeout > 0 and now - start >= timeout:
             self.need_command = False
             self.stats.misses += 1
+            self.lost = True
+            self.losses += 1
+            self.log("warning", f"lockstep: no answer from the controller for {timeout:g} s "
+                                f"(sync.timeout_s, wall time): it counts as lost; the physics "
+                                f"steps on without waiting, paced by real_time_factor, the "
+                                f"watchdog acts in simulated time (command.timeout_s), and "
+                                f"lockstep resumes with its next answer", None)
             return "timeout", 0.0
         if now - last_sent >= RESEND_S:
             return "resend", 0.0

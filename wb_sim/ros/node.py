@@ -13,22 +13,28 @@ parameters (:mod:`.parameters`); the process around it (threads, signals, exit
 codes) is :mod:`.process`. rclpy's private internals are used only through
 :mod:`.rclpy_shim`.
 
-Two ways to advance time (``sync.mode``):
+How the physics meets the controller (docs/ros.md, "Synchronisation"; the log names
+the mode, :func:`sync_description`):
 
-* ``realtime``: paced against the wall clock with absolute deadlines
-  (``real_time_factor``); a step applies the newest valid command.
-* ``lockstep``: after publishing a joint state the physics waits for one
-  valid command (with ``sync.match_stamp``, one whose stamp is that state's)
-  before the next step, so the closed loop is the same whatever the CPU load
-  and DDS latency. ``real_time_factor`` > 0 still caps the pace.
+* ``sync.mode: lockstep``: after publishing a joint state the physics waits for its
+  command (with ``sync.match_stamp``, one whose stamp is that state's) before the next
+  step, never faster than ``real_time_factor`` (0: as fast as the controller answers), so
+  the closed loop is the same whatever the CPU load and DDS latency; a controller silent
+  for ``sync.timeout_s`` counts as lost and the physics steps on (the watchdog acts);
+* ``sync.mode: realtime``: free-running against the wall clock at ``real_time_factor``;
+  a step applies the newest valid command;
+* ``controller.callable``: an in-process controller (:mod:`wb_sim.control`) called before
+  each step, no message hop.
 """
 
 from __future__ import annotations
 
+import array
 import gc
 import math
 import threading
 import time
+import traceback
 import warnings
 from typing import Any
 
@@ -41,13 +47,15 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from ..config import load_config
+from ..control import ControllerLoop
 from ..errors import ConfigError, DivergenceError, WbSimError
 from ..simulator import Simulator
 from . import conversions as cv
 from . import rclpy_shim
-from .gate import REJECT_LOG_PERIOD_S, TOPICS, CommandGate
+from .gate import REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGate
 from .pacer import Pacer, stats_line
-from .parameters import core_keys, declare_all, load_node_config, split_live_update
+from .parameters import (controller_params, core_keys, declare_all, load_node_config,
+                         split_live_update, sync_description)
 from .process import refuse_duplicate_name
 from .publishers import StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
@@ -59,6 +67,10 @@ from .verdict import EffortWatch
 #: would push the controller's commands out of the queue before they are taken (at 5 kHz
 #: of rejects only 38 % of them were applied); 100 holds 5 ms of a 20 kHz flood
 COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: while the physics waits for the first command (command.wait_for_first), the initial
+#: state is published this often (wall), s: a controller that waits for a joint state
+#: before it sends anything gets one (it deadlocked silently when nothing came)
+FIRST_STATE_PERIOD_S = 0.1
 
 
 class SimNode(PolledNodeMixin, Node):
@@ -113,6 +125,7 @@ class SimNode(PolledNodeMixin, Node):
             wait_for_first=self.cfg["command.wait_for_first"],
             frame_names=sim.robot.frame_names())
         self._match_stamp = self.gate.match_stamp
+        self.in_process = self._in_process_controller()
         if self.gate.waiting_for_first:
             self._paused.set()
         self.out = StatePublishers(self, sim, self.cfg, self.gate)
@@ -127,15 +140,21 @@ class SimNode(PolledNodeMixin, Node):
                 "no contact surfaces (parameter 'contact_surfaces' is empty): the floating "
                 "base will fall through the ground; give the feet surfaces as in "
                 "config/humanoid.yaml, or set floating_base: false for a fixed robot")
+        commands = (f"commands on '{self.cfg['topics.joint_commands']}' / "
+                    f"'{self.cfg['topics.effort_commands']}'" if self.in_process is None else
+                    "commands on topics refused")
         self.get_logger().info(
             f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
-            f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz, real-time factor "
-            f"{self.cfg['real_time_factor']:g}"
-            + (", lockstep (one command per joint state"
-               + (", stamps matched)" if self._match_stamp else ")") if self._lockstep else "")
-            + f"; commands on '{self.cfg['topics.joint_commands']}' / "
-            f"'{self.cfg['topics.effort_commands']}'"
-            + ("; waiting for the first command" if self.gate.waiting_for_first else ""))
+            f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz; "
+            f"{sync_description(self.cfg, self.cfg['controller.callable'])}; {commands}")
+        if self.gate.waiting_for_first or self._lockstep:
+            self.get_logger().info(
+                f"waiting for the first command on '{self.cfg['topics.joint_commands']}' or "
+                f"'{self.cfg['topics.effort_commands']}' before the first step"
+                + (" (command.wait_for_first)" if not self._lockstep else " (lockstep)")
+                + "; the initial state is published every "
+                + f"{RESEND_S if self._lockstep else FIRST_STATE_PERIOD_S:g}"
+                + f" s meanwhile on '{self.cfg['topics.joint_states']}'")
         self.get_logger().info(rclpy_shim.describe())
 
     # the parameter callback replaces the configuration: the gate reads the new one
@@ -161,6 +180,29 @@ class SimNode(PolledNodeMixin, Node):
             logger.error(text)
 
     # ------------------------------------------------------------------ parameters
+
+    def _in_process_controller(self) -> ControllerLoop | None:
+        """The controller of ``controller.callable`` (None without one); ConfigError for a
+        factory that cannot be made, or one with lockstep (which waits for answers over
+        topics)."""
+        cfg = self.cfg
+        ref = cfg["controller.callable"]
+        if not ref:
+            return None
+        if self._lockstep:
+            raise ConfigError(
+                "parameter 'sync.mode' = 'lockstep' waits for an external controller's answers, "
+                "but 'controller.callable' runs the controller inside the node, in step by "
+                "construction: set sync.mode to realtime (real_time_factor 0: as fast as "
+                "possible)")
+        if self.gate.waiting_for_first:  # nothing comes over topics: the controller starts it
+            self.gate.waiting_for_first = False
+            self.get_logger().info("command.wait_for_first does not apply: the in-process "
+                                   "controller starts the physics")
+        loop = ControllerLoop(self.sim, ref, controller_params(cfg["controller.params"]),
+                              cfg["controller.rate_hz"])
+        self._in_process_error = None
+        return loop
 
     def _log_notes(self) -> None:
         """Log, once each, what the simulator adjusted (e.g. a contact stiffer than the
@@ -193,6 +235,7 @@ class SimNode(PolledNodeMixin, Node):
                 self.cfg = new_node
             self._wake.set()  # a new real-time factor re-anchors the pacing
         for k, v in {**core, **node}.items():
+            v = list(v) if isinstance(v, array.array) else v  # a ROS double array
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
         return SetParametersResult(successful=True)
 
@@ -242,9 +285,16 @@ class SimNode(PolledNodeMixin, Node):
         command un-pauses the simulation."""
         gate, lock = self.gate, self._lock
 
+        refused = cv.CommandRejected(
+            f"the in-process controller '{self.cfg['controller.callable']}' drives the joints "
+            f"(controller.callable)", "in-process controller") if self.in_process is not None \
+            and topic != "external_wrench" else None
+
         def callback(msg) -> None:
             with lock:
                 waiting = gate.waiting_for_first
+                if refused is not None:
+                    return gate.reject(topic, refused, time.monotonic())
                 try:
                     handle(msg)
                 except Exception as e:  # noqa: BLE001
@@ -332,9 +382,11 @@ class SimNode(PolledNodeMixin, Node):
             f"{np.round(torque, 3).tolist()} N*m (link frame) for {duration:g} s from t = {t:.3f} s")
 
     def _torques(self) -> np.ndarray:
-        """The torques of this step: the last valid command (its position and velocity
-        targets at the current state), or the watchdog's choice."""
+        """The torques of this step: the in-process controller's, or the last valid command
+        (its position and velocity targets at the current state), or the watchdog's."""
         sim = self.sim
+        if self.in_process is not None:
+            return self.in_process.torques()
         return self.gate.torques(self._now_ns(), sim.joint_velocities, time.perf_counter(),
                                  sim.joint_positions)
 
@@ -401,7 +453,19 @@ class SimNode(PolledNodeMixin, Node):
         if poll:
             self._poll_commands()
         try:
-            self.sim.step(self._torques())
+            tau = self._torques()
+        except Exception as e:  # noqa: BLE001 - the user's in-process controller failed
+            if self.in_process is None:
+                raise
+            self.get_logger().fatal(
+                f"the in-process controller '{self.cfg['controller.callable']}' failed at t = "
+                f"{self.now_s():.3f} s: {type(e).__name__}: {e}\n{traceback.format_exc()}"
+                f"the node stops (exit code 1)")
+            self.exit_code = 1
+            self.stop()
+            return False, str(e)
+        try:
+            self.sim.step(tau)
         except DivergenceError as e:
             self._paused.set()
             self._diverged = True
@@ -449,6 +513,7 @@ class SimNode(PolledNodeMixin, Node):
         log = self.get_logger()
         pacer, gate = self.pacer, self.gate
         pacer.anchor(time.perf_counter())
+        next_state = time.perf_counter() + FIRST_STATE_PERIOD_S  # waiting for a first command
         running = lambda: self._running  # noqa: E731
         while self._running:
             if self._paused.is_set():
@@ -456,6 +521,12 @@ class SimNode(PolledNodeMixin, Node):
                     try:
                         with self._lock:
                             self._poll_commands()  # the first command un-pauses
+                            now = time.perf_counter()
+                            if gate.waiting_for_first and now >= next_state:
+                                # the state the first command will answer, for a controller
+                                # that waits for it
+                                next_state = now + FIRST_STATE_PERIOD_S
+                                self._publish(every=True)
                     except (RCLError, RuntimeError) as e:
                         if self._rcl_failed(e):
                             break
@@ -532,7 +603,8 @@ class SimNode(PolledNodeMixin, Node):
     def _report(self, now: float) -> None:
         sim_t = self._now_ns() / 1e9
         self.get_logger().info(stats_line(self.pacer, self.gate, self.sim, now, sim_t,
-                                          self._lockstep, self._rcl_failures, self.efforts))
+                                          self._lockstep, self._rcl_failures, self.efforts,
+                                          self.in_process))
         self.gate.rejected.clear()
         self.pacer.stats.reset(now, sim_t)
 

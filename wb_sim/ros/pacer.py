@@ -298,11 +298,12 @@ class Pacer:
 
 
 def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool,
-               rcl_failures: int = 0, efforts=None) -> str:
+               rcl_failures: int = 0, efforts=None, in_process=None) -> str:
     """The node's periodic stats line (``publish.stats_period_s``): pace and misses (or
     lockstep's throughput), command latency, base position, effort saturation and
     joint drift (``efforts``, a :class:`~wb_sim.ros.verdict.EffortWatch`: its period's
-    figures, then a new period), contact solver, commands applied, middleware
+    figures, then a new period), contact solver, commands applied (or the calls of
+    ``in_process``, a :class:`wb_sim.control.ControllerLoop`), middleware
     failures, the pacing policy, rejected messages by topic and reason
     (``gate.rejected``: counted, not logged one by one)."""
     s = pacer.stats
@@ -325,9 +326,14 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     if gate.rejected:
         rejected = ", rejected messages: " + ", ".join(
             f"{topic} {kind} {n}" for (topic, kind), n in sorted(gate.rejected.items()))
-    applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
-               f"{s.steps} steps")
+    if in_process is not None:  # a wb_sim.control.ControllerLoop: no commands over topics
+        applied = f", in-process controller called {in_process.calls} times in all"
+    else:
+        applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
+                   f"{s.steps} steps")
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
+    if getattr(gate, "lost", False):
+        applied += ", the controller is lost (no answer for sync.timeout_s): stepping without waiting"
     policy = "" if lockstep else f", pacing: {pacer.policy}"
     return f"{pace}{lat}{base}{solver}{applied}{policy}{rejected}"

@@ -40,6 +40,39 @@ def _topic(x):
     return None
 
 
+#: the longest ``controller.params`` text, characters (a YAML mapping of a few gains)
+MAX_CONTROLLER_PARAMS_CHARS = 65536
+
+
+def controller_params(text: str) -> dict:
+    """``controller.params``: a YAML mapping (flow style, e.g. ``{kp: 1000, kd: 20}``) of
+    the in-process controller factory's keyword arguments; ConfigError naming the key."""
+    import yaml
+
+    from ..errors import ConfigError
+    why = _controller_params_error(text)
+    if why:
+        raise ConfigError(f"parameter 'controller.params': {why}")
+    return dict(yaml.safe_load(text) or {})
+
+
+def _controller_params_error(text):
+    import yaml
+    if len(text) > MAX_CONTROLLER_PARAMS_CHARS:
+        return (f"{len(text)} characters, at most {MAX_CONTROLLER_PARAMS_CHARS}: give the "
+                f"controller a file name instead")
+    if "&" in text or "*" in text:  # anchors and aliases: a 1 kB alias bomb hangs a loader
+        return "YAML anchors and aliases ('&', '*') are not accepted"
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        return f"not YAML: {str(e).splitlines()[0]}"
+    if value is not None and not (isinstance(value, dict) and
+                                  all(isinstance(k, str) for k in value)):
+        return "expected a YAML mapping of keyword arguments, e.g. '{kp: 1000, kd: 20}'"
+    return None
+
+
 _RATE_DOC = "Publishing rate; 0 = every physics step. Rounded to a whole number of steps."
 
 #: Parameters of the ROS 2 node (``wb_sim_node``) only. They share the node's
@@ -146,17 +179,26 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "which joint_state_topic_hardware_interface publishes); a joint with only NaN keeps "
           "its command. false: a NaN rejects the message. An infinity always does."),
     Param("sync.mode", "str", "realtime", "",
-          "'realtime': paced by real_time_factor | 'lockstep': after publishing a joint state "
-          "the physics waits for one valid command before the next step (deterministic "
-          "closed loop).", choices=("realtime", "lockstep")),
+          "How the physics meets an external controller (docs/ros.md, 'Synchronisation'): "
+          "'lockstep': after publishing a joint state the physics waits for its command "
+          "before the next step, never faster than real_time_factor (0: as fast as the "
+          "controller answers); a slow controller slows the simulation, never the reverse "
+          "(the stats line reports the real-time factor reached) | 'realtime': free-running "
+          "against the wall clock at real_time_factor, each step applying the newest valid "
+          "command (for controllers that publish at their own rate or go quiet on purpose: "
+          "host load then becomes part of the experiment).", choices=("realtime", "lockstep")),
     Param("sync.match_stamp", "bool", True, "",
           "Lockstep: a joint_commands message counts only if its header.stamp equals the "
           "stamp of the last joint state; other (stale) ones are ignored. effort_commands "
           "carry no stamp and are then refused; false: the first command after each state "
           "counts."),
-    Param("sync.timeout_s", "float", 0.0, "s",
-          "Lockstep, wall time: with no valid command this long, step with the last valid "
-          "one and count a miss; 0 = wait forever.", lo=0.0, live=True),
+    Param("sync.timeout_s", "float", 1.0, "s",
+          "Lockstep, wall time: a controller that has answered once and then gives no answer "
+          "for this long counts as lost: the physics steps on without waiting, paced by "
+          "real_time_factor, the watchdog (command.timeout_s, simulated time) takes over, and "
+          "lockstep resumes with its next answer to a published state; each loss is logged "
+          "and counted. 0 = wait forever (a controller that died then holds the simulation, "
+          "and the watchdog never trips).", lo=0.0, live=True),
     Param("topics.external_wrench", "str", "external_wrench", "",
           "geometry_msgs/WrenchStamped in: a push on the link header.frame_id (force, torque "
           "in that link's frame, about its origin) ('' = off).", check=_topic),
@@ -166,6 +208,20 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("stop_after_s", "float", 0.0, "s",
           "Simulated time at which the node stops and exits with code 0, after a last stats "
           "line (wb_sim_run --duration); 0 = run until stopped.", lo=0.0),
+    Param("controller.callable", "str", "", "",
+          "An in-process controller 'module:factory' (wb_sim.control: make(sim, case, "
+          "**controller.params) returns ctrl(obs) -> torques), called by the physics loop "
+          "before each step (every step, or at controller.rate_hz): no message hop, "
+          "deterministic, the headless run's trajectory; joint_commands and effort_commands "
+          "are then refused. e.g. 'wb_sim.controllers:pd_gravity', the example PD. "
+          "'' = none (an external controller over topics)."),
+    Param("controller.params", "str", "{}", "",
+          "The in-process controller factory's keyword arguments, a YAML mapping, e.g. "
+          "'{kp: 1000.0, kd: 20.0}' (no anchors or aliases, at most 64 kB).",
+          check=_controller_params_error),
+    Param("controller.rate_hz", "float", 0.0, "Hz",
+          "Rate of the in-process controller; its torques are held in between. 0 = every "
+          "physics step.", lo=0.0),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
@@ -337,3 +393,69 @@ def split_live_update(params) -> tuple[dict[str, Any], dict[str, Any]]:
         elif prm.name != "use_sim_time":  # read-only ones never get here
             raise ConfigError(f"parameter '{prm.name}' cannot be changed")
     return core, node
+
+
+#: the example PD as an in-process controller (wb_sim.control)
+PD_IN_PROCESS = "wb_sim.controllers:pd_gravity"
+
+
+def launcher_layers(controller: str, robot_yaml) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``wb_sim_run`` and ``sim.launch.py`` set for ``controller`` (``'pd'``: the
+    example controller as its own process, ``'none'``: the user's, or ``'module:factory'``:
+    an in-process controller), as ``(defaults, explicit)``: the defaults lie under the
+    user's ``--config`` / ``config:=`` file, the explicit values over it.
+
+    * ``pd``: paced lockstep (``sync.mode: lockstep``): one step per answer, never faster
+      than ``real_time_factor``; host load slows the simulation and never drops the robot;
+    * ``none``: the physics waits for the first command (``command.wait_for_first``);
+    * ``module:factory``: the controller inside the node (``controller.callable``, with
+      ``sync.mode: realtime``, as lockstep waits for answers over topics); the example PD
+      (:data:`PD_IN_PROCESS`) gets the gains of the robot file's ``wb_sim_pd_controller``
+      block (``controller.params``) unless the user's file gives its own.
+
+    ConfigError for another ``controller`` or a factory that cannot be imported."""
+    import yaml
+
+    from ..control import import_callable
+
+    defaults: dict[str, Any] = {"command.wait_for_first": True}
+    explicit: dict[str, Any] = {}
+    if controller == "pd":
+        defaults["sync.mode"] = "lockstep"
+    elif controller != "none":
+        if ":" not in controller:
+            raise ConfigError(f"controller '{controller}': choose 'pd' (the example controller, "
+                              f"its own process), 'none' (yours) or an in-process "
+                              f"'module:factory' such as '{PD_IN_PROCESS}'")
+        import_callable(controller, "controller")
+        defaults["command.wait_for_first"] = False
+        explicit.update({"controller.callable": controller, "sync.mode": "realtime"})
+        if controller == PD_IN_PROCESS:
+            gains = read_yaml_params(robot_yaml, node_name="wb_sim_pd_controller")
+            gains = {k: gains[k] for k in ("kp", "kd") if k in gains}
+            if len(gains) < 2:
+                raise ConfigError(f"{robot_yaml} has no wb_sim_pd_controller kp and kd for "
+                                  f"'{PD_IN_PROCESS}': add them, or give controller.params "
+                                  f"in your --config")
+            defaults["controller.params"] = yaml.safe_dump(gains, default_flow_style=True,
+                                                          width=10**6).strip()
+    return defaults, explicit
+
+
+def sync_description(cfg, in_process: str = "") -> str:
+    """The synchronisation mode in words, as the log names it (docs/ros.md's table)."""
+    rtf = cfg["real_time_factor"]
+    pace = f"never faster than real-time factor {rtf:g}" if rtf > 0 else "as fast as possible"
+    if in_process:
+        return (f"in-process controller '{in_process}': called before each physics step, "
+                f"{pace}")
+    if cfg["sync.mode"] == "lockstep":
+        timeout = cfg["sync.timeout_s"]
+        lost = (f"a controller silent for {timeout:g} s (sync.timeout_s) counts as lost and the "
+                f"physics steps on" if timeout > 0 else "waiting forever for each answer")
+        return ("lockstep: one step per answer to each joint state"
+                + (" (stamps matched)" if cfg["sync.match_stamp"] else "")
+                + f", {pace}; a slow controller slows the simulation; {lost}")
+    return (f"realtime: free-running, {pace}, each step applying the newest valid command "
+            f"(host load becomes part of the experiment; sync.mode lockstep keeps the loop "
+            f"in step)")

@@ -49,6 +49,14 @@ LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
 MARKERS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: frame rate of the browser viewer, 1/s
 VIEWER_RATE_HZ = 30.0
+#: how often (wall, s) the streams look again whether anyone subscribes: a stream nobody
+#: listens to costs nothing (its readings, serialization and publish, ~35 us a step for the
+#: humanoid's IMU, odometry, clock, wrenches and TF); a new subscriber gets its first
+#: message within this long of being matched
+LISTENERS_REFRESH_S = 0.05
+#: streams published whether or not anyone listens: the joint states are the simulator's
+#: answer in lockstep, and what tells a controller that starts late that it runs
+ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
 OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "odom", "tf", "tf_static", "clock",
@@ -69,38 +77,47 @@ class StatePublishers:
         self.topics = topics
         self.streams = StreamTable.from_config(cfg, 1.0 / sim.dt,
                                                {s: bool(topics[s]) for s, _ in STREAMS})
-        pub = node.create_publisher
+        #: stream -> its publishers (whether anyone listens is asked of them)
+        self._publishers: dict[str, list] = {}
+
+        def pub(stream, msg_type, topic, qos):
+            p = node.create_publisher(msg_type, topic, qos)
+            self._publishers.setdefault(stream, []).append(p)
+            return p
         raw = rclpy_shim.raw_publisher  # the per-step streams publish serialized bytes
         self._stream: dict[str, Callable[[int], None]] = {}  # stream -> function(t_ns)
         self._delayed = bool(sim.config.sensors.delay_steps)
 
         if "joint_states" in self.streams:
-            self._js_raw = raw(pub(JointState, topics["joint_states"], STATE_QOS))
+            self._js_raw = raw(pub("joint_states", JointState, topics["joint_states"], STATE_QOS))
             self._js_cdr = cv.joint_state_template(sim.joint_names)
             self._stream["joint_states"] = self._joint_states
         if "odom" in self.streams:
-            self._odom_raw = raw(pub(Odometry, topics["odom"], STATE_QOS))
+            self._odom_raw = raw(pub("odom", Odometry, topics["odom"], STATE_QOS))
             self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
             self._stream["odom"] = self._odom
         if "clock" in self.streams:
-            clock_raw, clock_cdr = raw(pub(Clock, topics["clock"], STATE_QOS)), cv.clock_template()
+            clock_raw = raw(pub("clock", Clock, topics["clock"], STATE_QOS))
+            clock_cdr = cv.clock_template()
             self._stream["clock"] = lambda t_ns: clock_raw(clock_cdr.serialize(t_ns))
         if "imu" in self.streams:
             c = sim.config.imu
-            self._imu_raw = raw(pub(Imu, topics["imu"], STATE_QOS))
+            self._imu_raw = raw(pub("imu", Imu, topics["imu"], STATE_QOS))
             self._imu_cdr = cv.imu_template(sim.imu_sensor.frame, cv.imu_covariances(
                 c.angular_velocity_noise_std, c.linear_acceleration_noise_std))
             self._stream["imu"] = self._imu
         if "contact_wrench" in self.streams:
             self._wrench_raw = [
-                (raw(pub(WrenchStamped, f"{topics['contact_wrench']}/{name}", STATE_QOS)),
+                (raw(pub("contact_wrench", WrenchStamped, f"{topics['contact_wrench']}/{name}",
+                         STATE_QOS)),
                  cv.wrench_template(frame))
                 for name, frame in zip(sim.surface_names, sim.contact_points.surface_frames)]
             self._stream["contact_wrench"] = self._wrenches
             # collision.enabled: the other links' total wrench on <prefix>/collision (no
             # surface can take that name: it is a parameter group), world axes and origin
             self._collision_raw = (
-                raw(pub(WrenchStamped, f"{topics['contact_wrench']}/collision", STATE_QOS)),
+                raw(pub("contact_wrench", WrenchStamped, f"{topics['contact_wrench']}/collision",
+                        STATE_QOS)),
                 cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
@@ -109,7 +126,7 @@ class StatePublishers:
             floating = sim.robot.floating_base
             parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
             children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
-            self._tf_raw = raw(pub(TFMessage, topics["tf"], TF_QOS))
+            self._tf_raw = raw(pub("tf", TFMessage, topics["tf"], TF_QOS))
             self._tf_cdr = cv.tf_template(parents, children)
             self._tf_rows = np.empty((len(parents), 7))
             self._stream["tf"] = self._tf
@@ -117,25 +134,37 @@ class StatePublishers:
             from visualization_msgs.msg import MarkerArray
 
             from .markers import ContactMarkers
-            self._markers_pub = pub(MarkerArray, topics["contact_markers"], MARKERS_QOS)
+            self._markers_pub = pub("contact_markers", MarkerArray, topics["contact_markers"],
+                                    MARKERS_QOS)
             self._markers = ContactMarkers(sim, cfg["world_frame"])
             self._stream["contact_markers"] = self._contact_markers
+        self._heard = set(self._stream)  # streams with a listener, refreshed while publishing
+        self._refresh_at = 0.0
         self._world_frame = cfg["world_frame"]
-        self._tf_static_pub = pub(TFMessage, topics["tf_static"], LATCHED_QOS) \
+        self._tf_static_pub = node.create_publisher(TFMessage, topics["tf_static"], LATCHED_QOS) \
             if topics["tf_static"] else None
-        self._desc_pub = pub(String, topics["robot_description"], LATCHED_QOS) \
+        self._desc_pub = node.create_publisher(String, topics["robot_description"], LATCHED_QOS) \
             if topics["robot_description"] else None
         self._terrain_pub = None
         if cfg["topics.terrain"] and sim.terrain is not None:
             from visualization_msgs.msg import MarkerArray
-            self._terrain_pub = pub(MarkerArray, cfg["topics.terrain"], LATCHED_QOS)
+            self._terrain_pub = node.create_publisher(MarkerArray, cfg["topics.terrain"],
+                                                      LATCHED_QOS)
 
     def publish(self, t_ns: int, every: bool = False) -> None:
         """Publish the streams due at the simulator's step (all of them with ``every``),
-        stamped ``t_ns``."""
-        stream = self._stream
+        stamped ``t_ns``; a stream nobody subscribes to is skipped (but
+        :data:`ALWAYS_PUBLISHED`)."""
+        now = time.perf_counter()
+        if now >= self._refresh_at:
+            self._refresh_at = now + LISTENERS_REFRESH_S
+            self._heard = ALWAYS_PUBLISHED | {
+                name for name, pubs in self._publishers.items()
+                if any(p.get_subscription_count() for p in pubs)}
+        stream, heard = self._stream, self._heard
         for name in self.streams.due(self.sim.step_count, every):
-            stream[name](t_ns)
+            if name in heard:
+                stream[name](t_ns)
 
     def publish_latched(self, t_ns: int) -> None:
         """``/tf_static``, ``robot_description`` and the terrain markers (once, at start)."""
@@ -184,10 +213,9 @@ class StatePublishers:
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
 
     def _contact_markers(self, t_ns: int) -> None:
-        # built only for a listener (RViz open): a MarkerArray goes through rclpy's
-        # per-field conversion, ~0.2 ms for a few points, on the physics thread
-        if self._markers_pub.get_subscription_count():
-            self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
+        # built only for a listener (RViz open, see publish): a MarkerArray goes through
+        # rclpy's per-field conversion, ~0.2 ms for a few points, on the physics thread
+        self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows

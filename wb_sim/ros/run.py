@@ -52,7 +52,8 @@ import yaml
 from .. import config_path
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
-from .parameters import core_keys, load_node_config
+from .parameters import (PD_IN_PROCESS, core_keys, launcher_layers, load_node_config,
+                         sync_description)
 from .verdict import RunJudge
 
 #: wall seconds without progress of the simulated time (or, at the start, without a
@@ -61,7 +62,8 @@ STALL_S = 20.0
 START_S = 90.0
 #: what the node logs when it diverged (it pauses and waits for ~/reset)
 DIVERGED = "simulation diverged and is paused"
-#: the launcher's defaults: under the user's --config
+#: the launcher's defaults: under the user's --config (with those of
+#: :func:`~wb_sim.ros.parameters.launcher_layers` for the controller)
 LAUNCHER_DEFAULTS = {"command.wait_for_first": True, "publish.stats_period_s": 1.0}
 
 STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
@@ -92,13 +94,18 @@ def main(argv=None) -> int:
                     help="a ready configuration (humanoid, icub, talos, anymal, panda; default "
                          "humanoid) or the path of your robot's YAML file")
     ap.add_argument("--config", help="a YAML parameter file loaded after the robot's")
-    ap.add_argument("--controller", choices=("pd", "none"), default="pd")
+    ap.add_argument("--controller", default="pd", metavar="pd|none|MODULE:FACTORY",
+                    help="pd: the example PD + gravity controller as its own process, in paced "
+                         "lockstep (default); none: yours (the physics waits for its first "
+                         f"command); MODULE:FACTORY: an in-process controller, e.g. "
+                         f"{PD_IN_PROCESS} (wb_sim.control)")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
     ap.add_argument("--real-time-factor", type=float, default=None,
                     help="1 = real time (the default), 0 = as fast as possible")
     ap.add_argument("--sync", choices=("realtime", "lockstep"), default=None,
-                    help="the node's sync.mode: lockstep = one step per controller command "
-                         "(default: the configuration's, realtime)")
+                    help="the node's sync.mode: lockstep = one step per controller answer, "
+                         "realtime = free-running (default: lockstep with --controller pd, "
+                         "else the configuration's)")
     ap.add_argument("--viewer", choices=("none", "meshcat"), default=None,
                     help="meshcat: serve a browser view of the robot (URL in the log)")
     ap.add_argument("--record", metavar="BAG",
@@ -117,10 +124,16 @@ def main(argv=None) -> int:
     try:
         robot_yaml = _robot_file(args.robot)
         flat = read_yaml_params(robot_yaml)
-        flat.update(LAUNCHER_DEFAULTS)
+        defaults, explicit = launcher_layers(args.controller, robot_yaml)
+        defaults = {**LAUNCHER_DEFAULTS, **defaults}
+        flat.update(defaults)
         if args.config:
             flat.update(read_yaml_params(args.config))
-        explicit = {}
+        in_process = "controller.callable" in explicit
+        if in_process and args.sync == "lockstep":
+            raise ConfigError(f"--sync lockstep waits for a controller's answers over topics; "
+                              f"--controller {args.controller} runs inside the node, in step "
+                              f"by construction (use --sync realtime or leave it out)")
         if args.real_time_factor is not None:
             explicit["real_time_factor"] = args.real_time_factor
         if args.sync is not None:
@@ -134,16 +147,19 @@ def main(argv=None) -> int:
         return _fail(str(e))
     if node_cfg["publish.stats_period_s"] == 0:  # the progress lines are how we follow the run
         explicit["publish.stats_period_s"] = LAUNCHER_DEFAULTS["publish.stats_period_s"]
+    print(f"wb_sim_run: {args.controller!r} controller; "
+          f"{sync_description(node_cfg, node_cfg['controller.callable'])}", flush=True)
     stats_period = explicit.get("publish.stats_period_s", node_cfg["publish.stats_period_s"])
     workdir = tempfile.TemporaryDirectory(prefix="wb_sim_run_")
     defaults_yaml = Path(workdir.name) / "launcher_defaults.yaml"
-    defaults_yaml.write_text(yaml.safe_dump({"wb_sim": {"ros__parameters": LAUNCHER_DEFAULTS}}))
+    defaults_yaml.write_text(yaml.safe_dump({"wb_sim": {"ros__parameters": defaults}}))
+    explicit_yaml = Path(workdir.name) / "launcher_explicit.yaml"  # over the user's file
+    explicit_yaml.write_text(yaml.safe_dump(
+        {"wb_sim": {"ros__parameters": {**explicit, "stop_after_s": float(args.duration)}}}))
     files = ["--params-file", str(robot_yaml), "--params-file", str(defaults_yaml)] \
-        + (["--params-file", str(Path(args.config).resolve())] if args.config else [])
-    node_cmd = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
-                "-p", f"stop_after_s:={args.duration!r}"]
-    for k, v in explicit.items():
-        node_cmd += ["-p", f"{k}:={str(v).lower() if isinstance(v, bool) else v}"]
+        + (["--params-file", str(Path(args.config).resolve())] if args.config else []) \
+        + ["--params-file", str(explicit_yaml)]
+    node_cmd = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files]
     controller_files = ["--params-file", str(robot_yaml)] \
         + (["--params-file", str(Path(args.config).resolve())] if args.config else [])
 
