@@ -178,20 +178,35 @@ def test_the_terrain_reaches_rviz_as_markers(setup):
         assert m.pose.position.x == pytest.approx(1.0 + 0.3 * (k + 0.5))
 
 
-def test_lockstep_timeout_steps_on_with_the_last_command(setup):
-    s = setup(*LOCKSTEP, "sync.timeout_s:=0.05", "publish.stats_period_s:=0.5")
+def test_a_controller_silent_in_lockstep_is_lost_the_watchdog_trips_and_lockstep_resumes(setup):
+    """Lockstep waits for the controller's first answer however long it takes; once it
+    has answered, sync.timeout_s (wall) of silence makes it lost: the physics steps on,
+    paced by real_time_factor, the watchdog trips in simulated time (command.timeout_s),
+    and an answer to a published state brings lockstep back."""
+    s = setup("sync.mode:=lockstep", "real_time_factor:=1.0", "sync.timeout_s:=0.3",
+              "publish.stats_period_s:=0.5")
     ros = s.ros
     js = ros.record(JointState, "joint_states", STATE_QOS)
-    ros.spin_for(0.5)
-    t0 = max(stamp_ns(m) for m in js.msgs)
-    w0 = time.monotonic()
-    ros.spin_for(2.0)
-    steps = (max(stamp_ns(m) for m in js.msgs) - t0) / DT_NS
-    rate = steps / (time.monotonic() - w0)
-    assert 8 <= rate <= 21, f"{rate:.1f} steps/s with a 0.05 s timeout\n{s.describe()}"
-    assert s.node.wait_for_log("command timeouts", 5.0, spin=ros.spin_for), s.describe()
-    timeouts = [int(x) for x in re.findall(r"command timeouts (\d+)", s.node.log())]
-    assert max(timeouts) >= 5
+    cmd = ros.publisher(JointState, "joint_commands")
+    names = list(s.first_js.name)
+    assert ros.spin_until(lambda: js.msgs, 5.0), s.describe()
+    ros.spin_for(1.0)  # no answer yet: no timeout before the first one, nothing steps
+    assert max(stamp_ns(m) for m in js.msgs) == 0, s.describe()
+    for _ in range(3):
+        _lockstep_command(s, js, cmd, names, np.zeros(len(names)))
+    assert s.node.wait_for_log("counts as lost", 5.0, spin=ros.spin_for), s.describe()
+    t0, w0 = max(stamp_ns(m) for m in js.msgs), time.monotonic()
+    assert s.node.wait_for_log("no valid command for 0.1 s of simulated time", 5.0,
+                               spin=ros.spin_for), s.describe()
+    ros.spin_for(1.0)
+    rate = (max(stamp_ns(m) for m in js.msgs) - t0) / DT_NS / (time.monotonic() - w0)
+    assert 300 <= rate <= 1100, f"{rate:.0f} steps/s while the controller is lost\n{s.describe()}"
+    assert re.search(r"command timeouts [1-9]", s.node.log()), s.describe()
+    # an answer to a state brings lockstep back: the node waits again, and loses it again
+    _lockstep_command(s, js, cmd, names, np.zeros(len(names)))
+    assert s.node.wait_for_log("the controller answers again: lockstep resumes", 5.0,
+                               spin=ros.spin_for), s.describe()
+    assert s.node.wait_for_log("counts as lost", 5.0, count=2, spin=ros.spin_for), s.describe()
 
 
 def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
