@@ -323,6 +323,8 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
             f"{topic} {kind} {n}" for (topic, kind), n in sorted(gate.rejected.items()))
     applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
                f"{s.steps} steps")
+    if gate.dropped:
+        applied += f", commands lost (command.drop_probability) {gate.dropped} since the start or reset"
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
     policy = "" if lockstep else f", pacing: {pacer.policy}"
