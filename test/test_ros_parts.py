@@ -507,8 +507,7 @@ def test_jitter_follows_its_seed_exactly_and_commands_never_overtake(law):
         # one entry per release step still to come (the commands of one step merged)
         assert entries[seed] == [len({r for k, r in release.items() if k <= s < r})
                                  for s in range(400)]
-        own = {k: r for k, r in release.items()}  # release steps: within the bounds
-        assert all(k + 2 <= r <= k + 7 for k, r in own.items())
+        assert all(k + 2 <= r <= k + 7 for k, r in release.items())  # within the bounds
         # the rule was exercised: some command's own draw was earlier than its release
         assert any(release[k + 1] == release[k] for k in range(399))
     # the laws, from their inverse distribution functions
