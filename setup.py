@@ -54,6 +54,7 @@ setup(
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",
+            "wb_sim_replay = wb_sim.ros.replay:main",
             "wb_sim_plot = wb_sim.tools.plot:main",
             "wb_sim_batch = wb_sim.tools.campaign:main",
         ],

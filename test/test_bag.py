@@ -8,7 +8,8 @@ physics, so the bag begins at t = 0). Checked:
 * the recorder refuses an existing output path (exit 2) before touching ROS;
 * SIGINT closes the bag (exit 0): a ``metadata.yaml`` and an ``.mcap`` file
   that rosbags reads independently of wb_sim, with every topic of the node,
-  the commands and the recorder's parameter message;
+  the commands, the recorder's parameter message and the controller's
+  parameters (asked for while recording: the controller starts after the recorder);
 * no step is lost: the ``joint_states`` stamps are consecutive 1 ms steps
   (1000 messages per simulated second), and the rates of the other 1 kHz
   streams match;
@@ -40,6 +41,7 @@ import wb_sim  # noqa: E402
 from ros_helpers import (HUMANOID_YAML, Proc, fresh_domain_id,  # noqa: E402
                          pd_controller_argv, sim_node_argv)
 from wb_sim.tools.bag import bag_topics, history_from_bag  # noqa: E402
+from wb_sim.config import read_yaml_params  # noqa: E402
 from wb_sim.controllers import PDGravityController  # noqa: E402
 from wb_sim.tools.plot import main as plot_main  # noqa: E402
 
@@ -130,6 +132,10 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         pconn = [c for c in reader.connections if c.topic == "/wb_sim_record/parameters"]
         params = [json.loads(ts.deserialize_cdr(raw, c.msgtype).data)
                   for c, _, raw in reader.messages(pconn)]
+        cconn = [c for c in reader.connections
+                 if c.topic == "/wb_sim_record/controller_parameters"]
+        controllers = [json.loads(ts.deserialize_cdr(raw, c.msgtype).data)
+                       for c, _, raw in reader.messages(cconn)]
     expected = {
         "/joint_states": "sensor_msgs/msg/JointState", "/imu/data": "sensor_msgs/msg/Imu",
         "/odom/ground_truth": "nav_msgs/msg/Odometry", "/tf": "tf2_msgs/msg/TFMessage",
@@ -141,13 +147,20 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/contact_wrench/left_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/right_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/collision": "geometry_msgs/msg/WrenchStamped",
-        "/wb_sim_record/parameters": "std_msgs/msg/String"}
+        "/wb_sim_record/parameters": "std_msgs/msg/String",
+        "/wb_sim_record/controller_parameters": "std_msgs/msg/String"}
     assert {t: m for t, (m, _) in topics.items()} == expected
     assert topics["/robot_description"][1] == topics["/tf_static"][1] == 1
     assert topics["/wb_sim_record/parameters"][1] == 1 and len(params) == 1
     p = params[0]["parameters"]
     assert p["contact_surfaces"] == ["left_foot", "right_foot"]
     assert p["contact.friction_coefficient"] == 1.0 and p["physics_rate_hz"] == 1000.0
+    # the one node publishing commands: the example controller, with the robot file's gains
+    assert [c["node"] for c in controllers] == ["/wb_sim_pd_controller"], controllers
+    assert controllers[0]["publishes"] == ["/joint_commands"]
+    gains = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
+    assert {k: controllers[0]["parameters"][k] for k in ("kp", "kd")} == \
+        {k: gains[k] for k in ("kp", "kd")}
     # every step: consecutive 1 ms stamps from t = 0 (1000 messages per simulated second).
     # A machine loaded by other work can starve a process's DDS threads for longer than
     # the node's publisher queue (1000 messages) now and then; a recorder that cannot keep

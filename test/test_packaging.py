@@ -88,7 +88,8 @@ def test_wheel_ships_every_data_file_and_script(wheel):
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = wheel.read(entry_points).decode()
     scripts = _console_scripts()
-    assert {"wb_sim_node", "wb_sim_pd_controller", "wb_sim_run", "wb_sim_record"} <= scripts
+    assert {"wb_sim_node", "wb_sim_pd_controller", "wb_sim_run", "wb_sim_record",
+            "wb_sim_replay"} <= scripts
     for s in scripts:
         assert f"{s} = " in text, s
 

@@ -23,7 +23,8 @@ NS_PER_MS = 1_000_000
 def test_the_parts_import_no_rclpy():
     """Plain parts: importing them loads no ROS module."""
     import subprocess
-    code = ("import sys, wb_sim.ros.gate, wb_sim.ros.pacer, wb_sim.ros.streams; "
+    code = ("import sys, wb_sim.ros.gate, wb_sim.ros.pacer, wb_sim.ros.streams, "
+            "wb_sim.ros.verdict; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('rclpy', 'sensor_msgs', 'std_msgs', 'builtin_interfaces')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -3,8 +3,9 @@
 * the example controller answers Ctrl-C / SIGTERM at once, also while it waits
   for the simulator;
 * ``wb_sim_run`` exits non-zero within seconds after a failure (never rc 0,
-  never a hang), refuses bad input in one line, stops at ``--duration``, and a
-  key in the user's ``--config`` wins over its defaults;
+  never a hang), refuses bad input in one line, stops at ``--duration``, a
+  key in the user's ``--config`` wins over its defaults, and a fixed-base arm
+  gets a verdict (``holds``);
 * the node refuses an unknown parameter with the Python API's did-you-mean,
   reads ``urdf_path`` relative to the YAML file that sets it, and alone
   (``wb_sim_node`` without parameters) simulates the default humanoid.
@@ -116,6 +117,23 @@ def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
     assert "stop_after_s = 1.5 s of simulated time reached" in out.stdout
     assert "stopped at t = 1.500 s" in out.stdout
     assert "wb_sim_run: 1.5 s simulated" in out.stdout
+
+
+def test_run_of_a_fixed_base_arm_holds(tmp_path):
+    """The panda under the example controller: the verdict of a fixed base is its joint
+    drift (and its saturation), with the run's real-time factor."""
+    out, took = _run(tmp_path, "--robot", "panda", "--duration", "2")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    m = re.search(r"wb_sim_run: verdict: holds: largest joint deviation from the initial "
+                  r"posture (?P<dev>[\d.]+) rad \((?P<joint>\w+)\); efforts at limits in "
+                  r"(?P<share>[\d.]+) % of (?P<steps>\d+) steps, (?P<flips>\d+) sign flips "
+                  r"between limits \([\d.]+ per s\); real-time factor (?P<rtf>[\d.]+)$",
+                  out.stdout, re.M)
+    assert m, out.stdout[-3000:]
+    assert float(m["dev"]) < 0.05 and m["joint"].startswith("panda_")
+    assert int(m["steps"]) == 2000 and float(m["share"]) == 0.0 and m["flips"] == "0"
+    assert float(m["rtf"]) > 0
+    assert "base height" not in out.stdout
 
 
 # ----------------------------------------------------------------------------- the node

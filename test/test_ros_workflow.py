@@ -59,6 +59,9 @@ NS = 1_000_000_000
 DT_NS = 1_000_000
 STATE_QOS = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
 LOCKSTEP = ("sync.mode:=lockstep", "real_time_factor:=0.0")
+#: the example controller's whole law as efforts (the core's joints.command_delay_steps
+#: delays torques; with its drive gains only the feed-forward would be delayed)
+EFFORTS_ONLY = ("drive_gains:=false",)
 
 
 @pytest.fixture
@@ -198,10 +201,11 @@ def test_lockstep_timeout_steps_on_with_the_last_command(setup):
     assert max(timeouts) >= 5
 
 
-def _pd_run(setup, burn: bool, seconds: float = 1.0, *overrides: str) -> dict[int, tuple]:
+def _pd_run(setup, burn: bool, seconds: float = 1.0, *overrides: str,
+            controller: tuple[str, ...] = ()) -> dict[int, tuple]:
     """Joint states (position, velocity, effort) by stamp of a lockstep run with
     the example controller; with ``burn``, two CPU-burning processes run beside it;
-    ``overrides``: more node parameters (``key:=value``)."""
+    ``overrides``: more node parameters, ``controller``: the controller's (``key:=value``)."""
     s = setup(*LOCKSTEP, "publish.stats_period_s:=1.0", *overrides)
     burners = []
     js = s.ros.record(JointState, "joint_states", STATE_QOS)
@@ -212,7 +216,7 @@ def _pd_run(setup, burn: bool, seconds: float = 1.0, *overrides: str) -> dict[in
         if burn:
             burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                        for _ in range(2)]
-        s.start_pd_controller()
+        s.start_pd_controller("pd_controller", *controller)
         end = round(seconds * NS)
         ok = s.ros.spin_until(lambda: js.msgs and stamp_ns(js.last) >= end, 120.0)
         assert ok, f"lockstep run did not reach {seconds} s\n{s.describe()}"
@@ -286,10 +290,11 @@ def test_lockstep_is_deterministic_under_load_and_equals_the_headless_run(setup)
 
 def test_command_latency_in_the_node_is_the_cores_command_delay(setup):
     """command.latency_steps 3 in the node, lockstep, the example controller as its own
-    process: ~300 joint states equal the headless core's with joints.command_delay_steps 3
-    bit for bit (both start with the first command acting until it is released)."""
+    process sending its law as efforts: ~300 joint states equal the headless core's with
+    joints.command_delay_steps 3 bit for bit (both start with the first command acting
+    until it is released)."""
     seconds = 0.3
-    run = _pd_run(setup, False, seconds, "command.latency_steps:=3")
+    run = _pd_run(setup, False, seconds, "command.latency_steps:=3", controller=EFFORTS_ONLY)
     ref = _headless(seconds, {"joints.command_delay_steps": 3})
     assert len(run) > 270, f"only {len(run)} of 301 joint states received"
     bad = _differing_states(run, ref)
@@ -307,7 +312,7 @@ def test_command_jitter_and_drops_repeat_with_their_seed(setup):
     runs, refs = [], {}
     for seed in (1, 1, 2):
         runs.append(_pd_run(setup, False, seconds, *(f"{k}:={v}" for k, v in timing.items()),
-                            f"command.timing_seed:={seed}"))
+                            f"command.timing_seed:={seed}", controller=EFFORTS_ONLY))
         refs[seed] = _headless(seconds, node={**timing, "command.timing_seed": seed})
     for run in runs:
         assert len(run) > 270, f"only {len(run)} of 301 joint states received"

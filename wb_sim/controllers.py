@@ -47,6 +47,22 @@ class PDGravityController:
         tau -= self.kd * vj
         return tau
 
+    def gravity(self, q: np.ndarray) -> np.ndarray:
+        """``g_j(q)`` (nj,), N*m: the feed-forward of the same law run by a joint drive
+        (:meth:`drive_targets`)."""
+        return pin.computeGeneralizedGravity(self.model, self.data, q)[self.idx_v].copy()
+
+    def drive_targets(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The same law as targets for a joint drive that evaluates
+        ``kp (q_ref - q) + kd (v_ref - v) + tau_ff`` at every physics step
+        (:class:`JointTargets`, the simulator node's ``joint_commands`` with
+        ``command.kp`` = kp, ``command.kd`` = kd): ``(q_ref, v_ref = 0, tau_ff = g_j(q))``.
+        Only the feed-forward depends on the state, so a command that arrives late
+        changes the law by the change of gravity torque over the delay, where a late
+        torque command applies a stale stiff feedback (the loop of ``kp`` is then
+        closed ``delay`` steps late)."""
+        return self.q_ref, np.zeros_like(self.q_ref), self.gravity(q)
+
 
 class JointTargets:
     """The latest joint command in mixed modes, evaluated at every physics step as a
@@ -91,3 +107,19 @@ class JointTargets:
             tau += np.where(self.has_position, self.kp * (self.q_ref - qj), 0.0)
             tau += np.where(servo, self.kd * (self.v_ref - vj), 0.0)
         return tau
+
+
+def pd_gravity(sim, case=None, *, kp, kd):
+    """The example controller as an in-process controller (:mod:`wb_sim.control`):
+    :class:`PDGravityController` holding the simulator's posture at creation, with gains
+    ``kp`` (N*m/rad) and ``kd`` (N*m*s/rad), scalars or one per joint (the configurations'
+    ``wb_sim_pd_controller`` gains). ``wb_sim.controllers:pd_gravity``."""
+    pd = PDGravityController(sim.robot, sim.joint_positions.copy(), kp, kd,
+                             gravity=sim.config.gravity)
+
+    def control(obs):
+        return pd(obs.q, obs.joint_positions, obs.joint_velocities)
+    return control
+
+
+pd_gravity.wants_imu = False  # the law needs no IMU reading

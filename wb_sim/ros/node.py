@@ -52,6 +52,7 @@ from .process import refuse_duplicate_name
 from .publishers import StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
 from .services import NodeServices
+from .verdict import EffortWatch
 
 #: commands: the physics loop takes every waiting message at each step and validates it on
 #: take, so the newest VALID command wins: with a depth of 1 a flood of invalid messages
@@ -104,6 +105,7 @@ class SimNode(PolledNodeMixin, Node):
             raise ConfigError("parameter 'sync.mode' = 'lockstep' needs joint states to answer: "
                               "'topics.joint_states' must not be empty")
         self.pacer = Pacer(self.dt, spin_margin_s=self.cfg["realtime_spin_margin_s"])
+        self.efforts = EffortWatch.from_simulator(sim)  # saturation and drift, for the stats line
         self._reject_loggers = {t: self.get_logger().get_child(t) for t in TOPICS}
         self.gate = CommandGate(
             sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
@@ -406,6 +408,7 @@ class SimNode(PolledNodeMixin, Node):
             msg = f"simulation diverged and is paused (call ~/reset): {e}"
             self.get_logger().error(msg)
             return False, msg
+        self.efforts.after_step(self.sim.applied_torques, self.sim.joint_positions)
         return True, ""
 
     def _schedule(self, running: bool = True) -> None:
@@ -529,7 +532,7 @@ class SimNode(PolledNodeMixin, Node):
     def _report(self, now: float) -> None:
         sim_t = self._now_ns() / 1e9
         self.get_logger().info(stats_line(self.pacer, self.gate, self.sim, now, sim_t,
-                                          self._lockstep, self._rcl_failures))
+                                          self._lockstep, self._rcl_failures, self.efforts))
         self.gate.rejected.clear()
         self.pacer.stats.reset(now, sim_t)
 

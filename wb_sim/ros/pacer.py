@@ -298,11 +298,13 @@ class Pacer:
 
 
 def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool,
-               rcl_failures: int = 0) -> str:
+               rcl_failures: int = 0, efforts=None) -> str:
     """The node's periodic stats line (``publish.stats_period_s``): pace and misses (or
-    lockstep's throughput), command latency, base position, contact solver, commands
-    applied, middleware failures, the pacing policy, rejected messages by topic and
-    reason (``gate.rejected``: counted, not logged one by one)."""
+    lockstep's throughput), command latency, base position, effort saturation and
+    joint drift (``efforts``, a :class:`~wb_sim.ros.verdict.EffortWatch`: its period's
+    figures, then a new period), contact solver, commands applied, middleware
+    failures, the pacing policy, rejected messages by topic and reason
+    (``gate.rejected``: counted, not logged one by one)."""
     s = pacer.stats
     lat = ""
     p = s.latency_percentiles()
@@ -313,6 +315,8 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     if sim.robot.floating_base:
         x, y, z = sim.q[:3].tolist()
         base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
+    if efforts is not None:
+        base += f", {efforts.period_text()}"
     solver = ""
     st = sim.contact.statistics()
     if "nonconverged" in st:
@@ -324,7 +328,8 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
                f"{s.steps} steps")
     if gate.dropped:
-        applied += f", commands lost (command.drop_probability) {gate.dropped} since the start or reset"
+        applied += (f", commands lost (command.drop_probability) {gate.dropped} since the "
+                    f"start or reset")
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
     policy = "" if lockstep else f", pacing: {pacer.policy}"

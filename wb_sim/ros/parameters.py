@@ -84,7 +84,8 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.contact_markers_rate_hz", "float", 30.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.stats_period_s", "float", 10.0, "s",
           "Wall-clock period of the log line with the achieved real-time factor, deadline "
-          "misses and command latency; 0 = never.", lo=0.0, live=True),
+          "misses, command latency, effort saturation and joint drift; 0 = never.", lo=0.0,
+          live=True),
     Param("topics.joint_states", "str", "joint_states", "",
           "sensor_msgs/JointState out ('' = off).", check=_topic),
     Param("topics.imu", "str", "imu/data", "", "sensor_msgs/Imu out ('' = off).", check=_topic),

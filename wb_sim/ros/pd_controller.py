@@ -2,30 +2,35 @@
 
 Joint PD + gravity compensation holding the simulator's initial posture::
 
-    tau = g_j(q) + kp (q_ref - q_j) - kd qdot_j
+    tau = kp (q_ref - q_j) - kd qdot_j + g_j(q)
 
 It runs in its own process and knows the robot only through ROS:
 
 * the URDF from ``robot_description`` (transient-local, so start order does not matter);
 * ``floating_base``, ``gravity`` and the initial posture from the simulator
   node's parameters (``/<sim_node>/get_parameters``);
-* joint positions and velocities from ``joint_states``; for a floating base
-  the base pose from ``odom/ground_truth`` (gravity compensation needs the
-  base orientation). When both streams have the same rate, the controller
-  pairs them by stamp (the joint state and the pose of the same step), so
-  the loop is deterministic in the simulator's lockstep mode; otherwise it
-  uses the newest pose.
+* joint positions and velocities from ``joint_states`` and, for a floating base,
+  the base pose from ``odom/ground_truth`` (gravity compensation needs the base
+  orientation), paired by stamp: the joint state and the pose of one step
+  (:class:`~.controller_io.RobotStateIntake`).
 
-Each joint state triggers one ``joint_commands`` message (sensor_msgs/JointState,
-``name`` + ``effort``, and the reference in ``position``, which the simulator
-ignores and plots show) whose ``header.stamp`` is the joint state's stamp, so
-the simulator can match it in lockstep and measure the loop latency. It works
-unchanged in both of the simulator's ``sync.mode`` s.
-Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``sim_node``, and the topic names.
+As on a real legged robot, the stiff joint loop closes in the drives
+(``drive_gains: true``, the default): at start the controller sets the simulator's
+drive gains (its parameters ``command.kp``, ``command.kd``) to ``kp`` and ``kd``, and
+each command carries the posture as position targets, zero velocity targets and
+gravity as feed-forward effort; the simulator evaluates ``kp (q_ref - q) + kd (0 - v)
++ tau_ff`` at every physics step from the current state. A command that arrives late
+then only delays the feed-forward, where a late torque would close the stiff loop late
+(with kp 1000 a 2-step delay made the humanoid creep, 5 made it fall; with the drives
+it stands with 40). ``drive_gains: false`` sends the whole law as torques.
 
-Plain, public rclpy only (message objects in and out, no serialized bytes), so
-that it reads as a template: copy it, replace :meth:`PDController._control`'s
-control law with yours.
+Each joint state gets one ``joint_commands`` message whose ``header.stamp`` is that
+state's stamp (:class:`~.controller_io.JointCommandWriter`), so the simulator can match
+it in lockstep (``sync.mode: lockstep``, one step per answer) and measure the loop's
+latency. Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``drive_gains``,
+``sim_node``, and the topic names.
+
+To write yours, copy this file and replace :meth:`PDController._control`'s law.
 """
 
 from __future__ import annotations
@@ -40,21 +45,19 @@ import warnings
 import numpy as np
 import pinocchio as pin
 import rclpy
-from builtin_interfaces.msg import Time
 from rcl_interfaces.msg import ParameterDescriptor
-from rcl_interfaces.srv import GetParameters
+from rcl_interfaces.srv import GetParameters, SetParameters
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.signals import SignalHandlerOptions
-from rclpy.parameter import parameter_value_to_python
+from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from nav_msgs.msg import Odometry
-from sensor_msgs.msg import JointState
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 
 from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
+from .controller_io import JointCommandWriter, RobotStateIntake
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -64,7 +67,7 @@ COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 #: the simulator parameters the controller reads
 SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions",
             "initial.base_position", "initial.base_rpy", "publish.joint_states_rate_hz",
-            "publish.odom_rate_hz")
+            "publish.odom_rate_hz", "command.joint_names")
 
 
 class SetupError(RuntimeError):
@@ -98,18 +101,15 @@ class PDController(Node):
 
         self.kp = declare("kp", 100.0, "Proportional gain [N*m/rad], one value or one per joint")
         self.kd = declare("kd", 5.0, "Derivative gain [N*m*s/rad], one value or one per joint")
+        self.drive_gains = bool(declare(
+            "drive_gains", True, "true: kp and kd become the simulator's drive gains "
+            "(command.kp, command.kd) and commands carry position targets, zero velocity "
+            "targets and gravity as effort; false: commands carry the law's torques"))
         self.sim_node = declare("sim_node", "wb_sim", "Name of the simulator node")
         self.topics = {k: declare(f"topics.{k}", d, f"Topic of {k}") for k, d in (
             ("joint_states", "joint_states"), ("odom", "odom/ground_truth"),
             ("joint_commands", "joint_commands"), ("robot_description", "robot_description"))}
-        self.base_pose: np.ndarray | None = None  # [x, y, z, qx, qy, qz, qw]
-        self._pose_stamp: int | None = None  # stamp of base_pose, ns
-        #: a joint state waiting for its pose: (stamp, positions, velocities), message order
-        self._pending: tuple[int, np.ndarray, np.ndarray] | None = None
-        self._names: list[str] = []  # joint names of the joint states, in their order
-        self._order: np.ndarray | None = None  # their indices in the robot model
-        self._pub = self.create_publisher(JointState, self.topics["joint_commands"], COMMAND_QOS)
-        self._cmd = JointState()
+        self._order: np.ndarray | None = None  # joint_states' joints in the robot model
 
     # ------------------------------------------------------------------ setup
 
@@ -117,7 +117,7 @@ class PDController(Node):
                            stop: threading.Event | None = None) -> None:
         """Get the URDF and the simulator's parameters (blocking, spinning ``executor``
         in slices of 0.1 s, so that ``stop`` (set by SIGINT / SIGTERM) ends the wait at
-        once with :class:`Interrupted`), then start controlling."""
+        once with :class:`Interrupted`), set the drive gains, then start controlling."""
         stop = stop or threading.Event()
         log = self.get_logger()
         log.info(f"waiting for '{self.topics['robot_description']}' and the parameters of "
@@ -125,7 +125,8 @@ class PDController(Node):
         urdf: list[str] = []
         sub = self.create_subscription(String, self.topics["robot_description"],
                                        lambda m: urdf.append(m.data), LATCHED_QOS)
-        client = self.create_client(GetParameters, f"/{self.sim_node.lstrip('/')}/get_parameters")
+        sim = f"/{self.sim_node.lstrip('/')}"
+        client = self.create_client(GetParameters, f"{sim}/get_parameters")
         deadline = time.monotonic() + timeout_s
 
         def wait(done, what: str) -> None:
@@ -138,7 +139,7 @@ class PDController(Node):
 
         wait(client.service_is_ready, f"simulator node '{self.sim_node}' not found")
         future = client.call_async(GetParameters.Request(names=list(SIM_KEYS)))
-        wait(future.done, f"no answer from '{self.sim_node}/get_parameters'")
+        wait(future.done, f"no answer from '{sim}/get_parameters'")
         p = {k: parameter_value_to_python(v) for k, v in zip(SIM_KEYS, future.result().values)}
         wait(lambda: bool(urdf), f"no URDF on '{self.topics['robot_description']}'")
         self.destroy_subscription(sub)
@@ -156,96 +157,92 @@ class PDController(Node):
                                             gravity=list(p["gravity"]))
         except (WbSimError, ValueError) as e:
             raise SetupError(f"cannot build the controller: {e}") from None
+        if self.drive_gains:
+            self._set_drive_gains(sim, p["command.joint_names"] or [], wait)
         self.q = pin.neutral(self.robot.model)
-        self._q_ref = q_ref
-        # same rates: pair joint state and base pose of the same step (deterministic)
-        self._pair_by_stamp = self.robot.floating_base and \
-            p["publish.joint_states_rate_hz"] == p["publish.odom_rate_hz"]
-        # the first command, at the simulator's initial state (a simulator started with
-        # command.wait_for_first waits for it before it steps)
-        if self.robot.floating_base:
+        if self.robot.floating_base:  # the simulator's initial state
             R = pin.rpy.rpyToMatrix(*p["initial.base_rpy"])
             self.q[:3] = p["initial.base_position"]
             self.q[3:7] = pin.Quaternion(R).coeffs()
         self.robot.set_joint_positions(self.q, q_ref)
-        self._cmd.name = list(self.robot.joint_names)
-        self._cmd.position = q_ref.tolist()
-        self._cmd.effort = self.ctrl(self.q, q_ref, np.zeros(self.robot.nj)).tolist()
+        self._qj = np.empty(self.robot.nj)
+        self._vj = np.empty(self.robot.nj)
+        fields = ("position", "velocity", "effort") if self.drive_gains else ("position", "effort")
+        self.commands = JointCommandWriter(self, self.topics["joint_commands"],
+                                           self.robot.joint_names, COMMAND_QOS, fields)
         # subscribed before the first command starts the physics: on a loaded machine the
-        # set-up took longer than the simulator's command timeout (0.1 s)
-        subs = [self.create_subscription(JointState, self.topics["joint_states"],
-                                         self._on_joint_states, STATE_QOS)]
-        if self.robot.floating_base:
-            subs.append(self.create_subscription(Odometry, self.topics["odom"], self._on_odom,
-                                                 STATE_QOS))
+        # set-up took longer than the simulator's command timeout (0.1 s); both streams at
+        # the same rate: a joint state and the base pose of one step go together
+        self.state = RobotStateIntake(
+            self, self.topics["joint_states"],
+            self.topics["odom"] if self.robot.floating_base else None, self._control,
+            STATE_QOS, pair_by_stamp=p["publish.joint_states_rate_hz"] == p["publish.odom_rate_hz"])
         # and matched with the simulator's publishers (DDS discovery), so that the first
         # states reach us; at most a few seconds, then the watchdog tells
+        subs, pub = self.state.subscriptions, self.commands.publisher
         matched = time.monotonic() + 5.0
         while time.monotonic() < matched and not stop.is_set() and \
-                not (all(getattr(s, "get_publisher_count", lambda: 1)() for s in subs)
-                     and self._pub.get_subscription_count()):
+                not (all(s.get_publisher_count() for s in subs) and pub.get_subscription_count()):
             executor.spin_once(timeout_sec=0.01)
-        self._pub.publish(self._cmd)
-        log.info(f"holding the initial posture of {self.robot.nj} joints "
-                 f"(kp {self.kp}, kd {self.kd})")
+        # the first command, at the simulator's initial state (a simulator started with
+        # command.wait_for_first waits for it before it steps)
+        self._command(0, q_ref, np.zeros(self.robot.nj))
+        log.info(f"holding the initial posture of {self.robot.nj} joints (kp {self.kp}, kd "
+                 f"{self.kd}, " + ("in the simulator's drives, gravity as feed-forward)"
+                                   if self.drive_gains else "as torques)"))
+
+    def _set_drive_gains(self, sim: str, command_joints: list, wait) -> None:
+        """The simulator's drives get kp and kd (its ``command.kp``, ``command.kd``, in the
+        order of its ``command.joint_names``); SetupError if it refuses them."""
+        names = self.robot.joint_names
+        if command_joints and sorted(command_joints) != sorted(names):
+            raise SetupError(f"the simulator drives only the joints of command.joint_names "
+                             f"({len(command_joints)} of {len(names)}): run this controller "
+                             f"with drive_gains:=false")
+        order = [self.robot.joint_index(n) for n in (command_joints or names)]
+        values = {k: np.broadcast_to(np.asarray(g, dtype=float), (len(names),))[order].tolist()
+                  for k, g in (("command.kp", self.kp), ("command.kd", self.kd))}
+        client = self.create_client(SetParameters, f"{sim}/set_parameters")
+        wait(client.service_is_ready, f"no service '{sim}/set_parameters'")
+        future = client.call_async(SetParameters.Request(parameters=[
+            Parameter(k, Parameter.Type.DOUBLE_ARRAY, v).to_parameter_msg()
+            for k, v in values.items()]))
+        wait(future.done, f"no answer from '{sim}/set_parameters'")
+        self.destroy_client(client)
+        refused = [r.reason for r in future.result().results if not r.successful]
+        if refused:
+            raise SetupError(f"the simulator refused the drive gains: {'; '.join(refused)} "
+                             f"(or run this controller with drive_gains:=false)")
 
     # ------------------------------------------------------------------ control
 
-    def _on_odom(self, msg: Odometry) -> None:
-        p, o = msg.pose.pose.position, msg.pose.pose.orientation
-        stamp = stamp_ns(msg.header.stamp)
-        self.base_pose, self._pose_stamp = np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w]), stamp
-        pending = self._pending
-        if pending is not None and pending[0] == stamp:
-            self._pending = None
-            self._control(*pending)
-
-    def _on_joint_states(self, msg: JointState) -> None:
-        if list(msg.name) != self._names:  # map the message's order once
-            self._names = list(msg.name)
+    def _control(self, stamp: int, position: np.ndarray, velocity: np.ndarray,
+                 base_pose: np.ndarray | None) -> None:
+        """Answer the state stamped ``stamp`` (joints in the order of the joint states)."""
+        robot = self.robot
+        if self.state.names_changed or self._order is None:  # map the message's order once
             try:
-                self._order = np.array([self.robot.joint_index(n) for n in self._names],
+                self._order = np.array([robot.joint_index(n) for n in self.state.names],
                                        dtype=np.intp)
             except WbSimError as e:
                 self.get_logger().error(f"joint_states: {e}", throttle_duration_sec=5.0)
                 self._order = None
-            else:
-                # the command in the same order: names fixed, the reference in `position`
-                # (the simulator ignores it, plots show it)
-                self._cmd.name = self._names
-                self._cmd.position = self._q_ref[self._order].tolist()
-        n = len(self._names)
-        if self._order is None or len(msg.position) != n or len(msg.velocity) != n:
-            return
-        stamp = stamp_ns(msg.header.stamp)
-        position, velocity = np.array(msg.position), np.array(msg.velocity)
-        if self._pair_by_stamp and self._pose_stamp != stamp:
-            self._pending = (stamp, position, velocity)  # its pose is still on the way
-            return
-        self._control(stamp, position, velocity)
-
-    def _control(self, stamp: int, position: np.ndarray, velocity: np.ndarray) -> None:
-        """Publish the command answering the joint state stamped ``stamp`` (message order)."""
-        robot = self.robot
-        if robot.floating_base:
-            if self.base_pose is None:
                 return
-            self.q[:7] = self.base_pose
-        qj = np.empty(robot.nj)
-        vj = np.empty(robot.nj)
+        qj, vj = self._qj, self._vj
         qj[self._order] = position
         vj[self._order] = velocity
+        if base_pose is not None:
+            self.q[:7] = base_pose
         robot.set_joint_positions(self.q, qj)
-        tau = self.ctrl(self.q, qj, vj)
-        cmd = self._cmd
-        cmd.header.stamp = Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
-        cmd.effort = tau[self._order].tolist()
-        self._pub.publish(cmd)
+        self._command(stamp, qj, vj)
 
-
-def stamp_ns(stamp: Time) -> int:
-    """Nanoseconds of a builtin_interfaces/Time (how the controller pairs and echoes stamps)."""
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
+    def _command(self, stamp: int, qj: np.ndarray, vj: np.ndarray) -> None:
+        """Publish the law at the state ``(self.q, qj, vj)`` (arrays in the model's joint
+        order, the command's), stamped ``stamp``."""
+        if self.drive_gains:
+            self.commands.publish(stamp, *self.ctrl.drive_targets(self.q))
+        else:  # the reference in `position` (plots show it), the law's torques in `effort`
+            self.commands.publish(stamp, self.ctrl.q_ref, effort=self.ctrl(self.q, qj, vj))
 
 
 def main(args=None) -> int:

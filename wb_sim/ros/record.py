@@ -14,6 +14,12 @@ records, under the names the parameters give them:
   ``/tf_static``, ``/clock``, ``robot_description``;
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
+While it records, it asks every node that publishes on the recorded command
+topics (the controllers, which usually start after the recorder) for all its
+parameters, and writes them, one JSON message per node, on
+``/wb_sim_record/controller_parameters``: with the simulator's parameters, what
+``wb_sim_replay`` needs to run the same closed loop again.
+
 Messages are taken serialized (CDR bytes, never converted to Python) and
 written unchanged, stamped with their receive time. The subscriptions are
 polled every 10 ms instead of being dispatched one by one by an executor:
@@ -60,6 +66,16 @@ WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 #: streams published once, transient-local
 LATCHED = ("robot_description", "tf_static")
 PARAMETERS_TOPIC = "/wb_sim_record/parameters"
+#: one message per controller node: its parameters (JSON)
+CONTROLLERS_TOPIC = "/wb_sim_record/controller_parameters"
+#: the streams whose publishers are the controllers
+COMMAND_STREAMS = ("joint_commands", "effort_commands")
+#: seconds between two looks at the command topics' publishers
+LOOK_S = 0.5
+#: seconds a controller has to answer for its parameters
+CONTROLLER_WAIT_S = 10.0
+#: seconds the recorder, told to stop, still waits for the parameters on the way
+FINISH_S = 2.0
 #: seconds between two polls of the subscriptions
 POLL_S = 0.01
 #: subscriber queue depth of the streams: 1 s at 1 kHz (the queue covers a stalled write)
@@ -128,6 +144,119 @@ def _python(value) -> Any:
     return value
 
 
+def parameter_values(names, values) -> dict[str, Any]:
+    """``{name: JSON-able value}`` of a GetParameters answer."""
+    from rclpy.parameter import parameter_value_to_python
+
+    return {n: _python(parameter_value_to_python(v)) for n, v in zip(names, values)}
+
+
+class _Ask:
+    """One node's parameters, asked without blocking (list_parameters, then
+    get_parameters); :meth:`advance` moves it on, ``doc`` holds the answer."""
+
+    def __init__(self, node, fqn: str, topics: list[str], deadline: float):
+        from rcl_interfaces.srv import GetParameters, ListParameters
+
+        self.node, self.fqn, self.topics, self.deadline = node, fqn, topics, deadline
+        self._get = GetParameters.Request
+        self.lister = node.create_client(ListParameters, f"{fqn}/list_parameters")
+        self.getter = node.create_client(GetParameters, f"{fqn}/get_parameters")
+        self.request = ListParameters.Request()
+        self.future = None
+        self.names: list[str] | None = None
+        self.doc: dict[str, Any] | None = None
+
+    def advance(self) -> bool:
+        """One step on; True once finished (``doc`` set, or not: no answer)."""
+        if self.future is None:
+            if self.lister.service_is_ready() and self.getter.service_is_ready():
+                self.future = self.lister.call_async(self.request)
+        elif self.future.done():
+            answer = None if self.future.exception() is not None else self.future.result()
+            if answer is None:
+                return True
+            if self.names is None:
+                self.names = list(answer.result.names)
+                self.future = self.getter.call_async(self._get(names=self.names))
+            else:
+                self.doc = {"node": self.fqn, "publishes": self.topics,
+                            "recorded_by": "wb_sim_record",
+                            "parameters": parameter_values(self.names, answer.values)}
+                return True
+        return False
+
+    def close(self) -> None:
+        self.node.destroy_client(self.lister)
+        self.node.destroy_client(self.getter)
+
+
+class ControllerWatch:
+    """The parameters of the nodes publishing on ``topics`` (the command topics),
+    asked for while the recording runs, from a node of its own spun by its own
+    executor (the recorder's subscriptions are not touched)."""
+
+    def __init__(self, node, topics: list[str], skip: set[str], wait_s: float = CONTROLLER_WAIT_S):
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.topics = topics
+        self.wait_s = wait_s
+        self.node = rclpy.create_node(f"{node.get_name()}_parameters", context=node.context,
+                                      start_parameter_services=False)
+        self.skip = set(skip) | {node.get_fully_qualified_name(),
+                                 self.node.get_fully_qualified_name()}
+        self.executor = SingleThreadedExecutor(context=node.context)
+        self.executor.add_node(self.node)
+        self.asks: dict[str, _Ask] = {}
+        self.seen: set[str] = set()
+        self.given_up: list[str] = []
+        self._next_look = 0.0
+
+    def step(self, now: float, look: bool = True) -> list[dict[str, Any]]:
+        """Look for new publishers (every ``LOOK_S``, with ``look``), move the questions
+        on; the documents answered since the last call."""
+        if look and now >= self._next_look:
+            self._next_look = now + LOOK_S
+            publishers: dict[str, list[str]] = {}
+            for topic in self.topics:
+                for info in self.node.get_publishers_info_by_topic(topic):
+                    if info.node_name.startswith("_"):  # _NODE_NAME_UNKNOWN_: not a ROS node
+                        continue
+                    ns = info.node_namespace.rstrip("/")
+                    publishers.setdefault(f"{ns}/{info.node_name}", []).append(topic)
+            for fqn, topics in publishers.items():
+                if fqn not in self.seen and fqn not in self.skip:
+                    self.seen.add(fqn)
+                    self.asks[fqn] = _Ask(self.node, fqn, topics, now + self.wait_s)
+        if not self.asks:
+            return []
+        for _ in range(4):  # answers and graph events waiting now, without blocking
+            self.executor.spin_once(timeout_sec=0.0)
+        out = []
+        for fqn, ask in list(self.asks.items()):
+            done = ask.advance()
+            if done or now > ask.deadline:
+                ask.close()
+                del self.asks[fqn]
+                if ask.doc is not None:
+                    out.append(ask.doc)
+                else:
+                    self.given_up.append(fqn)
+        return out
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.asks)
+
+    def close(self) -> None:
+        for ask in self.asks.values():
+            ask.close()
+        self.asks.clear()
+        self.executor.remove_node(self.node)
+        self.node.destroy_node()
+
+
 class BagRecorder:
     """Subscriptions polled into a rosbags MCAP writer (see the module docstring)."""
 
@@ -147,13 +276,13 @@ class BagRecorder:
         self.lost: dict[str, int] = {}
         self._seq: dict[tuple, int] = {}
         self.writer = None
+        self.controllers: ControllerWatch | None = None
 
     # ------------------------------------------------------------------ setup
 
     def fetch_parameters(self, executor) -> dict[str, Any]:
         """All parameters of the simulator node (blocking, spinning ``executor``)."""
         from rcl_interfaces.srv import GetParameters, ListParameters
-        from rclpy.parameter import parameter_value_to_python
 
         node = self.node
         lister = node.create_client(ListParameters, f"{self.sim_node}/list_parameters")
@@ -182,7 +311,7 @@ class BagRecorder:
         finally:
             node.destroy_client(lister)
             node.destroy_client(getter)
-        return {n: _python(parameter_value_to_python(v)) for n, v in zip(names, values)}
+        return parameter_values(names, values)
 
     def open(self, params: dict[str, Any]) -> None:
         """Open the bag, write the parameters, subscribe."""
@@ -202,14 +331,12 @@ class BagRecorder:
             self.writer.open()
         except WriterError as e:
             raise RecordError(str(e)) from None
-        conn = self.writer.add_connection(PARAMETERS_TOPIC, "std_msgs/msg/String", typestore=ts,
-                                          offered_qos_profiles=[_qos(latched=True)[1]])
-        doc = {"node": self.sim_node, "recorded_by": "wb_sim_record",
-               "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-               "parameters": params}
-        msg = ts.types["std_msgs/msg/String"](data=json.dumps(doc))
-        self.writer.write(conn, time.time_ns(), bytes(ts.serialize_cdr(msg, "std_msgs/msg/String")))
-        self.counts[PARAMETERS_TOPIC] = 1
+        self._typestore = ts
+        self._doc_conns: dict[str, Any] = {}
+        self.write_doc(PARAMETERS_TOPIC, {
+            "node": self.sim_node, "recorded_by": "wb_sim_record",
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "parameters": params})
         for topic, msgtype, stream in plan:
             try:
                 cls = message_class(msgtype)
@@ -231,6 +358,44 @@ class BagRecorder:
             self.lost[topic] = 0
         self.log.info(f"recording {len(self.subs)} topics into '{self.output}': "
                       f"{', '.join(t for _, _, t in self.subs)}")
+        commands = [t for t, _, stream in plan if stream in COMMAND_STREAMS]
+        if commands:
+            self.controllers = ControllerWatch(self.node, commands, {self.sim_node})
+
+    def write_doc(self, topic: str, doc: dict[str, Any]) -> None:
+        """One JSON document (std_msgs/String, transient-local) on ``topic`` of the bag."""
+        ts, msgtype = self._typestore, "std_msgs/msg/String"
+        conn = self._doc_conns.get(topic)
+        if conn is None:
+            conn = self._doc_conns[topic] = self.writer.add_connection(
+                topic, msgtype, typestore=ts, offered_qos_profiles=[_qos(latched=True)[1]])
+        msg = ts.types[msgtype](data=json.dumps(doc))
+        self.writer.write(conn, time.time_ns(), bytes(ts.serialize_cdr(msg, msgtype)))
+        self.counts[topic] = self.counts.get(topic, 0) + 1
+
+    def watch_controllers(self, look: bool = True) -> None:
+        """Write the parameters of the controllers that have answered (see the module
+        docstring); ``look``: also look for new ones."""
+        if self.controllers is None:
+            return
+        for doc in self.controllers.step(time.monotonic(), look):
+            self.write_doc(CONTROLLERS_TOPIC, doc)
+            self.log.info(f"recorded the parameters of the controller '{doc['node']}'")
+
+    def finish_controllers(self, wait_s: float) -> None:
+        """At the end: wait up to ``wait_s`` for the answers on the way, then stop asking
+        (a controller without parameter services is named in a warning)."""
+        if self.controllers is None:
+            return
+        end = time.monotonic() + wait_s
+        self.watch_controllers()
+        while self.controllers.pending and time.monotonic() < end:
+            time.sleep(0.01)
+            self.watch_controllers(look=False)
+        missed = self.controllers.given_up + list(self.controllers.asks)
+        if missed:
+            self.log.warning(f"no parameters recorded of {', '.join(missed)} (no answer from "
+                             f"its parameter services)")
 
     def _graph_topics(self, topics: list[str]) -> list[tuple[str, str, str]]:
         """Types of topics outside the known streams, from the ROS graph."""
@@ -292,6 +457,9 @@ class BagRecorder:
         return len(batch)
 
     def close(self) -> None:
+        if self.controllers is not None:
+            self.controllers.close()
+            self.controllers = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -355,11 +523,13 @@ def main(argv=None) -> int:
         end = wall0 + args.duration if args.duration > 0 else float("inf")
         while not stop.is_set() and rclpy.ok() and time.monotonic() < end:
             rec.poll()
+            rec.watch_controllers()
             if rec.executor_delivers:
                 executor.spin_once(timeout_sec=POLL_S)
             else:
                 stop.wait(POLL_S)
         rec.poll()
+        rec.finish_controllers(FINISH_S)
     except RecordError as e:
         log.fatal(str(e))
         code = 2

@@ -4,12 +4,24 @@ controller as two processes, for machines without ``ros2 launch`` (pip-only).
 It starts ``wb_sim_node`` with the robot's configuration and, unless
 ``--controller none``, ``wb_sim_pd_controller``; relays their logs; the node
 stops itself at ``--duration`` seconds of simulated time (``stop_after_s``),
-then the others get SIGINT. Exit codes: 0 if the floating base stayed up (its
-height never dropped by more than 0.1 m nor rose by more than 5 cm), 1 if not
-or if the simulation diverged, 2 if the input was bad (robot, ``--config``) or
-a process failed or made no progress for ``STALL_S`` seconds, 130 on Ctrl-C.
-Every failure ends the run within seconds. In a ROS install use
-``ros2 launch wb_sim sim.launch.py`` instead.
+then the others get SIGINT. At the end it prints the verdict, one line from the
+node's stats lines over the whole run (:class:`~wb_sim.ros.verdict.RunJudge`):
+
+* a floating base ``stands``, or ``FELL`` (its height dropped more than 0.1 m
+  below the first reading) or is ``UNSTEADY`` (it rose more than 5 cm);
+* a fixed base ``holds``, or ``DRIFTED``: a joint left the initial posture by
+  more than 0.05 rad (or m, prismatic);
+* either is ``SATURATED`` besides when a joint was at its effort limit in
+  more than 5 % of the steps, or the joints' torques flipped between their +limit
+  and -limit more than once per simulated second (all together: chattering);
+* with the figures: base height, time at the effort limits with the joints most
+  at them, sign flips, largest joint deviation, and the run's real-time factor.
+
+Exit codes: 0 if it stands or holds and is not saturated; 1 if it FELL, is
+UNSTEADY, DRIFTED or SATURATED, or the simulation diverged; 2 if the input was
+bad (robot, ``--config``) or a process failed or made no progress for
+``STALL_S`` seconds; 130 on Ctrl-C. Every failure ends the run within seconds.
+In a ROS install use ``ros2 launch wb_sim sim.launch.py`` instead.
 
 Parameters, each layer winning over the one before: the robot's file
 (``config/<robot>.yaml``, or ``--robot FILE.yaml`` for your own robot), this
@@ -41,6 +53,7 @@ from .. import config_path
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
 from .parameters import core_keys, load_node_config
+from .verdict import RunJudge
 
 #: wall seconds without progress of the simulated time (or, at the start, without a
 #: first stats line) after which the run is declared stuck
@@ -52,7 +65,6 @@ DIVERGED = "simulation diverged and is paused"
 LAUNCHER_DEFAULTS = {"command.wait_for_first": True, "publish.stats_period_s": 1.0}
 
 STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
-BASE = re.compile(r"base at \((?P<x>[-\d.]+), (?P<y>[-\d.]+), (?P<z>[-\d.]+)\) m")
 
 
 def _fail(msg: str) -> int:
@@ -116,7 +128,7 @@ def main(argv=None) -> int:
         if args.viewer is not None:
             explicit["viewer"] = args.viewer
         flat.update(explicit)
-        load_config(core_keys(flat))
+        floating_base = load_config(core_keys(flat)).floating_base
         node_cfg = load_node_config(flat)
     except ConfigError as e:
         return _fail(str(e))
@@ -145,8 +157,9 @@ def main(argv=None) -> int:
         procs["record"] = start([sys.executable, "-m", "wb_sim.ros.record", "-o", str(bag)])
     else:
         recording.set()
-    state = {"t": 0.0, "z0": None, "zmin": None, "zmax": None, "last": "", "diverged": "",
-             "progress": time.monotonic(), "started": False}
+    state = {"t": 0.0, "last": "", "diverged": "", "progress": time.monotonic(),
+             "started": False}
+    judge = RunJudge(floating_base)
     done = threading.Event()
 
     def relay(name: str, proc: subprocess.Popen) -> None:
@@ -162,12 +175,7 @@ def main(argv=None) -> int:
                 if float(m["t"]) > state["t"] or not state["started"]:
                     state["progress"], state["started"] = time.monotonic(), True
                 state["t"], state["last"] = float(m["t"]), line.strip()
-                b = BASE.search(line)
-                if b is not None:
-                    z = float(b["z"])
-                    state["z0"] = z if state["z0"] is None else state["z0"]
-                    state["zmin"] = z if state["zmin"] is None else min(state["zmin"], z)
-                    state["zmax"] = z if state["zmax"] is None else max(state["zmax"], z)
+                judge.feed(line)
         if name == "record":
             recording.set()
         else:
@@ -250,15 +258,11 @@ def main(argv=None) -> int:
         if plot_main([str(bag), "-o", args.plot]) != 0:
             return 2
     print(f"wb_sim_run: {state['t']:.1f} s simulated; last report: {state['last']}")
-    if state["z0"] is not None:
-        fell = state["zmin"] < state["z0"] - 0.1
-        jumped = state["zmax"] > state["z0"] + 0.05
-        verdict = "FELL" if fell else "UNSTEADY (the base rose by more than 5 cm)" if jumped \
-            else "stands"
-        print(f"wb_sim_run: base height first {state['z0']:.4f} m, lowest {state['zmin']:.4f} m, "
-              f"highest {state['zmax']:.4f} m: {verdict}")
-        return 1 if fell or jumped else 0
-    return 0
+    if not judge.lines:
+        return 0
+    verdict, failed = judge.verdict()
+    print(f"wb_sim_run: {verdict}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

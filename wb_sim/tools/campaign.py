@@ -70,7 +70,6 @@ import argparse
 import csv
 import difflib
 import hashlib
-import importlib
 import itertools
 import json
 import math
@@ -81,10 +80,11 @@ import traceback
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..control import CaseInfo, ControllerLoop, Observation, import_callable  # noqa: F401
 from ..config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
 from ..errors import ConfigError, DivergenceError, WbSimError
 
@@ -118,24 +118,6 @@ def _version() -> str:
 # ----------------------------------------------------------------------------
 # Campaign file -> cases
 # ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CaseInfo:
-    """What a controller factory learns about its case."""
-    index: int
-    seed: int
-    params: Mapping[str, Any]  #: the case's perturbed and fixed values (``set``, grid, random)
-
-
-class Observation(NamedTuple):
-    """What the controller sees (delayed by ``sensor_delay_steps``)."""
-    t: float
-    q: np.ndarray  #: pinocchio configuration (base xyz, quaternion xyzw, joints)
-    v: np.ndarray  #: pinocchio velocity
-    joint_positions: np.ndarray
-    joint_velocities: np.ndarray
-    imu: Any  #: wb_sim.ImuReading, or None for the built-in PD / a robot without IMU
 
 
 @dataclass
@@ -177,21 +159,10 @@ def _vector3(where, key, x):
 
 
 def _import_callable(where: str, key: str, ref: str) -> Callable:
-    if not isinstance(ref, str) or ref.count(":") != 1:
-        raise _err(where, key, f"expected 'module:callable', got {ref!r}")
-    mod, _, name = ref.partition(":")
     try:
-        module = importlib.import_module(mod)
-    except ImportError as e:
-        raise _err(where, key, f"cannot import module '{mod}': {e}") from None
-    fn = module
-    for part in name.split("."):
-        fn = getattr(fn, part, None)
-        if fn is None:
-            raise _err(where, key, f"module '{mod}' has no attribute '{name}'")
-    if not callable(fn):
-        raise _err(where, key, f"'{ref}' is not callable")
-    return fn
+        return import_callable(ref, key)
+    except ConfigError as e:  # said again with the campaign's place
+        raise _err(where, key, str(e).split(": ", 1)[1]) from None
 
 
 def _robot_params(where: str, robot: Any) -> tuple[dict, dict, str]:
@@ -555,17 +526,13 @@ def _case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, l
     return params, special, pushes, cparams
 
 
-def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> tuple[Callable, bool]:
-    """(controller(obs) -> tau, whether it wants the IMU)."""
+def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> ControllerLoop:
+    """The case's controller closing the loop on ``sim`` (:class:`wb_sim.control.ControllerLoop`)."""
     ref = spec["controller"]["callable"]
     if ref == "pd":
-        from ..controllers import PDGravityController
-        pd = PDGravityController(sim.robot, sim.state.joint_positions, cparams["kp"],
-                                 cparams["kd"], gravity=sim.config.gravity)
-        return (lambda obs: pd(obs.q, obs.joint_positions, obs.joint_velocities)), False
-    factory = _import_callable("", "controller.callable", ref)
+        ref = "wb_sim.controllers:pd_gravity"
     info = CaseInfo(index=case["index"], seed=case["seed"], params=_case_values(spec, case))
-    return factory(sim, info, **cparams), sim.imu_sensor is not None
+    return ControllerLoop(sim, ref, cparams, spec["controller"]["rate_hz"], info)
 
 
 def run_case(task: dict) -> dict:
@@ -596,11 +563,9 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
 
     params, special, pushes, cparams = _case_config(spec, case)
     sim = Simulator.from_params(params)
-    ctrl, wants_imu = _make_controller(sim, spec, case, cparams)
+    loop = _make_controller(sim, spec, case, cparams)
     dt = sim.dt
     n = int(round(spec["duration_s"] / dt))
-    rate = spec["controller"]["rate_hz"]
-    every = max(1, int(round(1.0 / (rate * dt)))) if rate > 0 else 1
     schedule: dict[int, list] = {}
     for p in pushes:
         if "magnitude" in p:
@@ -629,17 +594,6 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     trace_tau = np.empty((n, sim.nj))
     trace_q[0] = sim.q
 
-    imu = sim.imu if wants_imu else (lambda: None)
-
-    def observe():
-        return Observation(sim.t, sim.q, sim.v, sim.joint_positions, sim.joint_velocities,
-                           imu())
-
-    if sim.config.sensors.delay_steps:  # the simulator's delayed readings
-        def observe():  # noqa: F811
-            st = sim.sensed_state
-            return Observation(st.t, st.q, st.v, st.joint_positions, st.joint_velocities,
-                               sim.sensed_imu() if wants_imu else None)
     min_cos_tilt = 1.0
     com_dev = peak = 0.0
     saturated_steps = losses = 0
@@ -667,11 +621,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         for k in range(n):
             for link, force, torque, dur in schedule.get(k, ()):
                 sim.apply_external_wrench(link, force, torque, dur)
-            if k % every == 0:
-                tau = np.asarray(ctrl(observe()), dtype=float)
-                if tau.shape != (nj,):
-                    raise ValueError(f"the controller returned torques of shape {tau.shape}, "
-                                     f"expected ({nj},)")
+            tau = loop.torques()  # the controller's, called when due (rate_hz); checked
             sim.step(tau)  # the simulator delays it by joints.command_delay_steps
             trace_tau[k] = sim.applied_torques
             q = sim.q
@@ -679,7 +629,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
-            if k % every == 0:  # the commands as given (they can exceed the limits)
+            if loop.fresh:  # the commands as given (they can exceed the limits)
                 np.abs(tau, out=ratio)
                 ratio *= inv_limits
                 r = float(ratio.max()) if nj else 0.0

@@ -1,0 +1,130 @@
+"""The controller interface: one Python callable that closes the loop inside the simulation.
+
+A controller ``module:factory`` is a factory ``make(sim, case, **params)`` returning a
+callable ``ctrl(obs) -> torques`` (nj,), called every step, or every
+``round(1 / (rate_hz dt))`` steps with the torques held in between (``rate_hz`` 0: every
+step). ``obs`` is an :class:`Observation` (t, q, v, joint positions and velocities, the
+IMU reading), ``case`` a :class:`CaseInfo`. The same controller runs
+
+* headless, in a plain loop (:class:`ControllerLoop`);
+* in campaigns (``wb_sim_batch``, :mod:`wb_sim.tools.campaign`), one case per run;
+* inside the ROS node at the physics rate (its parameter ``controller.callable``,
+  ``wb_sim_run --controller module:factory``, ``ros2 launch ... controller:=module:factory``):
+  no message hop, the same trajectory as the headless loop, bit for bit.
+
+The example joint PD + gravity compensation ships as :func:`wb_sim.controllers.pd_gravity`
+(``wb_sim.controllers:pd_gravity``), the law of the external ``wb_sim_pd_controller``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple
+
+import numpy as np
+
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """What a controller factory learns about its run (a campaign's case; index 0 and the
+    node's ``controller.seed`` in the node)."""
+    index: int = 0
+    seed: int = 0
+    params: Mapping[str, Any] = field(default_factory=dict)  #: a campaign's case values
+
+
+class Observation(NamedTuple):
+    """What the controller sees (delayed by ``sensors.delay_steps``)."""
+    t: float
+    q: np.ndarray  #: pinocchio configuration (base xyz, quaternion xyzw, joints)
+    v: np.ndarray  #: pinocchio velocity
+    joint_positions: np.ndarray
+    joint_velocities: np.ndarray
+    imu: Any  #: wb_sim.ImuReading, or None (no IMU, or the factory declared it needs none)
+
+
+def import_callable(ref: str, key: str = "controller.callable") -> Callable:
+    """The callable ``module:name`` (``name`` may be dotted); ConfigError naming ``key``
+    otherwise."""
+    if not isinstance(ref, str) or ref.count(":") != 1 or not all(ref.partition(":")[::2]):
+        raise ConfigError(f"parameter '{key}': expected 'module:callable', got {ref!r}")
+    mod, _, name = ref.partition(":")
+    try:
+        module = importlib.import_module(mod)
+    except ImportError as e:
+        raise ConfigError(f"parameter '{key}': cannot import module '{mod}': {e}") from None
+    fn = module
+    for part in name.split("."):
+        fn = getattr(fn, part, None)
+        if fn is None:
+            raise ConfigError(f"parameter '{key}': module '{mod}' has no attribute '{name}'")
+    if not callable(fn):
+        raise ConfigError(f"parameter '{key}': '{ref}' is not callable")
+    return fn
+
+
+def controller_decimation(rate_hz: float, dt: float) -> int:
+    """Steps between two controller calls at ``rate_hz`` (0: every step)."""
+    return max(1, int(round(1.0 / (rate_hz * dt)))) if rate_hz > 0 else 1
+
+
+class ControllerLoop:
+    """A controller closing the loop on a :class:`~wb_sim.Simulator`: call :meth:`torques`
+    before each ``sim.step`` (it calls the controller when due and holds its torques in
+    between) and step with what it returns::
+
+        loop = ControllerLoop(sim, "wb_sim.controllers:pd_gravity", {"kp": 1000, "kd": 20})
+        for _ in range(n):
+            sim.step(loop.torques())
+
+    ``ref``: ``module:factory``, or the factory itself; ``params``: its keyword
+    arguments; ``rate_hz``: the controller's rate (0: every step); ``case``: what the
+    factory learns of the run. The factory may set ``wants_imu = False`` on itself to skip
+    the IMU reading in the observation. Raises ConfigError naming ``key`` for a factory
+    that cannot be imported or called with ``params``; a controller returning torques of
+    the wrong shape raises ValueError at its first call.
+    """
+
+    def __init__(self, sim, ref, params: Mapping[str, Any] | None = None, rate_hz: float = 0.0,
+                 case: CaseInfo | None = None, key: str = "controller.callable"):
+        factory = import_callable(ref, key) if isinstance(ref, str) else ref
+        self.sim = sim
+        self.name = ref if isinstance(ref, str) else getattr(ref, "__qualname__", repr(ref))
+        self.case = case or CaseInfo()
+        params = dict(params or {})
+        try:
+            self.controller = factory(sim, self.case, **params)
+        except TypeError as e:  # the factory's signature: what params it takes
+            raise ConfigError(f"parameter '{key}': '{self.name}' cannot be made with "
+                              f"parameters {params}: {e}") from None
+        wants_imu = getattr(factory, "wants_imu", True)
+        self._imu = sim.imu if wants_imu and sim.imu_sensor is not None else None
+        self.every = controller_decimation(rate_hz, sim.dt)
+        self._tau = np.zeros(sim.nj)
+        self.calls = 0  #: how often the controller was called
+        self.fresh = False  #: whether the last :meth:`torques` called the controller
+
+    def observe(self) -> Observation:
+        """What the controller sees now (``sensors.delay_steps`` ago where delayed)."""
+        sim = self.sim
+        if sim.config.sensors.delay_steps:
+            st = sim.sensed_state
+            return Observation(st.t, st.q, st.v, st.joint_positions, st.joint_velocities,
+                               sim.sensed_imu() if self._imu is not None else None)
+        return Observation(sim.t, sim.q, sim.v, sim.joint_positions, sim.joint_velocities,
+                           self._imu() if self._imu is not None else None)
+
+    def torques(self) -> np.ndarray:
+        """The torques of the coming step (nj,): the controller's, called when due."""
+        self.fresh = self.sim.step_count % self.every == 0
+        if self.fresh:
+            tau = np.asarray(self.controller(self.observe()), dtype=float)
+            if tau.shape != self._tau.shape:
+                raise ValueError(f"the controller '{self.name}' returned torques of shape "
+                                 f"{tau.shape}, expected {self._tau.shape}")
+            self._tau = tau
+            self.calls += 1
+        return self._tau
