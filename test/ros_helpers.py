@@ -296,8 +296,9 @@ class SimSetup:
         from std_srvs.srv import Trigger
         return self.ros.call(Trigger, "/wb_sim/step", Trigger.Request())
 
-    def start_pd_controller(self, name: str = "pd_controller") -> Proc:
-        p = self.start(name, pd_controller_argv())
+    def start_pd_controller(self, name: str = "pd_controller", *overrides: str) -> Proc:
+        """The example controller; ``overrides``: its parameters (``key:=value``)."""
+        p = self.start(name, pd_controller_argv() + [a for o in overrides for a in ("-p", o)])
         assert p.wait_for_log("holding the initial posture", STARTUP_TIMEOUT,
                               spin=self.ros.spin_for), self.describe()
         return p

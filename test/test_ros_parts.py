@@ -441,6 +441,250 @@ def test_watchdog_hold_keeps_servoing_the_last_targets_zero_forgets_them():
     assert _tau(gate, [0.5, 0.0, 0.0], [0.0] * 3, 202).tolist() == [2.0, 0.0, 0.0]
 
 
+# ----------------------------------------------------------------------------- command timing
+
+
+def _timing_gate(timeout_s: float = 0.0, **timing):
+    """A gate with command timing (``latency_steps=3``: ``command.latency_steps`` 3), 1 ms
+    steps, the watchdog off unless ``timeout_s``."""
+    cfg = {"command.timeout_s": timeout_s, **{f"command.{k}": v for k, v in timing.items()}}
+    return make_gate(cfg=cfg, dt_ns=NS_PER_MS)
+
+
+def _run_timed(gate, steps: int, first: int = 0, send=lambda k: True,
+               pending: list | None = None) -> list[int]:
+    """Steps ``first`` .. ``first + steps - 1`` of 1 ms: at step k (where ``send(k)``) the
+    command i = k - first is sent as efforts [i + 1] * 3, then the step's torques are
+    read. Returns, per step, the i of the command acting (-1: none); ``pending`` gets the
+    entries of the delay line after each step."""
+    out = []
+    for k in range(first, first + steps):
+        if send(k):
+            assert gate.effort_command([float(k - first + 1)] * 3, k * NS_PER_MS, 0.0)
+        tau = gate.torques(k * NS_PER_MS, np.zeros(3), 0.0)
+        assert tau[0] == tau[1] == tau[2]
+        out.append(int(tau[0]) - 1)
+        if pending is not None:
+            pending.append(gate.timing.count)
+    return out
+
+
+def _expected_timed(steps: int, latency: int, jitter: int = 0, law: str = "uniform",
+                    p: float = 0.0, seed: int = 0, send=lambda k: True) -> tuple[list, dict]:
+    """What :func:`_run_timed` must see, from the parameters' text alone: per sent
+    command two draws of PCG64(seed) (the drop's, the jitter's), release step
+    max(k + latency + j, the previous release); the first kept command acts from its
+    arrival. Returns the acting command per step and the release step of each kept one."""
+    from wb_sim.ros.timing import JITTER_DISTRIBUTIONS
+    rng = np.random.Generator(np.random.PCG64(seed))
+    release: dict[int, int] = {}
+    last = -1
+    for k in range(steps):
+        if not send(k):
+            continue
+        j = 0
+        if jitter or p:
+            lost, u = rng.random() < p, rng.random()
+            if lost:
+                continue
+            j = JITTER_DISTRIBUTIONS[law](u, jitter)
+        last = release[k] = max(k + latency + j, last)
+    first = min(release, default=None)
+    acting = []
+    for s in range(steps):
+        due = [k for k, r in release.items() if r <= s]
+        acting.append(max(due) if due else first if first is not None and s >= first else -1)
+    return acting, release
+
+
+def test_without_timing_parameters_there_is_no_delay_line():
+    for cfg in ({}, {"command.latency_steps": 0, "command.jitter_steps": 0,
+                     "command.drop_probability": 0.0, "command.timing_seed": 7}):
+        gate, log, _ = make_gate(cfg=cfg)
+        assert gate.timing is None and gate.dropped == 0 and not log.texts("info")
+    gate, log, _ = _timing_gate(latency_steps=3)
+    assert gate.timing is not None
+    assert log.texts("info") == ["command timing: commands become active 3 steps after they "
+                                 "arrive, in order"]
+
+
+def test_latency_releases_each_command_exactly_n_steps_later_as_the_cores_delay():
+    gate, _, stats = _timing_gate(latency_steps=3)
+    # one command a step: step s applies the one of step s - 3; the first fills the pipe
+    # (joints.command_delay_steps: "until then, the first command given")
+    assert _run_timed(gate, 12) == [0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]
+    assert stats.accepted == 12 and stats.applied == 9  # released at steps 3 .. 11
+    # after a silence, a lone command acts exactly 3 steps after it arrives
+    gate, _, _ = _timing_gate(latency_steps=3)
+    acting = _run_timed(gate, 20, send=lambda k: k in (2, 10))
+    assert acting == [-1, -1] + [2] * 11 + [10] * 7
+    assert acting.index(10) == 13
+    # with a latency of 0 and drops on, a kept command acts at the step it arrives
+    gate, _, _ = _timing_gate(drop_probability=1e-9)
+    assert _run_timed(gate, 5) == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("law", ["uniform", "geometric"])
+def test_jitter_follows_its_seed_exactly_and_commands_never_overtake(law):
+    kw = dict(latency_steps=2, jitter_steps=5, jitter_distribution=law)
+    runs, entries = {}, {}
+    for seed in (11, 11, 12):
+        gate, _, _ = _timing_gate(timing_seed=seed, **kw)
+        entries[seed] = []
+        runs.setdefault(seed, []).append(_run_timed(gate, 400, pending=entries[seed]))
+    assert runs[11][0] == runs[11][1]  # the same seed: the same run
+    assert runs[11][0] != runs[12][0]  # another seed: another one
+    for seed in (11, 12):
+        expected, release = _expected_timed(400, 2, 5, law, seed=seed)
+        assert runs[seed][0] == expected
+        acting = runs[seed][0]
+        assert all(b >= a for a, b in zip(acting, acting[1:]))  # in order: none overtakes
+        # one entry per release step still to come (the commands of one step merged)
+        assert entries[seed] == [len({r for k, r in release.items() if k <= s < r})
+                                 for s in range(400)]
+        assert all(k + 2 <= r <= k + 7 for k, r in release.items())  # within the bounds
+        # the rule was exercised: some command's own draw was earlier than its release
+        assert any(release[k + 1] == release[k] for k in range(399))
+    # the laws, from their inverse distribution functions
+    from wb_sim.ros.timing import JITTER_DISTRIBUTIONS
+    uniform, geometric = JITTER_DISTRIBUTIONS["uniform"], JITTER_DISTRIBUTIONS["geometric"]
+    assert [uniform(u, 3) for u in (0.0, 0.2499, 0.25, 0.5, 0.75, 0.99999)] == [0, 0, 1, 2, 3, 3]
+    assert [geometric(u, 3) for u in (0.0, 0.4999, 0.5, 0.7499, 0.75, 0.875, 0.999)] == \
+        [0, 0, 1, 1, 2, 3, 3]
+    u = np.random.default_rng(3).random(100_000)
+    for f, probs in ((uniform, [1 / 5] * 5), (geometric, [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 16])):
+        counts = np.bincount([f(x, 4) for x in u], minlength=5)
+        sigma = np.sqrt(u.size * np.multiply(probs, np.subtract(1, probs)))
+        assert np.all(np.abs(counts - u.size * np.array(probs)) <= 4 * sigma), counts
+
+
+def test_drop_probability_loses_that_share_of_commands_within_4_sigma():
+    n, p = 10_000, 0.3
+    gate, log, _ = _timing_gate(drop_probability=p, timing_seed=5)
+    acting = _run_timed(gate, n)
+    expected, release = _expected_timed(n, 0, p=p, seed=5)
+    assert acting == expected  # lost ones never act: the last kept one stays
+    assert gate.dropped == n - len(release)
+    assert abs(gate.dropped - n * p) <= 4 * math.sqrt(n * p * (1 - p)), gate.dropped
+    assert "lost with probability 0.3 (command.timing_seed 5)" in log.texts("info")[0]
+
+
+def test_reset_empties_the_line_and_seeds_again_so_the_run_repeats():
+    kw = dict(latency_steps=4, jitter_steps=3, drop_probability=0.2, timing_seed=9)
+    gate, _, _ = _timing_gate(**kw)
+    first = _run_timed(gate, 300)
+    _run_timed(gate, 10, first=300)  # commands pending in the line
+    assert gate.timing.count > 0
+    gate.clear()
+    assert gate.timing.count == 0 and gate.dropped == 0
+    # nothing pending acts after the reset (the node's clock goes on)
+    assert _run_timed(gate, 20, first=310, send=lambda k: False) == [-1] * 20
+    assert _run_timed(gate, 300, first=330) == first
+    assert first == _expected_timed(300, 4, 3, p=0.2, seed=9)[0]
+
+
+def test_the_watchdog_counts_from_the_release_not_the_arrival():
+    # 50 ms of latency, a 100 ms watchdog (CFG: zero): the last command, sent at step 99,
+    # becomes active at 149 and the watchdog trips 100 ms later, at step 250
+    gate, log, _ = _timing_gate(timeout_s=0.1, latency_steps=50)
+    acting = _run_timed(gate, 300, send=lambda k: k < 100)
+    assert acting[149] == acting[200] == acting[249] == 99  # from the arrival: 200
+    assert acting[250:] == [-1] * 50 and gate.tripped
+    assert sum("no valid command for 0.1 s" in t for t in log.texts("warning")) == 1
+    # a latency longer than the watchdog: the first command fills the pipe, unwatched
+    gate, _, _ = _timing_gate(timeout_s=0.1, latency_steps=150)
+    acting = _run_timed(gate, 400)
+    assert acting == [0] * 151 + list(range(1, 250)) and not gate.tripped
+    # a command released while tripped brings the commands back
+    gate, log, _ = _timing_gate(timeout_s=0.1, latency_steps=50)
+    acting = _run_timed(gate, 400, send=lambda k: k < 100 or k == 300)
+    assert acting[349] == -1 and acting[350] == 300 and not gate.tripped
+    assert "commands are back; applying them" in log.texts("info")
+
+
+def test_the_delay_line_is_bounded_and_merges_the_commands_of_one_release_step():
+    gate, _, _ = _timing_gate(latency_steps=2)
+    gate.joint_command(0, ["a"], [1.0], 0, 0.0)
+    gate.joint_command(0, ["b"], [2.0], 0, 0.0)
+    assert gate.timing.count == 1  # one release step: one entry
+    taus = [gate.torques(k * NS_PER_MS, np.zeros(3), 0.0).tolist() for k in range(3)]
+    assert taus == [[1, 0, 0], [1, 0, 0], [1, 2, 0]]  # the first fills; both at step 2
+    # a flood of 50 commands a step, with jitter: never more than latency + jitter + 1
+    gate, _, _ = _timing_gate(latency_steps=3, jitter_steps=2, timing_seed=1)
+    assert gate.timing.capacity == 6
+    most = 0
+    for k in range(200):
+        for i in range(50):
+            gate.joint_command(0, [JOINTS[i % 3]], [float(k)], k * NS_PER_MS, 0.0)
+            most = max(most, gate.timing.count)
+        gate.torques(k * NS_PER_MS, np.zeros(3), 0.0)
+    assert most == 6
+
+
+@pytest.mark.parametrize("key, bad, text", [
+    ("command.latency_steps", 1001, "must be in [0, 1000] steps"),
+    ("command.jitter_steps", 5000, "must be in [0, 1000] steps"),
+    ("command.drop_probability", 1.0, "must be < 1 (1 would lose every command)"),
+    ("command.drop_probability", -0.1, "must be in [0, 1]"),
+    ("command.jitter_distribution", "normal", "must be one of 'uniform', 'geometric'"),
+    ("command.timing_seed", -1, "must be >= 0"),
+])
+def test_timing_parameters_out_of_bounds_are_refused_naming_key_and_bound(key, bad, text):
+    from wb_sim.errors import ConfigError
+    from wb_sim.ros.parameters import load_node_config
+    expected = f"parameter '{key}': {text} (got {bad!r})"
+    with pytest.raises(ConfigError) as e:
+        make_gate(cfg={key: bad}, dt_ns=NS_PER_MS)
+    assert str(e.value) == expected
+    with pytest.raises(ConfigError) as e:
+        load_node_config({key: bad})
+    assert str(e.value) == expected
+
+
+def test_latency_in_the_gate_is_the_cores_command_delay_step_for_step():
+    """The humanoid under PD + gravity compensation: efforts through a gate with
+    command.latency_steps 3 give, bit for bit, the core's run with
+    joints.command_delay_steps 3 (the first command fills both pipes: it acts at
+    steps 0 .. 3)."""
+    import wb_sim
+    from wb_sim.config import read_yaml_params
+    from wb_sim.controllers import PDGravityController
+    from wb_sim.ros.parameters import load_node_config
+
+    n, steps = 3, 500
+    path = wb_sim.config_path("humanoid")
+    gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
+    sims, ctrls = [], []
+    for delay in (0, n, 0):  # through the gate, the core's delay, no delay at all
+        sim = wb_sim.Simulator.from_yaml(path, {"joints.command_delay_steps": delay})
+        sims.append(sim)
+        ctrls.append(PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"],
+                                         gains["kd"], gravity=sim.config.gravity))
+    names = list(sims[0].joint_names)
+    dt_ns = round(sims[0].dt * 1e9)
+    gate = CommandGate(names, names, load_node_config({"command.latency_steps": n}),
+                       PacerStats(), Log(), dt_ns=dt_ns)
+    first = None
+    for k in range(steps):
+        taus = []
+        for sim, ctrl in zip(sims, ctrls):
+            st = sim.state
+            taus.append(ctrl(st.q, st.joint_positions, st.joint_velocities))
+        assert gate.effort_command(taus[0], k * dt_ns, 0.0)
+        st = sims[0].state
+        applied = gate.torques(k * dt_ns, st.joint_velocities, 0.0, st.joint_positions)
+        first = taus[0] if first is None else first
+        if k <= n:
+            np.testing.assert_array_equal(applied, first)
+        sims[0].step(applied)
+        sims[1].step(taus[1])
+        sims[2].step(taus[2])
+        assert np.array_equal(sims[0].q, sims[1].q) and \
+            np.array_equal(sims[0].v, sims[1].v), f"step {k}"
+    # the delay changes the run: the comparison could fail
+    assert np.max(np.abs(sims[1].v - sims[2].v)) > 1e-6
+
+
 # ----------------------------------------------------------------------------- pacer
 
 

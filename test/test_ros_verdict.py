@@ -160,7 +160,7 @@ def test_the_stats_line_carries_the_period_and_starts_a_new_one():
     w = _feed(EffortWatch(["a"], [1.0], [0.0]), [[1.0], [-1.0]])
     sim = SimpleNamespace(robot=SimpleNamespace(floating_base=True), q=np.array([0, 0, 0.7]),
                           contact=SimpleNamespace(statistics=dict))
-    gate = SimpleNamespace(rejected={("joint_commands", "malformed"): 2})
+    gate = SimpleNamespace(rejected={("joint_commands", "malformed"): 2}, dropped=0, lost=False)
     pacer = Pacer(1e-3, tune=lambda: [])
     line = stats_line(pacer, gate, sim, pacer.stats.wall0 + 1.0, 0.002, False, efforts=w)
     assert ("base at (0.000, 0.000, 0.7000) m, efforts at limits in 2 of 2 steps (100.0 %: "

@@ -14,6 +14,10 @@ Numbers checked:
   process) over 1 s of simulated time gives bit-identical joint states in two
   runs, the second with two CPU-burning processes beside it, and both equal
   the headless core run with the same controller;
+* command timing: with ``command.latency_steps: 3`` the node's lockstep run is
+  the headless core's with ``joints.command_delay_steps: 3``, bit for bit; with
+  jitter and drops, the same ``command.timing_seed`` twice gives the same run (and
+  the node's gate in process with that seed), another seed another run;
 * push: a 60 N, 0.1 s push on the standing humanoid's base changes the base
   velocity by about impulse / mass (the feet hold part of it: 50-110 %), and
   bad pushes are refused with a warning while the robot keeps standing;
@@ -55,6 +59,9 @@ NS = 1_000_000_000
 DT_NS = 1_000_000
 STATE_QOS = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
 LOCKSTEP = ("sync.mode:=lockstep", "real_time_factor:=0.0")
+#: the example controller's whole law as efforts (the core's joints.command_delay_steps
+#: delays torques; with its drive gains only the feed-forward would be delayed)
+EFFORTS_ONLY = ("drive_gains:=false",)
 
 
 @pytest.fixture
@@ -209,17 +216,22 @@ def test_a_controller_silent_in_lockstep_is_lost_the_watchdog_trips_and_lockstep
     assert s.node.wait_for_log("counts as lost", 5.0, count=2, spin=ros.spin_for), s.describe()
 
 
-def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
+def _pd_run(setup, burn: bool, seconds: float = 1.0, *overrides: str,
+            controller: tuple[str, ...] = ()) -> dict[int, tuple]:
     """Joint states (position, velocity, effort) by stamp of a lockstep run with
-    the example controller; with ``burn``, two CPU-burning processes run beside it."""
-    s = setup(*LOCKSTEP, "publish.stats_period_s:=1.0")
+    the example controller; with ``burn``, two CPU-burning processes run beside it;
+    ``overrides``: more node parameters, ``controller``: the controller's (``key:=value``)."""
+    s = setup(*LOCKSTEP, "publish.stats_period_s:=1.0", *overrides)
     burners = []
     js = s.ros.record(JointState, "joint_states", STATE_QOS)
     try:
+        # the state of step 0, sent again every 0.5 s while the node waits: the recording
+        # is matched before the run starts (a short run could end before a late match)
+        assert s.ros.spin_until(lambda: js.msgs, 10.0), s.describe()
         if burn:
             burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                        for _ in range(2)]
-        s.start_pd_controller()
+        s.start_pd_controller("pd_controller", *controller)
         end = round(seconds * NS)
         ok = s.ros.spin_until(lambda: js.msgs and stamp_ns(js.last) >= end, 120.0)
         assert ok, f"lockstep run did not reach {seconds} s\n{s.describe()}"
@@ -236,18 +248,40 @@ def _pd_run(setup, burn: bool, seconds: float = 1.0) -> dict[int, tuple]:
             for m in js.msgs if stamp_ns(m) <= end}
 
 
-def _headless(seconds: float) -> dict[int, tuple]:
-    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+def _headless(seconds: float, overrides: dict | None = None,
+              node: dict | None = None) -> dict[int, tuple]:
+    """The lockstep run without processes: the example controller's law on the core
+    (``overrides``: core parameters), its efforts through the node's command gate
+    when ``node`` gives the node's parameters."""
+    from wb_sim.ros.gate import CommandGate
+    from wb_sim.ros.pacer import PacerStats
+    from wb_sim.ros.parameters import load_node_config
+
+    sim = wb_sim.Simulator.from_yaml(HUMANOID_YAML, overrides)
     gains = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
     ctrl = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
                                gravity=sim.config.gravity)
+    gate = None
+    if node is not None:
+        gate = CommandGate(sim.joint_names, sim.joint_names, load_node_config(node),
+                           PacerStats(), lambda *a: None, lockstep=True, dt_ns=DT_NS)
     out = {}
     for k in range(round(seconds / sim.dt) + 1):
         st = sim.state
         out[k * DT_NS] = (tuple(st.joint_positions), tuple(st.joint_velocities),
                           tuple(st.applied_torques))
-        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+        tau = ctrl(st.q, st.joint_positions, st.joint_velocities)
+        if gate is not None:
+            gate.effort_command(tau, k * DT_NS, 0.0)
+            tau = gate.torques(k * DT_NS, st.joint_velocities, 0.0, st.joint_positions)
+        sim.step(tau)
     return out
+
+
+def _differing_states(run: dict, ref: dict) -> list[int]:
+    """Stamps whose joint positions and velocities differ (the efforts of a joint state are
+    the torques of the step before: not compared)."""
+    return [t for t in run if run[t][:2] != ref[t][:2]]
 
 
 def test_lockstep_is_deterministic_under_load_and_equals_the_headless_run(setup):
@@ -267,6 +301,43 @@ def test_lockstep_is_deterministic_under_load_and_equals_the_headless_run(setup)
         assert not bad, (f"{len(bad)} states differ from the headless run, first at "
                          f"t = {bad[0] / NS} s: max |dq| "
                          f"{np.max(np.abs(np.subtract(run[bad[0]][0], ref[bad[0]][0])))}")
+
+
+def test_command_latency_in_the_node_is_the_cores_command_delay(setup):
+    """command.latency_steps 3 in the node, lockstep, the example controller as its own
+    process sending its law as efforts: ~300 joint states equal the headless core's with
+    joints.command_delay_steps 3 bit for bit (both start with the first command acting
+    until it is released)."""
+    seconds = 0.3
+    run = _pd_run(setup, False, seconds, "command.latency_steps:=3", controller=EFFORTS_ONLY)
+    ref = _headless(seconds, {"joints.command_delay_steps": 3})
+    assert len(run) > 270, f"only {len(run)} of 301 joint states received"
+    bad = _differing_states(run, ref)
+    assert not bad, f"{len(bad)} states differ from the delayed core, first at {bad[0] / NS} s"
+    assert _differing_states(_headless(seconds), ref)  # the delay changes the run: this can fail
+
+
+def test_command_jitter_and_drops_repeat_with_their_seed(setup):
+    """Jitter and drops are seeded: the same command.timing_seed twice gives the same
+    lockstep run, bit for bit, and the one of the node's gate driven in process; another
+    seed gives another run."""
+    seconds = 0.3
+    timing = {"command.latency_steps": 2, "command.jitter_steps": 3,
+              "command.drop_probability": 0.2}
+    runs, refs = [], {}
+    for seed in (1, 1, 2):
+        runs.append(_pd_run(setup, False, seconds, *(f"{k}:={v}" for k, v in timing.items()),
+                            f"command.timing_seed:={seed}", controller=EFFORTS_ONLY))
+        refs[seed] = _headless(seconds, node={**timing, "command.timing_seed": seed})
+    for run in runs:
+        assert len(run) > 270, f"only {len(run)} of 301 joint states received"
+    common = sorted(set(runs[0]) & set(runs[1]))
+    assert len(common) > 250
+    assert [runs[0][t] for t in common] == [runs[1][t] for t in common]
+    for run, seed in zip(runs, (1, 1, 2)):
+        bad = _differing_states(run, refs[seed])
+        assert not bad, f"seed {seed}: {len(bad)} states differ from the gate's in process"
+    assert _differing_states(runs[2], refs[1])  # another seed, another run
 
 
 def test_push_changes_the_base_velocity_by_about_impulse_over_mass(setup):

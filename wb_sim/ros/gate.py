@@ -9,7 +9,11 @@
   from the current state: ``tau = kp (q_ref - q) + kd (v_ref - v) + tau_ff``
   (:class:`wb_sim.controllers.JointTargets`; gains ``command.kp``, ``command.kd``);
   the watchdog (``command.timeout_s``, ``command.timeout_action``) takes over when
-  commands stop;
+  no command has become active for that long;
+* command timing (:mod:`.timing`, ``command.latency_steps``, ``command.jitter_steps``,
+  ``command.drop_probability``, ``command.timing_seed``): a valid command becomes the
+  active one after its modelled delay, or is lost; all 0 (the default): at once, the
+  path without a delay line;
 * lockstep: a joint state waits for its command (with ``sync.match_stamp``, one
   stamped with that state's stamp); :meth:`CommandGate.lockstep_step` says what
   the waiting loop does next (poll, block, send the state again, give up).
@@ -31,6 +35,7 @@ import numpy as np
 from ..controllers import JointTargets
 from ..errors import ConfigError
 from .pacer import PacerStats
+from .timing import CommandTiming
 
 NS_PER_S = 1_000_000_000
 
@@ -102,6 +107,28 @@ def check_finite(values: np.ndarray, names: Sequence[str], what: str = "effort")
                               else f"{_PLURAL[what]} too large", "non-finite")
 
 
+def write_command(t: JointTargets, idx: np.ndarray, fields: list) -> np.ndarray:
+    """Write a parsed ``joint_commands`` message (:func:`parse_joint_command`) into the
+    targets ``t``: the named joints take the fields given (those not given: 0, and that
+    interface off), each joint's whole target, so that commands written one after the
+    other are each joint's last; with NaN entries (``command.nan_is_unset``) a joint
+    takes the fields it was given, one with NaN only is left as it was. Returns the
+    joints written."""
+    if all(f is None or f[1].all() for f in fields):
+        t.set(idx, *(None if f is None else f[0] for f in fields))
+        return idx
+    masks = [np.zeros(len(idx), dtype=bool) if f is None else f[1] for f in fields]
+    named = masks[0] | masks[1] | masks[2]  # a joint with NaN only keeps its command
+    j = idx[named]
+    for f, m, ref, has in zip(fields, masks, (t.q_ref, t.v_ref, t.tau_ff),
+                              (t.has_position, t.has_velocity, None)):
+        m = m[named]
+        ref[j] = 0.0 if f is None else np.where(m, f[0][named], 0.0)
+        if has is not None:
+            has[j] = m
+    return j
+
+
 def parse_joint_command(names: Sequence[str], position, velocity, effort,
                         index: Mapping[str, int], nan_is_unset: bool = False
                         ) -> tuple[np.ndarray, list]:
@@ -166,16 +193,20 @@ class CommandGate:
     parameters (read live: ``command.timeout_s``, ``command.timeout_action``,
     ``command.timeout_damping``, ``command.kp``, ``command.kd``,
     ``command.nan_is_unset``, ``sync.timeout_s``, ``topics.*``; a new one is
-    assigned whole to :attr:`cfg`); ``stats``: where accepted / applied / stale
-    commands, latencies and lockstep timeouts are counted.
+    assigned whole to :attr:`cfg`; the command timing's ``command.latency_steps``,
+    ``command.jitter_steps``, ``command.jitter_distribution``,
+    ``command.drop_probability`` and ``command.timing_seed`` are read once, here);
+    ``stats``: where accepted / applied / stale commands, latencies and lockstep
+    timeouts are counted; ``dt_ns``: the physics step, ns (needed by command timing).
     """
 
     def __init__(self, joint_names: Sequence[str], command_joint_names: Sequence[str],
                  cfg: Mapping, stats: PacerStats, log: Log, lockstep: bool = False,
                  match_stamp: bool = False, wait_for_first: bool = False,
-                 frame_names: Sequence[str] = ()):
+                 frame_names: Sequence[str] = (), dt_ns: int | None = None):
+        # at most 29 attributes: CPython 3.11 keeps that many in the object, more go to a
+        # dict whose reads cost ~2 ns more each (~0.1 us a step): nj and have_cmd are derived
         self.joint_index = {n: i for i, n in enumerate(joint_names)}
-        self.nj = len(joint_names)
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
                                     dtype=np.intp)
@@ -196,7 +227,21 @@ class CommandGate:
         self.losses = 0  # how often the controller was lost (the stats line counts them)
         self._idle_told = False  # position / velocity targets without gains: said once
         self._servo_gains = None  # the gains self._servo was found with
+        #: the delay line of the command timing; None: commands act on arrival
+        self.timing = CommandTiming.from_cfg(cfg, self.nj, dt_ns)
+        if self.timing is not None:
+            self.log("info", self.timing.describe(), None)
         self.clear()
+
+    @property
+    def nj(self) -> int:
+        """Joints of the simulator."""
+        return len(self.joint_index)
+
+    @property
+    def have_cmd(self) -> bool:
+        """A valid command was received (since the last :meth:`clear`)."""
+        return self.cmd_seq > 0
 
     @property
     def cfg(self):
@@ -240,18 +285,26 @@ class CommandGate:
         return self.targets.tau_ff
 
     def clear(self) -> None:
-        """Forget the commands (a reset)."""
+        """Forget the commands (a reset); the command timing's pending ones too, and its
+        generator is seeded again, so that a run after a reset repeats."""
         self.targets = JointTargets(self.nj, 0.0, 0.0)  # gains: self._gains, at each step
         self._servo = False  # no joint has a position or velocity target
-        self.have_cmd = False
         self.tripped = False
-        self.last_cmd_ns = 0
-        self.cmd_stamp_ns: int | None = None  # stamp of the newest command, for the latency
-        self.cmd_seq = 0
-        self.applied_seq = 0
+        self.last_cmd_ns = 0  # when the last command became active (the watchdog's origin)
+        self.cmd_stamp_ns: int | None = None  # stamp of the active command, for the latency
+        self.cmd_seq = 0  # valid commands received
+        self.active_seq = 0  # commands that became active (without timing: = cmd_seq)
+        self.applied_seq = 0  # active_seq at the last step
         #: lockstep: the controller gave no answer for sync.timeout_s: the physics steps on
         #: without waiting until it answers a published state again (a reset waits anew)
         self.lost = False
+        if self.timing is not None:
+            self.timing.clear()
+
+    @property
+    def dropped(self) -> int:
+        """Commands lost by ``command.drop_probability`` since the last :meth:`clear`."""
+        return 0 if self.timing is None else self.timing.dropped
 
     # ---------------------------------------------------------------- state out
 
@@ -282,26 +335,22 @@ class CommandGate:
         except CommandRejected as e:
             self.reject("joint_commands", e, wall)
             return False
-        self._set_targets(idx, fields)
+        if self.timing is not None:
+            self._accept(stamp_ns, now_ns, timed=True)
+            self._delay(stamp_ns, now_ns, write_command, idx, fields)
+            return True
+        write_command(self.targets, idx, fields)
+        if fields[0] is not None or fields[1] is not None or self._servo is not False:
+            self._servo = None  # the servoed joints may have changed
         self._accept(stamp_ns, now_ns)
         return True
 
-    def _set_targets(self, idx: np.ndarray, fields: list) -> None:
-        t = self.targets
-        if all(f is None or f[1].all() for f in fields):
-            t.set(idx, *(None if f is None else f[0] for f in fields))
-        else:  # NaN entries (command.nan_is_unset): each joint takes the fields it was given
-            masks = [np.zeros(len(idx), dtype=bool) if f is None else f[1] for f in fields]
-            named = masks[0] | masks[1] | masks[2]  # a joint with NaN only keeps its command
-            j = idx[named]
-            for f, m, ref, has in zip(fields, masks, (t.q_ref, t.v_ref, t.tau_ff),
-                                      (t.has_position, t.has_velocity, None)):
-                m = m[named]
-                ref[j] = 0.0 if f is None else np.where(m, f[0][named], 0.0)
-                if has is not None:
-                    has[j] = m
-        if fields[0] is not None or fields[1] is not None or self._servo is not False:
-            self._servo = None  # the servoed joints may have changed
+    def _write_efforts(self, t: JointTargets, idx: np.ndarray, values: np.ndarray
+                       ) -> np.ndarray:
+        """Efforts of ``effort_commands`` into ``t`` (their joints leave position and
+        velocity mode); the joints written."""
+        t.set(idx, effort=values)
+        return idx
 
     def effort_command(self, data, now_ns: int, wall: float) -> bool:
         """An ``effort_commands`` message's data; True if applied."""
@@ -316,11 +365,43 @@ class CommandGate:
         except CommandRejected as e:
             self.reject("effort_commands", e, wall)
             return False
+        if self.timing is not None:
+            self._accept(None, now_ns, timed=True)
+            self._delay(None, now_ns, self._write_efforts, self.command_idx, values)
+            return True
         self.targets.set(self.command_idx, effort=values)
         if self._servo is not False:
             self._servo = None  # these joints left position / velocity mode
         self._accept(None, now_ns)
         return True
+
+    def _delay(self, stamp_ns: int | None, now_ns: int, write, idx: np.ndarray, data) -> None:
+        """Command timing: a valid command (``write(targets, idx, data)`` writes it) into
+        the delay line, or lost. The first one also acts at once, until it is released
+        (the core's joints.command_delay_steps fills its pipe with the first torques);
+        that is no release: the watchdog starts counting at the first one."""
+        timing = self.timing
+        release = timing.admit(now_ns)
+        if release is None:
+            return  # lost (command.drop_probability): counted in timing.dropped
+        if not timing.started:
+            timing.started = True
+            write(self.targets, idx, data)
+            self._servo = None
+        targets, written = timing.entry(release, stamp_ns)
+        written[write(targets, idx, data)] = True
+
+    def _release(self, now_ns: int) -> None:
+        """Command timing: the commands due at ``now_ns`` become the active ones, in order."""
+        timing, t = self.timing, self.targets
+        while timing.count and timing.next_release_ns <= now_ns:
+            src, written, stamp_ns = timing.pop()
+            for a, b in ((t.q_ref, src.q_ref), (t.v_ref, src.v_ref), (t.tau_ff, src.tau_ff),
+                         (t.has_position, src.has_position),
+                         (t.has_velocity, src.has_velocity)):
+                np.copyto(a, b, where=written)
+            self._activate(stamp_ns, now_ns)
+        self._servo = None  # the servoed joints may have changed
 
     def check_push(self, link: str, n_acting: int, model_name: str) -> None:
         """CommandRejected unless a push on ``link`` may act (``n_acting`` act already)."""
@@ -348,10 +429,9 @@ class CommandGate:
                     f"last valid torques")
         self.log("warning", text, topic)
 
-    def _accept(self, stamp_ns: int | None, now_ns: int) -> None:
-        self.last_cmd_ns = now_ns
-        self.have_cmd = True
-        self.cmd_stamp_ns = stamp_ns
+    def _accept(self, stamp_ns: int | None, now_ns: int, timed: bool = False) -> None:
+        """A valid command was received (it answers the joint state, counts, starts) and,
+        unless ``timed`` (command timing: its release will), becomes the active one."""
         self.cmd_seq += 1
         self.stats.accepted += 1
         self.need_command = False
@@ -363,9 +443,24 @@ class CommandGate:
         if self.waiting_for_first:
             self.waiting_for_first = False
             self.log("info", "first command received: the simulation starts", None)
+        if not timed:  # _activate's, inline: the path without command timing, per command
+            self.last_cmd_ns = now_ns
+            self.cmd_stamp_ns = stamp_ns
+            self.active_seq += 1
+            if self.tripped:
+                self._untrip()
+
+    def _activate(self, stamp_ns: int | None, now_ns: int) -> None:
+        """A command became the active one at ``now_ns``: the watchdog counts from here."""
+        self.last_cmd_ns = now_ns
+        self.cmd_stamp_ns = stamp_ns
+        self.active_seq += 1
         if self.tripped:
-            self.tripped = False
-            self.log("info", "commands are back; applying them", None)
+            self._untrip()
+
+    def _untrip(self) -> None:
+        self.tripped = False
+        self.log("info", "commands are back; applying them", None)
 
     # ---------------------------------------------------------------- torques
 
@@ -373,11 +468,15 @@ class CommandGate:
                 joint_positions: np.ndarray | None = None) -> np.ndarray:
         """The torques of the step at ``now_ns`` (a new array): the last valid command
         evaluated at the current joint positions and velocities (needed when a joint
-        has a position target), or the watchdog's."""
+        has a position target), or the watchdog's. With command timing, the commands due
+        at ``now_ns`` become active first."""
+        timing = self.timing
+        if timing is not None and timing.count and timing.next_release_ns <= now_ns:
+            self._release(now_ns)
         cfg = self.cfg
         timeout = cfg["command.timeout_s"]
         action = cfg["command.timeout_action"]
-        if self.have_cmd and timeout > 0 and not self.tripped and \
+        if self.active_seq and timeout > 0 and not self.tripped and \
                 now_ns - self.last_cmd_ns > timeout * NS_PER_S:
             self.tripped = True
             what = {"hold": "holding the last command", "zero": "torques set to zero",
@@ -391,8 +490,8 @@ class CommandGate:
             if action == "damp":
                 return -cfg["command.timeout_damping"] * joint_velocities
             return np.zeros(self.nj)
-        if self.cmd_seq != self.applied_seq:
-            self.applied_seq = self.cmd_seq
+        if self.active_seq != self.applied_seq:
+            self.applied_seq = self.active_seq
             self.stats.applied += 1
             sent = self.pub_wall.get(self.cmd_stamp_ns) if self.cmd_stamp_ns else None
             if sent is not None:

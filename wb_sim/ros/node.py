@@ -123,7 +123,7 @@ class SimNode(PolledNodeMixin, Node):
             sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
             lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
             wait_for_first=self.cfg["command.wait_for_first"],
-            frame_names=sim.robot.frame_names())
+            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns)
         self._match_stamp = self.gate.match_stamp
         self.in_process = self._in_process_controller()
         if self.gate.waiting_for_first:

@@ -331,9 +331,12 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     else:
         applied = (f", valid commands {s.accepted}, new commands applied at {s.applied} of "
                    f"{s.steps} steps")
+    if gate.dropped:
+        applied += (f", commands lost (command.drop_probability) {gate.dropped} since the "
+                    f"start or reset")
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
-    if getattr(gate, "lost", False):
+    if gate.lost:
         applied += ", the controller is lost (no answer for sync.timeout_s): stepping without waiting"
     policy = "" if lockstep else f", pacing: {pacer.policy}"
     return f"{pace}{lat}{base}{solver}{applied}{policy}{rejected}"

@@ -73,6 +73,15 @@ def _controller_params_error(text):
     return None
 
 
+def _below_one(p):
+    """``command.drop_probability`` < 1 (1 would lose every command)."""
+    return "must be < 1 (1 would lose every command)" if p >= 1.0 else None
+
+
+#: the longest modelled command delay, command.latency_steps and command.jitter_steps each
+#: (the delay line holds at most their sum + 1 entries)
+MAX_COMMAND_DELAY_STEPS = 1000
+
 _RATE_DOC = "Publishing rate; 0 = every physics step. Rounded to a whole number of steps."
 
 #: Parameters of the ROS 2 node (``wb_sim_node``) only. They share the node's
@@ -150,8 +159,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "Hold the physics at t = 0 until the first valid command arrives (for a controller "
           "that starts after the simulator; the launch file sets it with controller:=pd)."),
     Param("command.timeout_s", "float", 0.1, "s",
-          "Watchdog: the last valid command is held this long (simulated time); with no new "
-          "one by then, command.timeout_action applies until commands return; 0 = never.",
+          "Watchdog, a real drive's: the last valid command is held this long (simulated "
+          "time) from the step it became active (with command.latency_steps, jitter or "
+          "drops: the step it was released, not the one it was received); with no new one by "
+          "then, command.timeout_action applies until a command becomes active again; "
+          "0 = never.",
           lo=0.0, live=True),
     Param("command.timeout_action", "str", "damp", "",
           "After command.timeout_s without a valid command: 'damp': joint damping "
@@ -178,6 +190,38 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "commanded (ros2_control's value of a command interface no controller has written, "
           "which joint_state_topic_hardware_interface publishes); a joint with only NaN keeps "
           "its command. false: a NaN rejects the message. An infinity always does."),
+    Param("command.latency_steps", "int", 0, "steps",
+          "Modelled transport delay at the node's command boundary: a command accepted "
+          "while the node is at step k becomes the active command at step k + n (the drive "
+          "law then evaluates it at every step from the current state). As "
+          "joints.command_delay_steps, the first command acts from the step it arrives until "
+          "it is released (no zero torques while the pipe fills; the watchdog starts at its "
+          f"release). At most {MAX_COMMAND_DELAY_STEPS}; 0 = applied at once.",
+          lo=0, hi=MAX_COMMAND_DELAY_STEPS),
+    Param("command.jitter_steps", "int", 0, "steps",
+          "Extra delay of each accepted command, drawn from command.jitter_distribution "
+          "(seeded: command.timing_seed), on top of command.latency_steps. Commands never "
+          "overtake each other: a command's release step is the later of its own and the "
+          "previous command's (a link that delivers in order, as a reliable DDS topic does). "
+          f"At most {MAX_COMMAND_DELAY_STEPS}; 0 = none.",
+          lo=0, hi=MAX_COMMAND_DELAY_STEPS),
+    Param("command.jitter_distribution", "str", "uniform", "",
+          "Law of command.jitter_steps' extra delay j: 'uniform': j = 0 .. jitter_steps, each "
+          "equally likely | 'geometric': one step more with probability 1/2 at a time, "
+          "P(j) = 2^-(j+1), truncated at jitter_steps (which takes the rest of the tail, "
+          "2^-jitter_steps).",
+          choices=("uniform", "geometric")),
+    Param("command.drop_probability", "float", 0.0, "",
+          "Probability that an accepted command is lost at the boundary, each independently "
+          "(seeded: command.timing_seed): it never becomes active, the last active one stays "
+          "and the watchdog counts on. 0 <= p < 1.",
+          lo=0.0, hi=1.0, check=_below_one),
+    Param("command.timing_seed", "int", 0, "",
+          "Seed of the one numpy Generator (PCG64) of the jitter and the drops: for each "
+          "accepted command it draws two uniform numbers, the drop's then the jitter's, "
+          "whether or not the command is lost, so a run with the same seed repeats exactly; "
+          "~/reset re-seeds it.",
+          lo=0),
     Param("sync.mode", "str", "realtime", "",
           "How the physics meets an external controller (docs/ros.md, 'Synchronisation'): "
           "'lockstep': after publishing a joint state the physics waits for its command "
@@ -229,7 +273,8 @@ NODE_PARAMETERS: tuple[Param, ...] = (
 )
 
 
-_NODE_PARAM_BY_KEY = by_key(NODE_PARAMETERS)
+#: ``{key: Param}`` of :data:`NODE_PARAMETERS`
+NODE_PARAMETER_BY_KEY = by_key(NODE_PARAMETERS)
 
 #: parameters rclpy declares itself on every node
 ROS_OWN_PARAMETERS = ("use_sim_time", "start_type_description_service")
@@ -243,7 +288,7 @@ DEFAULT_TOPICS = {p.key.removeprefix("topics."): p.default for p in NODE_PARAMET
 def is_node_key(key: str) -> bool:
     """Whether ``key`` belongs to the ROS node rather than the physics core
     (:data:`NODE_PARAMETERS`, the parameters rclpy itself owns, QoS overrides)."""
-    return key in _NODE_PARAM_BY_KEY or key in ROS_OWN_PARAMETERS or \
+    return key in NODE_PARAMETER_BY_KEY or key in ROS_OWN_PARAMETERS or \
         key.startswith(QOS_OVERRIDES_PREFIX)
 
 
