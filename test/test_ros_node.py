@@ -689,7 +689,9 @@ def _controller_death(s: SimSetup, name: str):
     (SIGKILL) and return the joint states around its death (from 0.3 s of simulated
     time before it to 1.5 s after it) and the node's log written after it."""
     ros = s.ros
-    pd = s.start_pd_controller(name)
+    # torques, not drive targets: the last command is found as the final run of unchanged
+    # efforts (a drive's efforts change at every step with the state)
+    pd = s.start_pd_controller(name, "drive_gains:=false")
     js = ros.record(JointState, "joint_states", STATE_QOS)
     try:
         assert ros.spin_until(lambda: js.msgs and any(js.last.effort), 10), s.describe()
