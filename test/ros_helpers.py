@@ -574,3 +574,64 @@ class LockstepController:
         s.ros.node.destroy_publisher(self.pub)
         assert ok, f"{len(self.states)} of {cycles + 1} states\n{s.describe()}"
         return self.states[:cycles + 1]
+
+
+# ----------------------------------------------------------------------------- a busy machine
+
+#: a plain rclpy listener of the 1 kHz streams, as RViz or a recorder would be
+LISTENER_CODE = """
+import sys, rclpy
+from nav_msgs.msg import Odometry
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Imu, JointState
+from tf2_msgs.msg import TFMessage
+rclpy.init()
+node = rclpy.create_node('busy_listener')
+qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+count = [0]
+for topic, kind in (('/joint_states', JointState), ('/imu/data', Imu),
+                    ('/odom/ground_truth', Odometry), ('/tf', TFMessage)):
+    node.create_subscription(kind, topic, lambda m: count.__setitem__(0, count[0] + 1), qos)
+try:
+    while rclpy.ok():
+        rclpy.spin_once(node, timeout_sec=0.1)
+except KeyboardInterrupt:
+    pass
+"""
+
+
+class BusyMachine:
+    """The machine of the closed-loop issue (``../shared/repro/overloaded_main_job.py``):
+    ``others`` other simulations, each a ``wb_sim_run`` (node + example controller) in a
+    ROS domain of its own, running until :meth:`close`, and a plain rclpy listener of the
+    1 kHz streams in ``listen_domain`` (the main job's). ``extra``: arguments of the other
+    runs (e.g. ``--config`` of a realtime_priority)."""
+
+    def __init__(self, log_dir: Path, listen_domain: int, others: int = 2,
+                 extra: tuple[str, ...] = ()):
+        self.procs = [Proc(f"other{k}", [sys.executable, "-m", "wb_sim.ros.run", "--duration",
+                                          "120", *extra], fresh_domain_id(), log_dir,
+                           cwd=RUN_DIR)
+                      for k in range(others)]
+        self.procs.append(Proc("listener", [sys.executable, "-c", LISTENER_CODE], listen_domain,
+                               log_dir, cwd=RUN_DIR))
+
+    def wait_until_busy(self, timeout: float = 60.0) -> None:
+        """Until every other simulation steps (its first stats line)."""
+        for p in self.procs[:-1]:
+            assert p.wait_for_log("real-time factor", timeout), p.describe()
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.alive():
+                p.popen.send_signal(signal.SIGINT)
+        for p in self.procs:
+            try:
+                p.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                pass
+            try:  # a run's node and controller are in its session
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.close()
