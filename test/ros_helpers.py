@@ -578,28 +578,6 @@ class LockstepController:
 
 # ----------------------------------------------------------------------------- a busy machine
 
-#: a plain rclpy listener of the 1 kHz streams, as RViz or a recorder would be
-LISTENER_CODE = """
-import sys, rclpy
-from nav_msgs.msg import Odometry
-from rclpy.qos import QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import Imu, JointState
-from tf2_msgs.msg import TFMessage
-rclpy.init()
-node = rclpy.create_node('busy_listener')
-qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-count = [0]
-for topic, kind in (('/joint_states', JointState), ('/imu/data', Imu),
-                    ('/odom/ground_truth', Odometry), ('/tf', TFMessage)):
-    node.create_subscription(kind, topic, lambda m: count.__setitem__(0, count[0] + 1), qos)
-try:
-    while rclpy.ok():
-        rclpy.spin_once(node, timeout_sec=0.1)
-except KeyboardInterrupt:
-    pass
-"""
-
-
 class BusyMachine:
     """The machine of the closed-loop issue (``../shared/repro/overloaded_main_job.py``):
     ``others`` other simulations, each a ``wb_sim_run`` (node + example controller) in a
@@ -613,6 +591,7 @@ class BusyMachine:
                                           "120", *extra], fresh_domain_id(), log_dir,
                            cwd=RUN_DIR)
                       for k in range(others)]
+        from wb_sim.ros.bench import LISTENER_CODE
         self.procs.append(Proc("listener", [sys.executable, "-c", LISTENER_CODE], listen_domain,
                                log_dir, cwd=RUN_DIR))
 

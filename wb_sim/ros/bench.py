@@ -39,6 +39,31 @@ LOCKSTEP_REPORT = re.compile(
     r"(?:, joint_states -> command applied p50 (?P<p50>[\d.]+) ms p99 (?P<p99>[\d.]+) ms)?")
 
 
+#: a plain rclpy listener of the 1 kHz streams, as RViz or a recorder would be (``--listener``,
+#: and the tests' busy machine)
+LISTENER_CODE = """
+import rclpy
+from nav_msgs.msg import Odometry
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Imu, JointState
+from tf2_msgs.msg import TFMessage
+rclpy.init()
+node = rclpy.create_node('bench_listener')
+qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+count = [0]
+for topic, kind in (('/joint_states', JointState), ('/imu/data', Imu),
+                    ('/odom/ground_truth', Odometry), ('/tf', TFMessage)):
+    node.create_subscription(kind, topic, lambda m: count.__setitem__(0, count[0] + 1), qos)
+try:
+    while rclpy.ok():
+        rclpy.spin_once(node, timeout_sec=0.1)
+except KeyboardInterrupt:
+    pass
+"""
+#: a process that burns one core
+BURNER_CODE = "while True: pass"
+
+
 def _cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -46,10 +71,24 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def run(robot: str, duration: float, rtf: float, controller: bool,
-        sync: str = "realtime", node_params: tuple[str, ...] = ()) -> dict:
+        sync: str = "realtime", node_params: tuple[str, ...] = (), burners: int = 0,
+        listener: bool = False, in_process: str = "") -> dict:
+    """One measurement; ``burners`` CPU-burning processes and (``listener``) a plain
+    rclpy listener of the 1 kHz streams run beside it; ``in_process``: a controller
+    ``module:factory`` run inside the node instead of the external one."""
     files = ["--params-file", str(config_path(robot))]
     env = dict(os.environ)
     env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
+    load = [subprocess.Popen([sys.executable, "-c", BURNER_CODE]) for _ in range(burners)]
+    if listener:
+        load.append(subprocess.Popen([sys.executable, "-c", LISTENER_CODE], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    if in_process:
+        from .parameters import launcher_layers
+        defaults, explicit = launcher_layers(in_process, config_path(robot))
+        node_params = (f"controller.callable:={in_process}",
+                       f'controller.params:="{defaults.get("controller.params", "{}")}"',
+                       *node_params)
     node = subprocess.Popen(
         [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
          "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
@@ -88,6 +127,9 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                     out.update(latency_p50_ms=float(m["p50"]), latency_p99_ms=float(m["p99"]))
                 break
     finally:
+        for p in load:
+            p.kill()
+            p.wait()
         for p in (node, ctrl):
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGINT)
@@ -106,7 +148,13 @@ def main(argv=None) -> int:
     ap.add_argument("--robot", default="humanoid")
     ap.add_argument("--duration", type=float, default=60.0, help="measured wall seconds (60)")
     ap.add_argument("--real-time-factor", type=float, default=1.0)
-    ap.add_argument("--controller", choices=("pd", "none"), default="pd")
+    ap.add_argument("--controller", default="pd", metavar="pd|none|MODULE:FACTORY",
+                    help="pd: the example controller as its own process; none; or an "
+                         "in-process controller, e.g. wb_sim.controllers:pd_gravity")
+    ap.add_argument("--burners", type=int, default=0,
+                    help="CPU-burning processes beside the run (a loaded machine)")
+    ap.add_argument("--listener", action="store_true",
+                    help="a plain rclpy listener of joint_states, imu, odom and tf beside it")
     ap.add_argument("--sync", choices=("realtime", "lockstep"), default="realtime",
                     help="the node's sync.mode (lockstep: use --real-time-factor 0 for throughput)")
     ap.add_argument("--realtime-priority", type=int,
@@ -126,13 +174,19 @@ def main(argv=None) -> int:
     params = tuple([f"realtime_priority:={args.realtime_priority}"] * (args.realtime_priority is not None)
                    + [f"realtime_spin_margin_s:={args.spin_margin}"] * (args.spin_margin is not None)
                    + args.param)
+    if not 0 <= args.burners <= 64:
+        ap.error("--burners must be in 0..64")
+    in_process = args.controller if ":" in args.controller else ""
+    if args.controller not in ("pd", "none") and not in_process:
+        ap.error("--controller: pd, none or MODULE:FACTORY")
     r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync,
-            params)
+            params, args.burners, args.listener, in_process)
     if "real_time_factor" not in r:
         print("bench: the node produced no report", file=sys.stderr)
         return 2
     print(f"robot {r['robot']}, sync {args.sync}, requested real-time factor "
-          f"{args.real_time_factor:g}, controller {args.controller}")
+          f"{args.real_time_factor:g}, controller {args.controller}, beside it: "
+          f"{args.burners} CPU burner(s)" + (" and a 1 kHz listener" if args.listener else ""))
     print(f"  achieved real-time factor {r['real_time_factor']:.3f} over {r['wall_s']:.1f} s "
           f"(t = {r['sim_t']:.1f} s)")
     if args.sync == "lockstep":

@@ -52,7 +52,7 @@ from ..errors import ConfigError, DivergenceError, WbSimError
 from ..simulator import Simulator
 from . import conversions as cv
 from . import rclpy_shim
-from .gate import REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGate
+from .gate import BUSY_POLL_S, REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGate
 from .pacer import Pacer, stats_line
 from .parameters import (controller_params, core_keys, declare_all, load_node_config,
                          split_live_update, sync_description)
@@ -243,6 +243,8 @@ class SimNode(PolledNodeMixin, Node):
         if getattr(self, "viewer", None) is not None:
             self.viewer.close()
             self.viewer = None
+        if getattr(self, "intake", None) is not None:
+            self.intake.close()
         return super().destroy_node()
 
     # ------------------------------------------------------------------ publishers
@@ -336,17 +338,8 @@ class SimNode(PolledNodeMixin, Node):
                         f"'{self.cfg['topics.joint_commands']}'"
                         + (" with that header.stamp" if self._match_stamp else ""),
                         throttle_duration_sec=10.0)
-            elif action == "poll":
-                # an answer is due within a millisecond: poll (1.5 us a subscription)
-                # rather than block in rcl_wait, whose set-up alone costs ~85 us
-                with self._lock:
-                    self._poll_commands()
-                time.sleep(0)
-            else:
-                ready = self.intake.wait(wait_s)
-                if ready:
-                    with self._lock:
-                        self._poll_commands(ready)
+            else:  # poll or block: wait for the answer; its callback runs here
+                self.intake.wait_events(wait_s if action == "block" else BUSY_POLL_S)
 
     def _on_joint_commands_raw(self, data: bytes) -> None:
         """A joint_commands message read from its serialized form: the stamp, names

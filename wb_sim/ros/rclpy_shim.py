@@ -15,8 +15,15 @@ handle``)           the next step, ~1 us each); the executor        under the no
                     must not see those subscriptions: the node
                     overrides ``Node.subscriptions`` / ``waitables``
 ``WaitSet``         lockstep blocks in rcl_wait on the command      a threading.Event set by
-(``implementation_  subscriptions                                   the executor's callbacks
-singleton``)
+(``implementation_  subscriptions (where ``EventsExecutor`` is      the executor's callbacks
+singleton``)        missing)
+``EventsExecutor``  lockstep waits for the answer in an             the rcl wait set above
+over a view of      EventsExecutor that sees only the command
+the command         subscriptions (a stand-in "node" with just
+subscriptions       them): rmw's new-message callback wakes the
+                    physics thread, which runs the command's
+                    callback itself; ~65 us sooner per answer
+                    than polling and 2x cheaper than rcl_wait
 ``RCLError``        tell a failed rcl call (going on) from a bug    ``RuntimeError``
 (``_rclpy_pybind11``)
 ``_parameter_``     the names of the parameters given to the node   the ``--params-file`` and
@@ -68,6 +75,27 @@ INTERNALS: dict[str, bool] = {
     and _HAVE_TAKE,
     "parameter overrides": not FORCED_PUBLIC,
 }
+try:
+    from rclpy.experimental import EventsExecutor as _EventsExecutor
+except ImportError:  # Humble has none
+    _EventsExecutor = None
+INTERNALS["events wait"] = INTERNALS["polled subscriptions"] and _EventsExecutor is not None
+
+
+class _CommandsOnly:
+    """What rclpy's EventsExecutor reads of a node (its entity collections), holding
+    only the command subscriptions: the executor serves them and nothing else of the
+    node (its services stay with the node's own executor)."""
+
+    timers: tuple = ()
+    clients: tuple = ()
+    services: tuple = ()
+    guards: tuple = ()
+    waitables: tuple = ()
+
+    def __init__(self, subscriptions: list):
+        self.subscriptions = subscriptions
+        self.executor = None  # EventsExecutor.add_node sets it
 
 
 def describe() -> str:
@@ -186,6 +214,7 @@ class CommandIntake:
         node._polled = self.subs if self.polled else []  # what the executor must not see
         self._takers: list[tuple] = []
         self._wait_set = None
+        self._events = None  # the EventsExecutor of wait_events, made at its first use
         self._arrived = threading.Event()
 
     def subscribe(self, msg_type, topic: str, callback: Callable[[Any], None], qos,
@@ -220,6 +249,31 @@ class CommandIntake:
                                               (_taker(s) for s in subs)):
             while (taken := take(msg_type, raw)) is not None:
                 callback(taken[0])
+
+    def wait_events(self, timeout_s: float) -> None:
+        """Block until a command message arrives or ``timeout_s``; its callback runs here,
+        on the caller's thread (which must not hold the lock the callbacks take). Where
+        the EventsExecutor is missing or fails to start (logged once by the caller through
+        :func:`describe`), it falls back to :meth:`wait` and :meth:`poll`."""
+        if self._events is None and INTERNALS["events wait"] and self.polled:
+            try:
+                ex = _EventsExecutor(context=self.node.context)
+                ex.add_node(_CommandsOnly(list(self.subs)))
+                self._events = ex
+            except Exception:  # noqa: BLE001 - an rclpy whose executor reads more of a node
+                INTERNALS["events wait"] = False
+        if self._events is not None:
+            self._events.spin_once(timeout_sec=max(0.0, timeout_s))
+            return
+        ready = self.wait(timeout_s)
+        if ready:
+            self.poll(ready)
+
+    def close(self) -> None:
+        """Release the EventsExecutor of :meth:`wait_events` (before the node goes)."""
+        if self._events is not None:
+            self._events.shutdown(timeout_sec=1.0)
+            self._events = None
 
     def wait(self, timeout_s: float) -> list:
         """Block until a command message is there (polled: the subscriptions that
