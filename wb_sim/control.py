@@ -84,7 +84,8 @@ class ControllerLoop:
     arguments; ``rate_hz``: the controller's rate (0: every step); ``case``: what the
     factory learns of the run. The factory may set ``wants_imu = False`` on itself to skip
     the IMU reading in the observation. Raises ConfigError naming ``key`` for a factory
-    that cannot be imported or called with ``params``; a controller returning torques of
+    that cannot be imported or refuses ``params`` (its TypeError or ValueError); a controller
+    returning torques of
     the wrong shape raises ValueError at its first call.
     """
 
@@ -97,7 +98,7 @@ class ControllerLoop:
         params = dict(params or {})
         try:
             self.controller = factory(sim, self.case, **params)
-        except TypeError as e:  # the factory's signature: what params it takes
+        except (TypeError, ValueError) as e:  # its signature or its check of the params
             raise ConfigError(f"parameter '{key}': '{self.name}' cannot be made with "
                               f"parameters {params}: {e}") from None
         wants_imu = getattr(factory, "wants_imu", True)
