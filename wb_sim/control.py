@@ -85,8 +85,7 @@ class ControllerLoop:
     factory learns of the run. The factory may set ``wants_imu = False`` on itself to skip
     the IMU reading in the observation. Raises ConfigError naming ``key`` for a factory
     that cannot be imported or refuses ``params`` (its TypeError or ValueError); a controller
-    returning torques of
-    the wrong shape raises ValueError at its first call.
+    returning torques of the wrong shape raises ValueError at its first call.
     """
 
     def __init__(self, sim, ref, params: Mapping[str, Any] | None = None, rate_hz: float = 0.0,
