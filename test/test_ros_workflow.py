@@ -412,3 +412,23 @@ def test_node_serves_the_browser_view(setup, tmp_path):
     robot = np.abs(shot.astype(int) - median).sum(axis=-1) > 60
     assert _central(robot) > 0.05, f"robot covers {_central(robot):.3f} of the centre"
     assert s.node.alive()
+
+
+def test_a_controller_that_waits_for_a_joint_state_gets_one_before_the_first_command(setup):
+    """command.wait_for_first (wb_sim_run --controller none, the launch file): the node
+    publishes the initial state while it waits, so a controller that sends nothing before
+    it has seen a state does not deadlock; the log says what the node waits for."""
+    s = setup("command.wait_for_first:=true", "publish.stats_period_s:=0.5")
+    ros = s.ros
+    assert "waiting for the first command on 'joint_commands' or 'effort_commands' before " \
+           "the first step (command.wait_for_first)" in s.node.log(), s.describe()
+    ros.spin_for(1.0)  # a controller that starts late, then subscribes
+    js = ros.record(JointState, "joint_states", STATE_QOS)
+    odom = ros.record(Odometry, "odom/ground_truth", STATE_QOS)
+    assert ros.spin_until(lambda: len(js.msgs) >= 3 and odom.msgs, 5.0), s.describe()
+    assert {stamp_ns(m) for m in js.msgs} == {0}, "the physics stepped before a command"
+    # it answers the state it got: the simulation starts
+    cmd = ros.publisher(JointState, "joint_commands")
+    c = JointState(name=list(js.msgs[-1].name), effort=[0.0] * len(js.msgs[-1].name))
+    cmd.publish(c)
+    assert ros.spin_until(lambda: max(stamp_ns(m) for m in js.msgs) > 0, 5.0), s.describe()
