@@ -1,8 +1,12 @@
 """``wb_sim_run`` / ``python -m wb_sim.ros.run``: the simulator node and the example
 controller as two processes, for machines without ``ros2 launch`` (pip-only).
 
-It starts ``wb_sim_node`` with the robot's configuration and, unless
-``--controller none``, ``wb_sim_pd_controller``; relays their logs; the node
+It starts ``wb_sim_node`` with the robot's configuration and, with ``--controller pd``
+(the default), ``wb_sim_pd_controller`` in paced lockstep (one physics step per answer,
+never faster than real time: a busy machine slows the run and never drops the robot);
+``--controller module:factory`` runs that controller inside the node instead
+(``wb_sim.controllers:pd_gravity``: the example one), ``--controller none`` leaves the
+commands to yours (the physics waits for the first). It relays their logs; the node
 stops itself at ``--duration`` seconds of simulated time (``stop_after_s``),
 then the others get SIGINT. At the end it prints the verdict, one line from the
 node's stats lines over the whole run (:class:`~wb_sim.ros.verdict.RunJudge`):
@@ -25,9 +29,11 @@ In a ROS install use ``ros2 launch wb_sim sim.launch.py`` instead.
 
 Parameters, each layer winning over the one before: the robot's file
 (``config/<robot>.yaml``, or ``--robot FILE.yaml`` for your own robot), this
-launcher's defaults (``command.wait_for_first: true``, ``publish.stats_period_s:
-1.0``), the ``--config`` file, then ``--real-time-factor``, ``--sync`` and
-``--viewer`` when given.
+launcher's defaults (``publish.stats_period_s: 1.0`` and those of
+:func:`~wb_sim.ros.parameters.launcher_layers`, shared with the launch file:
+``command.wait_for_first: true``, ``sync.mode: lockstep`` with the example
+controller), the ``--config`` file, then the in-process controller's, and
+``--real-time-factor``, ``--sync`` and ``--viewer`` when given.
 
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
 starts the physics, waits until the recorder is subscribed) and stops it first
