@@ -64,7 +64,8 @@ def workspace(tmp_path_factory) -> Path:
     out = subprocess.run([str(VENV / "bin" / "colcon"), "build"], cwd=ws, env=_ws_env(0),
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"colcon build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
-    for exe in ("wb_sim_node", "wb_sim_pd_controller", "wb_sim_run", "wb_sim_record"):
+    for exe in ("wb_sim_node", "wb_sim_pd_controller", "wb_sim_run", "wb_sim_record",
+                "wb_sim_replay"):
         assert (ws / "install" / "wb_sim" / "lib" / "wb_sim" / exe).is_file(), exe
     # the processes import wb_sim from the workspace, not from the sources or the venv
     code = "import wb_sim.ros.node as n; print(n.__file__)"
@@ -353,8 +354,9 @@ def test_ros2_run_of_each_executable(workspace, tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "wb_sim_run: 1.0 s simulated" in out.stdout and "stands" in out.stdout, out.stdout[-2000:]
     # (wb_sim_pd_controller runs from the install in every launch test)
-    help_ = _shell(workspace, "ros2 run wb_sim wb_sim_record --help", 0, check=False)
-    assert help_.returncode == 0 and "usage: wb_sim_record" in help_.stdout, help_.stderr[-2000:]
+    for exe in ("wb_sim_record", "wb_sim_replay"):
+        help_ = _shell(workspace, f"ros2 run wb_sim {exe} --help", 0, check=False)
+        assert help_.returncode == 0 and f"usage: {exe}" in help_.stdout, help_.stderr[-2000:]
 
 
 # ----------------------------------------------------------------------------- failures
