@@ -314,6 +314,22 @@ def test_the_default_launch_stands_on_a_busy_machine(launch, tmp_path, priority)
     assert 0.0 < judge.real_time_factor <= 1.05, verdict
 
 
+def test_the_example_controller_in_process_through_the_launch(launch, tmp_path):
+    """controller:=wb_sim.controllers:pd_gravity runs the example law inside the node: no
+    controller process, the robot stands, the launch ends with exit 0 at stop_after_s."""
+    cfg = tmp_path / "stop.yaml"
+    cfg.write_text("wb_sim:\n  ros__parameters:\n    stop_after_s: 2.0\n")
+    ln = launch("controller:=wb_sim.controllers:pd_gravity", f"config:={cfg}")
+    ln.wait_for("stop_after_s = 2 s of simulated time reached", 120)
+    assert ln.proc.popen.wait(30) == 0, ln.proc.describe()
+    ln.assert_no_orphans()
+    log = ln.log()
+    assert "in-process controller 'wb_sim.controllers:pd_gravity'" in log, log[-2000:]
+    assert "wb_sim_pd_controller" not in log
+    z = [float(m) for m in re.findall(r"base at \([-\d.]+, [-\d.]+, ([-\d.]+)\) m", log)]
+    assert z and abs(z[-1] - HUMANOID_Z0) < 0.02, (z, log[-2000:])
+
+
 def test_anymal_launch_stands_in_lockstep(launch):
     import wb_sim
     from wb_sim.config import read_yaml_params

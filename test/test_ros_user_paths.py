@@ -107,6 +107,21 @@ def test_run_after_a_failed_start_exits_2_within_seconds(tmp_path):
     assert after < 5.0, f"wb_sim_run ended {after:.1f} s after the node failed"
 
 
+def test_run_with_the_example_controller_in_process_stands(tmp_path):
+    """wb_sim_run --controller wb_sim.controllers:pd_gravity: no controller process, the
+    gains of config/humanoid.yaml's wb_sim_pd_controller block, the mode named."""
+    out, took = _run(tmp_path, "--controller", "wb_sim.controllers:pd_gravity", "--duration", "2")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "in-process controller 'wb_sim.controllers:pd_gravity'" in out.stdout
+    assert "[controller]" not in out.stdout  # no process of it
+    assert "verdict: stands:" in out.stdout, out.stdout[-2000:]
+    bad, _ = _run(tmp_path, "--controller", "wb_sim.controllers:pd_gravity", "--sync",
+                  "lockstep", "--duration", "1")
+    assert bad.returncode == 2 and "runs inside the node" in bad.stderr, bad.stderr
+    bad, _ = _run(tmp_path, "--controller", "pdx", "--duration", "1")
+    assert bad.returncode == 2 and "choose 'pd'" in bad.stderr, bad.stderr
+
+
 def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
     # the user's YAML sets what the launcher would otherwise default
     cfg = _yaml(tmp_path, "mine.yaml", "    real_time_factor: 0.0\n    sync:\n      mode: lockstep\n"
