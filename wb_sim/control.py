@@ -90,21 +90,26 @@ class ControllerLoop:
 
     def __init__(self, sim, ref, params: Mapping[str, Any] | None = None, rate_hz: float = 0.0,
                  case: CaseInfo | None = None, key: str = "controller.callable"):
-        factory = import_callable(ref, key) if isinstance(ref, str) else ref
+        self._factory = import_callable(ref, key) if isinstance(ref, str) else ref
         self.sim = sim
         self.name = ref if isinstance(ref, str) else getattr(ref, "__qualname__", repr(ref))
         self.case = case or CaseInfo()
-        params = dict(params or {})
-        try:
-            self.controller = factory(sim, self.case, **params)
-        except (TypeError, ValueError) as e:  # its signature or its check of the params
-            raise ConfigError(f"parameter '{key}': '{self.name}' cannot be made with "
-                              f"parameters {params}: {e}") from None
-        wants_imu = getattr(factory, "wants_imu", True)
+        self._params, self._key = dict(params or {}), key
+        wants_imu = getattr(self._factory, "wants_imu", True)
         self._imu = sim.imu if wants_imu and sim.imu_sensor is not None else None
         self.every = controller_decimation(rate_hz, sim.dt)
-        self._tau = np.zeros(sim.nj)
         self.calls = 0  #: how often the controller was called
+        self.reset()
+
+    def reset(self) -> None:
+        """A new controller from the factory, at the simulator's present state (call it
+        after ``sim.reset()``: the run then repeats)."""
+        try:
+            self.controller = self._factory(self.sim, self.case, **self._params)
+        except (TypeError, ValueError) as e:  # its signature or its check of the params
+            raise ConfigError(f"parameter '{self._key}': '{self.name}' cannot be made with "
+                              f"parameters {self._params}: {e}") from None
+        self._tau = np.zeros(self.sim.nj)
         self.fresh = False  #: whether the last :meth:`torques` called the controller
 
     def observe(self) -> Observation:

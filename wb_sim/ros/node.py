@@ -199,10 +199,8 @@ class SimNode(PolledNodeMixin, Node):
             self.gate.waiting_for_first = False
             self.get_logger().info("command.wait_for_first does not apply: the in-process "
                                    "controller starts the physics")
-        loop = ControllerLoop(self.sim, ref, controller_params(cfg["controller.params"]),
+        return ControllerLoop(self.sim, ref, controller_params(cfg["controller.params"]),
                               cfg["controller.rate_hz"])
-        self._in_process_error = None
-        return loop
 
     def _log_notes(self) -> None:
         """Log, once each, what the simulator adjusted (e.g. a contact stiffer than the
@@ -406,6 +404,8 @@ class SimNode(PolledNodeMixin, Node):
             self._offset_ns = self._now_ns() + self._dt_ns  # the clock goes on
             self.sim.reset()
             self.gate.clear()
+            if self.in_process is not None:  # a controller of the initial state, as at start
+                self.in_process.reset()
             self._publish(every=True)
             t_reset = self._now_ns() / 1e9
             resumed = self._diverged  # the divergence paused it: the reset undoes that
