@@ -36,8 +36,9 @@ controller), the ``--config`` file, then the in-process controller's, and
 ``--real-time-factor``, ``--sync`` and ``--viewer`` when given.
 
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
-starts the physics, waits until the recorder is subscribed) and stops it first
-at the end; ``--plot DIR`` then writes the plots of that bag (``wb_sim_plot``)
+starts the physics, waits until the recorder is subscribed; an in-process
+controller starts with the node, so its recording begins once the recorder has
+found the node, some tenths of a second in) and stops it first at the end; ``--plot DIR`` then writes the plots of that bag (``wb_sim_plot``)
 into DIR (without ``--record`` the bag goes to DIR/bag).
 """
 
