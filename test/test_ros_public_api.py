@@ -142,9 +142,10 @@ def test_this_rclpy_has_every_internal_the_shim_uses():
     if os.environ.get(rclpy_shim.FORCE_PUBLIC_ENV, "") not in ("", "0"):
         pytest.skip(f"{rclpy_shim.FORCE_PUBLIC_ENV} is set in this environment")
     assert rclpy_shim.INTERNALS == {"RCLError": True, "publish_raw": True,
-                                    "polled subscriptions": True, "parameter overrides": True}
-    assert ("internals used: RCLError, publish_raw, polled subscriptions, parameter overrides"
-            in rclpy_shim.describe())
+                                    "polled subscriptions": True, "parameter overrides": True,
+                                    "events wait": True}
+    assert ("internals used: RCLError, publish_raw, polled subscriptions, parameter overrides, "
+            "events wait" in rclpy_shim.describe())
 
 
 def test_the_environment_variable_turns_every_internal_off():
