@@ -204,8 +204,6 @@ class CommandGate:
                  cfg: Mapping, stats: PacerStats, log: Log, lockstep: bool = False,
                  match_stamp: bool = False, wait_for_first: bool = False,
                  frame_names: Sequence[str] = (), dt_ns: int | None = None):
-        # at most 29 attributes: CPython 3.11 keeps that many in the object, more go to a
-        # dict whose reads cost ~2 ns more each (~0.1 us a step): nj and have_cmd are derived
         self.joint_index = {n: i for i, n in enumerate(joint_names)}
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
@@ -224,7 +222,7 @@ class CommandGate:
         self.pub_wall: dict[int, float] = {}  # joint_states stamp (ns) -> wall time published
         self.state_stamp_ns = 0  # stamp of the last published joint state
         self.need_command = False  # lockstep: the last joint state has no answer yet
-        self.losses = 0  # how often the controller was lost (the stats line counts them)
+        self.losses = 0  # how often the controller was lost since the start (lockstep)
         self._idle_told = False  # position / velocity targets without gains: said once
         self._servo_gains = None  # the gains self._servo was found with
         #: the delay line of the command timing; None: commands act on arrival
