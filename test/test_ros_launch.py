@@ -140,8 +140,13 @@ class Launch:
     def echo(self, topic: str, msg_type: str, field: str | None = None):
         """One message of ``topic`` (``ros2 topic echo --once``), parsed as YAML."""
         f = f" --field {field}" if field else ""
-        out = self.ros2(f"topic echo --once --no-daemon{f} {topic} {msg_type}")
-        return yaml.safe_load(out.split("---")[0])
+        for _ in range(3):
+            out = self.ros2(f"topic echo --once --no-daemon{f} {topic} {msg_type}", check=False)
+            # the message, whole; the CLI itself sometimes dies of SIGSEGV while exiting
+            # after printing it (seen once in CI on these wheels): the message counts
+            if "---" in out:
+                return yaml.safe_load(out.split("---")[0])
+        raise AssertionError(f"no message on {topic}:\n{out}\n{self.proc.describe()}")
 
     def stop(self, timeout: float = 15.0) -> int | None:
         """Ctrl-C; the exit code, and no process of the launch left."""

@@ -420,8 +420,9 @@ def test_a_controller_that_waits_for_a_joint_state_gets_one_before_the_first_com
     it has seen a state does not deadlock; the log says what the node waits for."""
     s = setup("command.wait_for_first:=true", "publish.stats_period_s:=0.5")
     ros = s.ros
-    assert "waiting for the first command on 'joint_commands' or 'effort_commands' before " \
-           "the first step (command.wait_for_first)" in s.node.log(), s.describe()
+    assert s.node.wait_for_log("waiting for the first command on 'joint_commands' or "
+                               "'effort_commands' before the first step "
+                               "(command.wait_for_first)", 10.0, spin=ros.spin_for), s.describe()
     ros.spin_for(1.0)  # a controller that starts late, then subscribes
     js = ros.record(JointState, "joint_states", STATE_QOS)
     odom = ros.record(Odometry, "odom/ground_truth", STATE_QOS)
