@@ -75,12 +75,9 @@ def _nodes(context, *args, **kwargs):
             raise RuntimeError(f"config file not found: {arg['config']}")
         user = [os.path.abspath(arg["config"])]
     try:
-        defaults, explicit = launcher_layers(arg["controller"], robot_file)
+        defaults, explicit = launcher_layers(arg["controller"], robot_file, arg["sync"] or None)
     except ConfigError as e:
         raise RuntimeError(str(e)) from None
-    if "controller.callable" in explicit and arg["sync"] == "lockstep":
-        raise RuntimeError(f"sync:=lockstep waits for a controller's answers over topics; "
-                           f"controller:={arg['controller']} runs inside the node")
     if arg["sync"] not in ("", "realtime", "lockstep"):
         raise RuntimeError(f"unknown sync mode '{arg['sync']}'; choose realtime or lockstep")
     if arg["viewer"] not in ("", "none", "meshcat"):

@@ -121,6 +121,8 @@ class JointCommandWriter:
         self._template = cv.CdrTemplate(JointState(name=self.names), cv.fill_joint_state,
                                         tuple(n if f in self.fields else 0 for f in self.FIELDS))
         self._empty = np.empty(0)
+        self._given = tuple(f in self.fields for f in self.FIELDS)
+        self._all = all(self._given)
         self._publisher = node.create_publisher(JointState, topic, qos)
 
     @property
@@ -130,13 +132,10 @@ class JointCommandWriter:
     def publish(self, stamp_ns: int, position=None, velocity=None, effort=None) -> None:
         """One command stamped ``stamp_ns`` (the stamp of the state it answers); each
         field given at construction must be given here, as an array over :attr:`names`."""
-        values = {"position": position, "velocity": velocity, "effort": effort}
-        arrays = []
-        for f in self.FIELDS:
-            if f in self.fields:
-                if values[f] is None:
-                    raise ValueError(f"the command's '{f}' field is missing")
-                arrays.append(values[f])
-            else:
-                arrays.append(self._empty)
+        arrays = (position, velocity, effort)
+        for f, given, a in zip(self.FIELDS, self._given, arrays):
+            if given and a is None:
+                raise ValueError(f"the command's '{f}' field is missing")
+        if not self._all:  # the fields not given: empty in the template
+            arrays = tuple(a if given else self._empty for given, a in zip(self._given, arrays))
         self._publisher.publish(self._template.serialize(stamp_ns, *arrays))

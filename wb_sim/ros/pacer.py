@@ -337,6 +337,7 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
     if gate.lost:
-        applied += ", the controller is lost (no answer for sync.timeout_s): stepping without waiting"
+        applied += (", the controller is lost (no answer for sync.timeout_s): stepping without "
+                    "waiting")
     policy = "" if lockstep else f", pacing: {pacer.policy}"
     return f"{pace}{lat}{base}{solver}{applied}{policy}{rejected}"

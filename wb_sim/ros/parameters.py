@@ -444,7 +444,8 @@ def split_live_update(params) -> tuple[dict[str, Any], dict[str, Any]]:
 PD_IN_PROCESS = "wb_sim.controllers:pd_gravity"
 
 
-def launcher_layers(controller: str, robot_yaml) -> tuple[dict[str, Any], dict[str, Any]]:
+def launcher_layers(controller: str, robot_yaml, sync: str | None = None
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What ``wb_sim_run`` and ``sim.launch.py`` set for ``controller`` (``'pd'``: the
     example controller as its own process, ``'none'``: the user's, or ``'module:factory'``:
     an in-process controller), as ``(defaults, explicit)``: the defaults lie under the
@@ -458,7 +459,9 @@ def launcher_layers(controller: str, robot_yaml) -> tuple[dict[str, Any], dict[s
       (:data:`PD_IN_PROCESS`) gets the gains of the robot file's ``wb_sim_pd_controller``
       block (``controller.params``) unless the user's file gives its own.
 
-    ConfigError for another ``controller`` or a factory that cannot be imported."""
+    ``sync``: the mode the user asked for explicitly (``--sync``, ``sync:=``), if any.
+    ConfigError for another ``controller``, a factory that cannot be imported, or an
+    in-process controller with ``sync`` lockstep (there is no answer to wait for)."""
     import yaml
 
     from ..control import import_callable
@@ -473,6 +476,10 @@ def launcher_layers(controller: str, robot_yaml) -> tuple[dict[str, Any], dict[s
                               f"its own process), 'none' (yours) or an in-process "
                               f"'module:factory' such as '{PD_IN_PROCESS}'")
         import_callable(controller, "controller")
+        if sync == "lockstep":
+            raise ConfigError(f"sync mode 'lockstep' waits for a controller's answers over "
+                              f"topics; the controller '{controller}' runs inside the node, in "
+                              f"step by construction (use sync mode 'realtime' or leave it out)")
         defaults["command.wait_for_first"] = False
         explicit.update({"controller.callable": controller, "sync.mode": "realtime"})
         if controller == PD_IN_PROCESS:

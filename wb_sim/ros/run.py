@@ -38,7 +38,8 @@ controller), the ``--config`` file, then the in-process controller's, and
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
 starts the physics, waits until the recorder is subscribed; an in-process
 controller starts with the node, so its recording begins once the recorder has
-found the node, some tenths of a second in) and stops it first at the end; ``--plot DIR`` then writes the plots of that bag (``wb_sim_plot``)
+found the node, some tenths of a second in) and stops it first at the end;
+``--plot DIR`` then writes the plots of that bag (``wb_sim_plot``)
 into DIR (without ``--record`` the bag goes to DIR/bag).
 """
 
@@ -71,7 +72,7 @@ START_S = 90.0
 DIVERGED = "simulation diverged and is paused"
 #: the launcher's defaults: under the user's --config (with those of
 #: :func:`~wb_sim.ros.parameters.launcher_layers` for the controller)
-LAUNCHER_DEFAULTS = {"command.wait_for_first": True, "publish.stats_period_s": 1.0}
+LAUNCHER_DEFAULTS = {"publish.stats_period_s": 1.0}
 
 STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
 
@@ -131,16 +132,11 @@ def main(argv=None) -> int:
     try:
         robot_yaml = _robot_file(args.robot)
         flat = read_yaml_params(robot_yaml)
-        defaults, explicit = launcher_layers(args.controller, robot_yaml)
+        defaults, explicit = launcher_layers(args.controller, robot_yaml, args.sync)
         defaults = {**LAUNCHER_DEFAULTS, **defaults}
         flat.update(defaults)
         if args.config:
             flat.update(read_yaml_params(args.config))
-        in_process = "controller.callable" in explicit
-        if in_process and args.sync == "lockstep":
-            raise ConfigError(f"--sync lockstep waits for a controller's answers over topics; "
-                              f"--controller {args.controller} runs inside the node, in step "
-                              f"by construction (use --sync realtime or leave it out)")
         if args.real_time_factor is not None:
             explicit["real_time_factor"] = args.real_time_factor
         if args.sync is not None:
