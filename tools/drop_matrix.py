@@ -8,10 +8,10 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))  # the test tree's root
 
-from contact_reference import G, drop  # noqa: E402
-from test_contact_robustness import HEIGHTS, MASSES, RATES, run_drop  # noqa: E402
+from core.contact.test_contact_robustness import HEIGHTS, MASSES, RATES, run_drop  # noqa: E402
+from helpers.contact_reference import G, drop  # noqa: E402
 
 for model in ("compliant", "rigid"):
     for m in MASSES:

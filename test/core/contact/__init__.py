@@ -1,0 +1,2 @@
+"""Contact: the compliant and rigid models, collision, self-collision, robustness on default
+parameters."""

@@ -1,0 +1,1 @@
+"""The core's tools (wb_sim.tools): campaigns, recording, plots, the viewer."""

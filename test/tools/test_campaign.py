@@ -1,0 +1,393 @@
+"""Campaigns (wb_sim.tools.campaign, wb_sim_batch): the same table bit for bit on a local pool of 1
+and 2 workers and on a local Ray instance; resume after an interruption; validation errors
+naming the key; metrics, delays and mass scaling against numbers computed here independently.
+
+Ray is optional: without it the Ray test is skipped, unless WB_SIM_REQUIRE_ROS=1 (CI), where
+it must run.
+"""
+
+import math
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import wb_sim
+from wb_sim import ConfigError
+from wb_sim.tools.campaign import load_campaign, run_campaign
+from wb_sim.config import read_yaml_params
+from wb_sim.controllers import PDGravityController
+
+# helpers.campaign: importable in the workers too (test/ is on sys.path, see test/conftest.py;
+# spawned workers get the parent's sys.path)
+
+#: 3 magnitudes x 2 directions x 2 stiffnesses x 2 random draws = 24 short humanoid runs,
+#: with every kind of perturbation in play
+SMALL = {
+    "robot": "humanoid",
+    "duration_s": 0.06,
+    "seed": 5,
+    "controller": "pd",
+    "pushes": [{"time_s": 0.01, "link": "pelvis", "magnitude": 100.0, "direction_deg": 0.0,
+                "duration_s": 0.03}],
+    "set": {"command_delay_steps": 1, "sensor_delay_steps": 1},
+    "grid": {"pushes.0.magnitude": [0.0, 300.0, 900.0], "pushes.0.direction_deg": [0.0, 90.0],
+             "contact.stiffness": [2.0e4, 8.0e4]},
+    "random": {"samples": 2, "seed": 11,
+               "params": {"mass_scale.torso": {"uniform": [0.7, 1.3]},
+                          "contact.friction_coefficient": {"normal": [0.8, 0.1]},
+                          "imu.angular_velocity_bias": {"normal": [[0, 0, 0], [0.01, 0.01, 0]]}}},
+    "plots": False,
+}
+
+
+def _table(out: Path) -> bytes:
+    return (out / "results.csv").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The small campaign on a pool of 1 worker: the reference table."""
+    out = tmp_path_factory.mktemp("campaign") / "w1"
+    res = run_campaign(SMALL, workers=1, out=out, progress=False)
+    return out, res
+
+
+def test_small_campaign_table(reference):
+    out, res = reference
+    rows = res.rows
+    assert len(rows) == 24 and res.ran == 24 and res.cached == 0 and res.exit_code == 0
+    assert [r["case_id"] for r in rows] == list(range(24))
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    header = _table(out).decode().splitlines()[0].split(",")
+    assert header[:8] == ["case_id", "case_hash", "status", "seed", "pushes.0.magnitude",
+                          "pushes.0.direction_deg", "contact.stiffness", "mass_scale.torso"]
+    for m in ("stands", "fell", "max_tilt_deg", "com_deviation_m", "foot_slip_m",
+              "peak_torque_ratio", "time_saturated_s", "contact_losses"):
+        assert m in header
+    # the perturbations act: a harder push moves the CoM further (same other parameters)
+    by = {(r["pushes.0.magnitude"], r["pushes.0.direction_deg"], r["contact.stiffness"],
+           r["mass_scale.torso"]): r for r in rows}
+    for (mag, d, k, m), r in by.items():
+        if mag == 900.0:
+            assert r["com_deviation_m"] > by[(0.0, d, k, m)]["com_deviation_m"] + 1e-3
+    # two different random draws, the same for every grid point, drawn once from the seed
+    draws = sorted({r["mass_scale.torso"] for r in rows})
+    assert len(draws) == 2 and all(0.7 <= x <= 1.3 for x in draws)
+    assert [r["seed"] for r in rows] == list(range(5, 29))
+    assert len({r["case_hash"] for r in rows}) == 24
+
+
+def test_two_workers_bit_identical(reference, tmp_path):
+    out1, _ = reference
+    res = run_campaign(SMALL, workers=2, out=tmp_path / "w2", progress=False)
+    assert res.ran == 24
+    assert _table(tmp_path / "w2") == _table(out1)
+
+
+def test_ray_bit_identical(reference, tmp_path):
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
+            pytest.fail("ray is not installed; WB_SIM_REQUIRE_ROS=1 (CI) requires the Ray "
+                        "backend test (pip install ray, in the test extra)", pytrace=False)
+        pytest.skip("ray is not installed (pip install ray)")
+    out1, _ = reference
+    res = run_campaign(SMALL, backend="ray", workers=2, out=tmp_path / "ray", progress=False)
+    assert res.ran == 24 and res.exit_code == 0
+    assert _table(tmp_path / "ray") == _table(out1)
+
+
+def test_resume_after_interruption(reference, tmp_path, monkeypatch):
+    """The cases that finished are cached and not run again; the resumed table is the
+    uninterrupted one, bit for bit. The 'interruption' is a controller that raises from case
+    5 on (those cases are not cached: exit code 1), then is fixed."""
+    camp = dict(SMALL, random={}, controller={"callable": "helpers.campaign:pd_failing",
+                                              "params": {"kp": 400.0}})
+    clean = run_campaign(camp, workers=2, out=tmp_path / "clean", progress=False)
+    assert clean.exit_code == 0 and clean.ran == 12
+    monkeypatch.setenv("WB_SIM_TEST_FAIL_FROM", "5")
+    out = tmp_path / "resumed"
+    first = run_campaign(camp, workers=2, out=out, progress=False)
+    assert first.exit_code == 1 and first.failed == 7
+    bad = [r for r in first.rows if r["status"] != "ok"]
+    assert [r["case_id"] for r in bad] == list(range(5, 12))
+    assert "RuntimeError: controller bug in case 5" in bad[0]["error"]
+    cached = sorted((out / "cases").glob("*.json"))
+    assert len(cached) == 5
+    stamps = {p: p.stat().st_mtime_ns for p in cached}
+    monkeypatch.delenv("WB_SIM_TEST_FAIL_FROM")
+    second = run_campaign(camp, workers=2, out=out, progress=False)
+    assert (second.ran, second.cached, second.exit_code) == (7, 5, 0)
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())  # not rewritten
+    assert _table(out) == _table(tmp_path / "clean")
+    third = run_campaign(camp, workers=2, out=out, progress=False)
+    assert (third.ran, third.cached) == (0, 12)
+    # a changed fixed part (the gains) is a different campaign: nothing cached applies
+    camp2 = dict(camp, controller={"callable": "helpers.campaign:pd_failing",
+                                   "params": {"kp": 401.0}})
+    assert not {c["hash"] for c in load_campaign(camp2).cases} & \
+        {c["hash"] for c in load_campaign(camp).cases}
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"durations_s": 1.0}, r"'durations_s': unknown campaign key; did you mean 'duration_s'"),
+    ({"grid": {"contact.stifness": [1e4]}},
+     r"'contact.stifness': unknown parameter; did you mean 'contact.stiffness'"),
+    ({"grid": {"contact.stiffness": [-1.0]}}, r"case 0: parameter 'contact.stiffness'"),
+    ({"grid": {"mass_scale.torsoo": [1.1]}}, r"unknown link 'torsoo'; did you mean 'torso'"),
+    ({"grid": {"mass_scale.torso": [0.0]}}, r"'mass_scale.torso': must be > 0"),
+    ({"grid": {"pushes.1.magnitude": [1.0]}}, r"no push number '1'"),
+    ({"grid": {"pushes.0.magnitud": [1.0]}}, r"unknown push field 'magnitud'; did you mean"),
+    ({"grid": {"command_delay_steps": [1.5]}}, r"'command_delay_steps': expected an integer"),
+    ({"grid": {"contact.stiffness": []}}, r"'grid.contact.stiffness': expected a non-empty"),
+    ({"random": {"samples": 2, "params": {"contact.damping": {"gauss": [1, 2]}}}},
+     r"unknown distribution 'gauss'"),
+    ({"random": {"samples": 2, "params": {"contact.damping": {"uniform": [2, 1]}}}},
+     r"low must be <= high"),
+    ({"metrics": ["stand"]}, r"unknown metric 'stand'; did you mean 'stands'"),
+    ({"controller": "no_such_module:make"}, r"cannot import module 'no_such_module'"),
+    ({"controller": {"callable": "pd", "params": {"kq": 1.0}}}, r"takes kp and kd"),
+    ({"pushes": [{"time_s": 0.1, "link": "pelvsi", "force": [1, 0, 0]}]},
+     r"unknown link 'pelvsi'; did you mean 'pelvis'"),
+    ({"robot": "humanoidd"}, r"no configuration for robot 'humanoidd'"),
+    ({"grid": {"urdf_path": ["x.urdf"]}}, r"structure cannot vary"),
+])
+def test_validation_errors(change, match):
+    bad = dict(SMALL, **change)
+    with pytest.raises(ConfigError, match=match):
+        load_campaign(bad)
+
+
+def test_cli_exit_codes(tmp_path):
+    exe = Path(sys.executable).parent / "wb_sim_batch"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.tools.campaign"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("robot: humanoid\ngrid: {contact.stifness: [1.0e4]}\n")
+    r = subprocess.run(cmd + [str(bad)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "did you mean 'contact.stiffness'" in r.stderr and "Traceback" not in r.stderr
+    good = tmp_path / "ok.yaml"
+    good.write_text("robot: humanoid\nduration_s: 0.02\nplots: false\n"
+                    "grid: {contact.stiffness: [2.0e4, 4.0e4]}\n")
+    r = subprocess.run(cmd + [str(good), "-o", str(tmp_path / "o"), "--workers", "1", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "2 cases (2 run, 0 cached)" in r.stdout
+    r = subprocess.run(cmd + [str(good), "--backend", "local", "--address", "x:1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+
+
+def test_cli_interrupted_by_ctrl_c_resumes(tmp_path):
+    """SIGINT (Ctrl-C) mid-campaign: exit code 130, the finished cases stay cached, and the
+    same command again runs only the others, into the table of an uninterrupted run."""
+    import signal
+    import time
+    exe = Path(sys.executable).parent / "wb_sim_batch"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.tools.campaign"]
+    camp = tmp_path / "c.yaml"
+    camp.write_text("robot: humanoid\nduration_s: 0.25\nplots: false\ngrid:\n"
+                    "  contact.stiffness: [" + ", ".join(f"{k}.0e4" for k in range(1, 9)) + "]\n")
+    out = tmp_path / "o"
+    p = subprocess.Popen(cmd + [str(camp), "-o", str(out), "--workers", "2", "-q"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while len(list((out / "cases").glob("*.json"))) < 2 and p.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    done = len(list((out / "cases").glob("*.json")))
+    if p.returncode == 0:  # the machine was fast: everything finished before the signal
+        pytest.skip("the campaign finished before SIGINT arrived")
+    assert p.returncode == 130, err
+    assert "run the same command again to resume" in err
+    assert 2 <= done < 8
+    r = subprocess.run(cmd + [str(camp), "-o", str(out), "--workers", "2", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"8 cases ({8 - done} run, {done} cached)" in r.stdout
+    clean = run_campaign(camp, workers=2, out=tmp_path / "clean", progress=False)
+    assert clean.ran == 8
+    assert _table(out) == _table(tmp_path / "clean")
+
+
+def test_a_diverging_case_is_reported_not_fatal(tmp_path):
+    """A case whose run diverges (the guard contact.max_penetration trips when the robot falls
+    through a soft ground) is a row with status 'diverged', fell = true and the metrics so far;
+    the others run; exit code 1."""
+    camp = {"robot": "humanoid", "duration_s": 0.5, "plots": False,
+            "set": {"contact.max_penetration": 0.01},
+            "grid": {"contact.stiffness": [4.0e4, 50.0]}}
+    res = run_campaign(camp, workers=2, out=tmp_path, progress=False)
+    ok, bad = res.rows
+    assert ok["status"] == "ok" and ok["stands"] is True
+    assert bad["status"] == "diverged" and bad["fell"] is True and bad["stands"] is False
+    assert "contact.max_penetration" in bad["error"] or "deeper" in bad["error"], bad["error"]
+    assert res.exit_code == 1 and res.failed == 1
+    assert len(list((tmp_path / "cases").glob("*.json"))) == 2  # a physical result: cached
+
+
+def _plain_run(params, push, duration, gains=None):
+    """The same closed loop as a campaign case, written out here: the PD of the robot's YAML,
+    one push, and the metrics computed from pinocchio directly."""
+    path = wb_sim.config_path("humanoid")
+    p = read_yaml_params(path)
+    p.update(params)
+    sim = wb_sim.Simulator.from_params(p)
+    g = gains or read_yaml_params(path, node_name="wb_sim_pd_controller")
+    pd = PDGravityController(sim.robot, sim.state.joint_positions, g["kp"], g["kd"],
+                             gravity=sim.config.gravity)
+    com0 = sim.center_of_mass()
+    tilt = dev = peak = 0.0
+    saturated = 0
+    lim = np.asarray(sim.actuation.effort_limit)
+    for k in range(int(round(duration / sim.dt))):
+        if k == int(round(push["time_s"] / sim.dt)):
+            sim.apply_external_wrench(push["link"], push["force"], duration_s=push["duration_s"])
+        tau = pd(sim.q, sim.joint_positions, sim.joint_velocities)
+        sim.step(tau)
+        R = pin.Quaternion(sim.q[6], *sim.q[3:6]).toRotationMatrix()
+        tilt = max(tilt, math.degrees(math.acos(min(1.0, R[2, 2]))))
+        dev = max(dev, float(np.linalg.norm((sim.center_of_mass() - com0)[:2])))
+        peak = max(peak, float(np.max(np.abs(tau) / lim)))
+        saturated += bool(np.any(np.abs(sim.applied_torques) >= lim))
+    return sim, tilt, dev, peak, saturated * sim.dt
+
+
+def test_metrics_against_a_plain_loop(tmp_path):
+    push = {"time_s": 0.05, "link": "pelvis", "force": [0.0, 250.0, 0.0], "duration_s": 0.1}
+    camp = {"robot": "humanoid", "duration_s": 0.4, "controller": "pd", "pushes": [push],
+            "set": {"contact.stiffness": 6.0e4, "joints.effort_limit": [12.0]}, "plots": False,
+            "custom_metrics": {"top": "helpers.campaign:highest_base"}}
+    res = run_campaign(camp, workers=1, out=tmp_path, progress=False)
+    row = res.rows[0]
+    sim, tilt, dev, peak, saturated = _plain_run({"contact.stiffness": 6.0e4,
+                                                     "joints.effort_limit": [12.0]}, push, 0.4)
+    assert tilt > 1.0 and dev > 0.01 and saturated > 0  # the push does something to measure
+    assert row["max_tilt_deg"] == pytest.approx(tilt, rel=1e-9, abs=1e-9)
+    assert row["com_deviation_m"] == pytest.approx(dev, rel=1e-9)
+    assert row["peak_torque_ratio"] == pytest.approx(peak, rel=1e-12)
+    assert row["time_saturated_s"] == pytest.approx(saturated, abs=1e-12)
+    assert row["top.samples"] == 401
+    assert row["top.z_max"] >= float(sim.q[2])
+
+
+def test_delays_seen_by_the_controller(tmp_path):
+    """The torque applied at step k was computed at step k - command delay from the state of
+    step k - command delay - sensor delay (clamped at the start)."""
+    camp = {"robot": "humanoid", "duration_s": 0.02, "plots": False,
+            "controller": "helpers.campaign:time_echo",
+            "grid": {"command_delay_steps": [0, 2], "sensor_delay_steps": [0, 3]},
+            "custom_metrics": {"seen": "helpers.campaign:echoed_times"}}
+    res = run_campaign(camp, workers=1, out=tmp_path, progress=False)
+    dt = 1e-3
+    for r in res.rows:
+        c, s = r["command_delay_steps"], r["sensor_delay_steps"]
+        assert r["seen.step0"] == 0.0 and r["seen.step1"] == pytest.approx(
+            max(0, 1 - c - s) * dt, abs=1e-12)
+        assert r["seen.step10"] == pytest.approx((10 - c - s) * dt, abs=1e-12), (c, s)
+
+
+def test_controller_rate_zero_order_hold(tmp_path):
+    """rate_hz 250 at 1 kHz: the controller runs at steps 0, 4, 8, ... and its torques are held
+    in between."""
+    camp = {"robot": "humanoid", "duration_s": 0.02, "plots": False,
+            "controller": {"callable": "helpers.campaign:time_echo", "rate_hz": 250.0},
+            "custom_metrics": {"seen": "helpers.campaign:echoed_times"}}
+    row = run_campaign(camp, workers=1, out=tmp_path, progress=False).rows[0]
+    assert (row["seen.step0"], row["seen.step1"]) == (0.0, 0.0)
+    assert row["seen.step10"] == pytest.approx(0.008, abs=1e-12)
+
+
+def test_imu_bias_reaches_a_custom_controller(tmp_path):
+    camp = {"robot": "humanoid", "duration_s": 0.02, "plots": False,
+            "controller": "helpers.campaign:gyro_echo",
+            "grid": {"imu.angular_velocity_bias": [[0.0, 0.0, 0.0], [0.005, 0.0, 0.0]]},
+            "custom_metrics": {"seen": "helpers.campaign:echoed_times"}}
+    a, b = run_campaign(camp, workers=1, out=tmp_path, progress=False).rows
+    # before the first step the robot is at rest: the gyro reads its bias alone
+    assert a["seen.step0"] == 0.0 and b["seen.step0"] == pytest.approx(0.005, abs=1e-12)
+
+
+def test_robot_yaml_relative_to_the_campaign_file(tmp_path):
+    shutil.copy(wb_sim.config_path("humanoid"), tmp_path / "my_robot.yaml")
+    (tmp_path / "c.yaml").write_text("robot: my_robot.yaml\nduration_s: 0.01\n")
+    camp = load_campaign(tmp_path / "c.yaml")
+    assert camp.spec["robot"] == str(tmp_path / "my_robot.yaml")
+    assert len(camp.cases) == 1
+    with pytest.raises(ConfigError, match="cannot read parameter file"):
+        (tmp_path / "d.yaml").write_text("robot: missing.yaml\n")
+        load_campaign(tmp_path / "d.yaml")
+
+
+def test_mass_scaling_edits_the_urdf():
+    """Torso mass x 1.5 and its CoM moved by [0.01, 0, -0.02] m in its frame: the robot's
+    mass and centre of mass move by what the URDF's numbers say."""
+    from wb_sim.tools.campaign import _case_config
+    s, off = 1.5, np.array([0.01, 0.0, -0.02])
+    camp = load_campaign({"robot": "humanoid", "duration_s": 0.01, "plots": False,
+                          "grid": {"mass_scale.torso": [s]},
+                          "set": {"com_offset.torso": off.tolist()}})
+    params, *_ = _case_config(camp.spec, camp.cases[0])
+    sim = wb_sim.Simulator.from_params(params)
+    ref = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    urdf = ET.parse(wb_sim.share_dir() / "urdf" / "humanoid.urdf").getroot()
+    torso = next(e for e in urdf.iter("link") if e.get("name") == "torso")
+    m = float(torso.find("inertial/mass").get("value"))
+    c = np.array([float(x) for x in torso.find("inertial/origin").get("xyz").split()])
+    oMf = ref.frame_pose("torso")
+    assert sim.mass == pytest.approx(ref.mass + (s - 1.0) * m, rel=1e-12)
+    expected = (ref.mass * ref.center_of_mass() - m * oMf.act(c)
+                + s * m * oMf.act(c + off)) / sim.mass
+    assert np.allclose(sim.center_of_mass(), expected, atol=1e-12)
+    assert np.linalg.norm(expected - ref.center_of_mass()) > 1e-3
+
+
+def test_import_wb_sim_campaign_loads_neither_ray_nor_rclpy():
+    code = ("import sys, wb_sim, wb_sim.tools.campaign; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('ray', 'rclpy')]; "
+            "assert not bad, bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
+def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(ConfigError, match="pip install ray"):
+        run_campaign(dict(SMALL, grid={}, random={}), backend="ray", out=tmp_path,
+                     progress=False)
+
+
+def test_plots_and_recordings(tmp_path):
+    pytest.importorskip("matplotlib")
+    from wb_sim.tools.recording import History
+    camp = dict(SMALL, plots=True, record=True, random={})
+    res = run_campaign(camp, workers=2, out=tmp_path, progress=False)
+    names = sorted(p.name for p in res.plots)
+    assert "success_vs_pushes.0.magnitude.png" in names
+    assert "hist_max_tilt_deg.png" in names
+    assert all(p.stat().st_size > 5000 for p in res.plots)
+    recs = sorted((tmp_path / "recordings").glob("case_*.npz"))
+    assert len(recs) == 12
+    h = History.load(recs[-1])
+    assert h.n == 60 and h.t[-1] == pytest.approx(0.06)
+    # the recording is the run of the table: its base height ends where the trace did
+    row = res.rows[-1]
+    assert row["case_hash"] in recs[-1].name
+
+
+def test_parquet_table(reference):
+    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow not installed: CSV only")
+    out, res = reference
+    t = pq.read_table(out / "results.parquet").to_pydict()
+    assert t["case_id"] == list(range(24))
+    assert t["max_tilt_deg"] == [r["max_tilt_deg"] for r in res.rows]
