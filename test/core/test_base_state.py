@@ -9,6 +9,8 @@ import pytest
 
 import wb_sim
 
+from helpers.extras import require_robot_data
+
 
 def test_set_base_state_reads_back_exactly_and_continues_deterministically(make_humanoid):
     sim, twin = make_humanoid(), make_humanoid()
@@ -59,6 +61,7 @@ def test_bad_base_states_are_refused_and_change_nothing(make_humanoid, kwargs, f
 
 
 def test_a_fixed_base_cannot_be_moved():
+    require_robot_data("panda")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("panda"))
     with pytest.raises(wb_sim.CommandError, match="fixed base"):
         sim.set_base_state(position=[0.0, 0.0, 1.0])

@@ -40,6 +40,8 @@ import wb_sim
 from wb_sim.controllers import PDGravityController
 from wb_sim.sensors import Imu
 
+from helpers.extras import require_robot_data
+
 G = 9.81
 DT = 1e-3
 NO_TORQUE = np.zeros(0)
@@ -659,6 +661,7 @@ def test_contact_wrenches_of_moving_feet_match_the_point_forces(robot, normal):
     and inclined ground, while the robot moves: each surface's wrench equals the
     sum of its points' forces and moments about the surface frame's origin,
     both in that frame, at the configuration the forces were computed at."""
+    require_robot_data(robot)
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path(robot), overrides={
         "ground.normal": normal, "ground.height": -0.01})
     rng = np.random.default_rng(5)

@@ -30,6 +30,8 @@ import yaml
 import wb_sim
 from wb_sim.controllers import PDGravityController
 
+from helpers.extras import require_robot_data
+
 G = 9.81
 
 
@@ -95,6 +97,7 @@ class StandRun:
 
 
 def build(robot, **overrides):
+    require_robot_data(robot)
     return wb_sim.Simulator.from_yaml(wb_sim.config_path(robot), overrides=overrides)
 
 

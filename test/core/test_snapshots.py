@@ -10,6 +10,8 @@ import pytest
 import wb_sim
 from wb_sim.controllers import PDGravityController
 
+from helpers.extras import require_robot_data
+
 BASE = "pelvis"  #: the humanoid's root link
 
 
@@ -98,6 +100,7 @@ def test_readings_are_those_of_the_state_after_a_query_or_a_restore(humanoid):
 
 
 def test_set_state_refuses_a_foreign_snapshot(humanoid):
+    require_robot_data("anymal")
     sim = humanoid
     other = wb_sim.Simulator.from_yaml(wb_sim.config_path("anymal"))
     q = sim.q.copy()

@@ -166,8 +166,8 @@ def pd_controller_argv(params_file: Path = HUMANOID_YAML) -> list[str]:
 
 
 def effort_controller_argv(params_file: Path = HUMANOID_YAML) -> list[str]:
-    return [sys.executable, str(Path(__file__).with_name("ros_effort_controller.py")), "--ros-args",
-            "--params-file", str(params_file)]
+    script = Path(__file__).with_name("ros_effort_controller.py")
+    return [sys.executable, str(script), "--ros-args", "--params-file", str(params_file)]
 
 
 # ----------------------------------------------------------------------------- rclpy side

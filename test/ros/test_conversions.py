@@ -38,6 +38,8 @@ from wb_sim.ros import conversions as cv  # noqa: E402
 from wb_sim.ros.frames import FrameTree, Transform  # noqa: E402
 from wb_sim.sensors import ContactWrench, ImuReading  # noqa: E402
 
+from helpers.extras import require_robot_data
+
 NS = 1_000_000_000
 INT32_MAX = 2**31 - 1
 
@@ -321,6 +323,7 @@ def _quat_matrix(xyzw) -> np.ndarray:
 
 @pytest.fixture(scope="module", params=["humanoid", "icub", "panda"])
 def robot_and_base(request):
+    require_robot_data(request.param)
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path(request.param))
     ini = sim.config.initial
     base = pin.SE3(pin.rpy.rpyToMatrix(*ini.base_rpy), np.array(ini.base_position))

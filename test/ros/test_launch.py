@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.extras import require_launch_stack
+from helpers.extras import require_launch_stack, require_robot_data
 from helpers.ros import Proc, copy_package_sources, fresh_domain_id, ros_env
 
 require_launch_stack()
@@ -336,6 +336,7 @@ def test_the_example_controller_in_process_through_the_launch(launch, tmp_path):
 
 
 def test_anymal_launch_stands_in_lockstep(launch):
+    require_robot_data("anymal")
     import wb_sim
     from wb_sim.config import read_yaml_params
     cfg = read_yaml_params(wb_sim.config_path("anymal"))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.extras import require_ros
+from helpers.extras import require_robot_data, require_ros
 from helpers.ros import ROOT, Proc, fresh_domain_id, pd_controller_argv, ros_env, sim_node_argv
 
 require_ros()
@@ -138,6 +138,7 @@ def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
 def test_run_of_a_fixed_base_arm_holds(tmp_path):
     """The panda under the example controller: the verdict of a fixed base is its joint
     drift (and its saturation), with the run's real-time factor."""
+    require_robot_data("panda")
     out, took = _run(tmp_path, "--robot", "panda", "--duration", "2")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     m = re.search(r"wb_sim_run: verdict: holds: largest joint deviation from the initial "

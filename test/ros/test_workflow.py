@@ -392,8 +392,10 @@ def test_node_serves_the_browser_view(setup, tmp_path):
     """``viewer: meshcat``: the node logs the URL; Chromium opens it and shows the
     robot standing in lockstep under the example controller (screenshot kept in
     test/artifacts/node_viewer_humanoid.png)."""
-    from tools.test_viewer import ARTIFACTS, CAMERA_JS, MESHES_JS, Chromium, _central, require
-    require("meshcat chromium")
+    from helpers import ARTIFACTS
+    from helpers.browser import CAMERA_JS, MESHES_JS, Chromium, central
+    from helpers.extras import require_browser
+    require_browser("meshcat", "chromium")
     s = setup(*LOCKSTEP, "real_time_factor:=1.0", "viewer:=meshcat")
     assert s.node.wait_for_log("viewer: open http://", 30.0, spin=s.ros.spin_for), s.describe()
     url = re.search(r"viewer: open (http://\S+) in a browser", s.node.log())[1]
@@ -410,7 +412,7 @@ def test_node_serves_the_browser_view(setup, tmp_path):
     # patches: count pixels far from their row's median colour in the centre
     median = np.median(shot, axis=1, keepdims=True)
     robot = np.abs(shot.astype(int) - median).sum(axis=-1) > 60
-    assert _central(robot) > 0.05, f"robot covers {_central(robot):.3f} of the centre"
+    assert central(robot) > 0.05, f"robot covers {central(robot):.3f} of the centre"
     assert s.node.alive()
 
 

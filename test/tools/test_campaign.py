@@ -2,12 +2,11 @@
 and 2 workers and on a local Ray instance; resume after an interruption; validation errors
 naming the key; metrics, delays and mass scaling against numbers computed here independently.
 
-Ray is optional: without it the Ray test is skipped, unless WB_SIM_REQUIRE_ROS=1 (CI), where
-it must run.
+Ray, pyarrow (the test extra) and matplotlib (the plot extra) are optional: without them their
+tests are skipped, unless WB_SIM_REQUIRE_EXTRAS=1 (CI), where they must run.
 """
 
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,8 @@ from wb_sim import ConfigError
 from wb_sim.tools.campaign import load_campaign, run_campaign
 from wb_sim.config import read_yaml_params
 from wb_sim.controllers import PDGravityController
+
+from helpers.extras import require_modules
 
 # helpers.campaign: importable in the workers too (test/ is on sys.path, see test/conftest.py;
 # spawned workers get the parent's sys.path)
@@ -92,13 +93,7 @@ def test_two_workers_bit_identical(reference, tmp_path):
 
 
 def test_ray_bit_identical(reference, tmp_path):
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        if os.environ.get("WB_SIM_REQUIRE_ROS") == "1":
-            pytest.fail("ray is not installed; WB_SIM_REQUIRE_ROS=1 (CI) requires the Ray "
-                        "backend test (pip install ray, in the test extra)", pytrace=False)
-        pytest.skip("ray is not installed (pip install ray)")
+    require_modules("ray", why="pip install ray (the test extra)")
     out1, _ = reference
     res = run_campaign(SMALL, backend="ray", workers=2, out=tmp_path / "ray", progress=False)
     assert res.ran == 24 and res.exit_code == 0
@@ -368,7 +363,7 @@ def test_ray_missing_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_plots_and_recordings(tmp_path):
-    pytest.importorskip("matplotlib")
+    require_modules("matplotlib", why="pip install wb_sim[plot] (the plot extra)")
     from wb_sim.tools.recording import History
     camp = dict(SMALL, plots=True, record=True, random={})
     res = run_campaign(camp, workers=2, out=tmp_path, progress=False)
@@ -386,7 +381,9 @@ def test_plots_and_recordings(tmp_path):
 
 
 def test_parquet_table(reference):
-    pq = pytest.importorskip("pyarrow.parquet", reason="pyarrow not installed: CSV only")
+    require_modules("pyarrow.parquet", why="pip install pyarrow (the test extra); without it "
+                    "the table is CSV only")
+    import pyarrow.parquet as pq
     out, res = reference
     t = pq.read_table(out / "results.parquet").to_pydict()
     assert t["case_id"] == list(range(24))

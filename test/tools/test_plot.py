@@ -12,15 +12,18 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import matplotlib  # noqa: F401  (the plot extra: installed by tools/setup_venv.sh and CI)
 import numpy as np
 import pytest
 
-import wb_sim
-from wb_sim.tools import demo
-from wb_sim.controllers import PDGravityController
-from wb_sim.tools.plot import main, plot_history, torque_selection, tracking_selection
-from wb_sim.tools.recording import History, Recorder
+from helpers.extras import require_modules
+
+require_modules("matplotlib", why="pip install wb_sim[plot] (the plot extra)")
+
+import wb_sim  # noqa: E402
+from wb_sim.tools import demo  # noqa: E402
+from wb_sim.controllers import PDGravityController  # noqa: E402
+from wb_sim.tools.plot import main, plot_history, torque_selection, tracking_selection  # noqa: E402
+from wb_sim.tools.recording import History, Recorder  # noqa: E402
 
 FIGURES = ["base_com.png", "contact_forces.png", "joint_tracking.png", "torques.png",
            "real_time_factor.png"]

@@ -5,23 +5,17 @@ arrows' geometry, the visual geometry of a primitive and a mesh robot, lazy
 imports, and the meshcat server's lifetime.
 
 Browser tests: Debian's headless Chromium opens the page the viewer serves on
-localhost, driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``,
-no extra Python package): wait until the scene is in the page, take screenshots
-with everything shown, with the arrows hidden, and with the robot hidden too;
-the differences are the arrows' and the robot's pixels. The screenshots are
-kept in ``test/artifacts/``. Skipped without Chromium or meshcat, unless
-``WB_SIM_REQUIRE_BROWSER=1`` (CI), which turns the skip into a failure.
+localhost, driven over the DevTools protocol on a pipe (helpers/browser.py): wait
+until the scene is in the page, take screenshots with everything shown, with the
+arrows hidden, and with the robot hidden too; the differences are the arrows' and
+the robot's pixels. The screenshots are kept in ``test/artifacts/``. Skipped
+without Chromium or meshcat, unless ``WB_SIM_REQUIRE_BROWSER=1`` (CI), which turns
+the skip into a failure (helpers.extras.require_browser).
 """
 
 from __future__ import annotations
 
-import base64
-import fcntl
-import importlib.util
-import json
 import os
-import select
-import signal
 import subprocess
 import sys
 import time
@@ -36,16 +30,9 @@ from wb_sim.errors import CommandError
 from wb_sim.tools.viewer import (ARROW_HEAD_LENGTH, ARROW_MIN_LENGTH, VIEWERS, arrow_transforms,
                            arrows_transforms, make_viewer, rotation_z_to, visual_geometry)
 
-CHROMIUM = os.environ.get("WB_SIM_CHROMIUM", "/usr/bin/chromium")
 from helpers import ARTIFACTS, ROOT
-#: headless Chromium with software WebGL (SwiftShader through ANGLE): there is no GPU
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--use-angle=swiftshader",
-    "--enable-unsafe-swiftshader", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-extensions", "--mute-audio", "--hide-scrollbars", "--window-size=1280,800",
-]
-WIDTH, HEIGHT = 1280, 800
+from helpers.browser import CAMERA_JS, HEIGHT, MESHES_JS, WIDTH, Chromium, central, changed
+from helpers.extras import require_browser, require_robot_data
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +136,7 @@ def test_batch_of_arrows_is_arrow_by_arrow():
 
 
 def test_transforms_are_packed_as_umsgpack_packs_them():
-    require("meshcat")  # umsgpack and zmq come with it
+    require_browser("meshcat")  # umsgpack and zmq come with it
     import umsgpack
     import zmq
     from wb_sim.tools.viewer import _Connection
@@ -191,6 +178,7 @@ def test_visual_geometry_of_the_humanoid_is_primitives(humanoid_sim):
 
 
 def test_visual_geometry_of_icub_is_meshes():
+    require_robot_data("icub")
     robot = wb_sim.RobotModel.from_urdf("icub-models:iCubGazeboV2_5")
     gm = visual_geometry(robot)  # package://iCub/meshes/... resolved next to the URDF
     assert gm.ngeoms > 30
@@ -199,19 +187,6 @@ def test_visual_geometry_of_icub_is_meshes():
 
 
 # ---------------------------------------------------------------- meshcat server, browser
-
-def require(what: str) -> None:
-    """Skip without Chromium or meshcat; fail instead with WB_SIM_REQUIRE_BROWSER=1."""
-    why = None
-    if "meshcat" in what and importlib.util.find_spec("meshcat") is None:
-        why = "meshcat is not installed (pip install wb_sim[viewer])"
-    elif "chromium" in what and not os.access(CHROMIUM, os.X_OK):
-        why = f"no browser: {CHROMIUM} not found (apt-get install chromium)"
-    if why:
-        if os.environ.get("WB_SIM_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"{why}; WB_SIM_REQUIRE_BROWSER=1 requires it", pytrace=False)
-        pytest.skip(why)
-
 
 def _alive(pid: int) -> bool:
     try:
@@ -230,7 +205,7 @@ def _wait_dead(pid: int, timeout: float = 20.0) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_server_stops_with_close_and_with_a_killed_parent(humanoid_sim):
-    require("meshcat")
+    require_browser("meshcat")
     viewer = make_viewer("meshcat", humanoid_sim.robot)
     pid = viewer.server_pid
     assert _alive(pid) and viewer.url.startswith("http://127.0.0.1:")
@@ -254,7 +229,7 @@ def test_server_stops_with_close_and_with_a_killed_parent(humanoid_sim):
 
 
 def test_second_viewer_on_the_same_server_and_background_thread(humanoid_sim):
-    require("meshcat")
+    require_browser("meshcat")
     sim = humanoid_sim
     with make_viewer("meshcat", sim.robot) as owner:
         with make_viewer("meshcat", sim.robot, zmq_url=owner.zmq_url, rate_hz=200.0) as guest:
@@ -288,152 +263,11 @@ def test_second_viewer_on_the_same_server_and_background_thread(humanoid_sim):
         assert owner.server_pid is not None and _alive(owner.server_pid)  # the guest left it
 
 
-def _high_fd(fd: int) -> int:
-    """``fd`` moved to a number >= 10, so that the shell's redirections to 3 and 4
-    cannot overwrite it."""
-    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-    os.close(fd)
-    return high
-
-
-class Chromium:
-    """Headless Chromium driven over the DevTools protocol on a pipe (fds 3 and 4)."""
-
-    def __init__(self, url: str, profile: Path):
-        to_chrome_r, self._to_chrome = map(_high_fd, os.pipe())
-        self._from_chrome, from_chrome_w = map(_high_fd, os.pipe())
-        self.log = profile.with_name("chromium.log")
-        self._log = self.log.open("wb")
-        self.proc = subprocess.Popen(
-            ["bash", "-c", f'exec "$0" "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}', CHROMIUM,
-             *CHROMIUM_FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}", url],
-            pass_fds=(to_chrome_r, from_chrome_w), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-        self._buf, self._id = b"", 0
-        try:
-            targets = self.call("Target.getTargets")["targetInfos"]
-            page = next(t for t in targets if t["type"] == "page")
-            self.session = self.call("Target.attachToTarget", targetId=page["targetId"],
-                                     flatten=True)["sessionId"]
-            self.call("Emulation.setDeviceMetricsOverride", self.session, width=WIDTH,
-                      height=HEIGHT, deviceScaleFactor=1, mobile=False)
-        except BaseException:
-            self.close()
-            raise
-
-    def call(self, method: str, session: str | None = None, timeout: float = 60.0, **params):
-        self._id += 1
-        msg = {"id": self._id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = session
-        os.write(self._to_chrome, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while True:
-            while b"\0" in self._buf:
-                raw, self._buf = self._buf.split(b"\0", 1)
-                reply = json.loads(raw)
-                if reply.get("id") == self._id:
-                    if "error" in reply:
-                        raise RuntimeError(f"{method}: {reply['error']}")
-                    return reply["result"]
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._from_chrome], [], [], left)[0]:
-                    raise TimeoutError(f"Chromium did not answer {method} within {timeout} s; "
-                                   f"its log:\n{self._stderr_tail()}")
-            chunk = os.read(self._from_chrome, 1 << 20)
-            if not chunk:
-                raise RuntimeError(f"Chromium exited: {self._stderr_tail()}")
-            self._buf += chunk
-
-    def evaluate(self, expression: str):
-        r = self.call("Runtime.evaluate", self.session, expression=expression,
-                      returnByValue=True, awaitPromise=True)
-        return r["result"].get("value")
-
-    def wait_for(self, expression: str, timeout: float = 90.0):
-        """Poll a JavaScript expression until it is truthy; its last value."""
-        deadline = time.monotonic() + timeout
-        value = None
-        while time.monotonic() < deadline:
-            value = self.evaluate(expression)
-            if value:
-                return value
-            time.sleep(0.2)
-        raise TimeoutError(f"page not ready after {timeout} s: {expression} -> {value!r}")
-
-    def screenshot(self, path: Path) -> np.ndarray:
-        """Render two more frames, save a PNG of the page; its RGB pixels (H, W, 3) uint8."""
-        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-                      ".then(() => true)")
-        data = base64.b64decode(self.call("Page.captureScreenshot", self.session,
-                                          format="png")["data"])
-        path.write_bytes(data)
-        import matplotlib.image
-        img = matplotlib.image.imread(path)  # float in [0, 1], RGBA
-        return (img[..., :3] * 255).round().astype(np.uint8)
-
-    def _stderr_tail(self) -> str:
-        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                try:
-                    self.call("Browser.close", timeout=10.0)
-                except (OSError, RuntimeError, TimeoutError):
-                    pass
-                try:
-                    self.proc.wait(10.0)
-                except subprocess.TimeoutExpired:
-                    pass
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-            # Chromium's helpers (zygote, GPU, renderer) are in its process group:
-            # give them a moment to exit, then make sure
-            deadline = time.monotonic() + 5.0
-            try:
-                while time.monotonic() < deadline:
-                    os.killpg(self.proc.pid, 0)
-                    time.sleep(0.05)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._log.close()
-            for fd in (self._to_chrome, self._from_chrome):
-                os.close(fd)
-
-
-#: JavaScript: the number of meshes under /meshcat/wb_sim in the page's three.js scene
-MESHES_JS = """(() => {
-  if (typeof viewer === 'undefined' || !viewer.scene_tree) return 0;
-  let n = 0;
-  viewer.scene_tree.find(['meshcat', 'wb_sim']).object.traverse(o => { if (o.isMesh) n += 1; });
-  return n;
-})()"""
-#: the camera's position property (set by the viewer's first show)
-CAMERA_JS = "viewer.camera.position.toArray()"
-
-
-def _changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pixels that differ between two screenshots, (H, W) bool."""
-    return np.abs(a.astype(int) - b.astype(int)).sum(axis=-1) > 30
-
-
-def _central(mask: np.ndarray) -> float:
-    """Fraction of the central region (half the width, 80 % of the height) set in ``mask``."""
-    h, w = mask.shape
-    return float(mask[h // 10: h - h // 10, w // 4: w - w // 4].mean())
-
-
 def _browser_check(sim, name: str, tmp_path: Path) -> dict:
     """Show the simulator's state in the browser; screenshots (kept in
     test/artifacts/) with everything, without the arrows, without the robot; the
     fractions of the central region that the robot and the arrows cover."""
-    require("meshcat chromium")
+    require_browser("meshcat", "chromium")
     ARTIFACTS.mkdir(exist_ok=True)
     c = sim.contact_points_state()
     with make_viewer("meshcat", sim.robot) as viewer:
@@ -457,9 +291,9 @@ def _browser_check(sim, name: str, tmp_path: Path) -> dict:
             empty = browser.screenshot(ARTIFACTS / f"viewer_{name}_empty.png")
         finally:
             browser.close()
-    arrows = _changed(full, no_arrows)
+    arrows = changed(full, no_arrows)
     green = (full[..., 1].astype(int) - np.maximum(full[..., 0], full[..., 2])) > 40
-    return {"robot": _central(_changed(no_arrows, empty)), "arrows": _central(arrows),
+    return {"robot": central(changed(no_arrows, empty)), "arrows": central(arrows),
             "green_arrows": float((arrows & green).sum() / max(arrows.sum(), 1)),
             "n_arrows": n_arrows, "full": full}
 
@@ -474,6 +308,7 @@ def test_humanoid_in_the_browser(humanoid_sim, tmp_path):
 
 
 def test_icub_meshes_in_the_browser(tmp_path):
+    require_robot_data("icub")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("icub"))
     for _ in range(300):
         sim.step(sim.gravity_torques())

@@ -32,6 +32,7 @@ from wb_sim.contact.compliant import reference_solve
 from wb_sim.errors import ConfigError, ModelError
 
 from helpers.contact_reference import static_sink
+from helpers.extras import require_robot_data
 
 G0 = 9.81
 #: how deep iCub's meshes may sink between the 32 samples of their hulls (12 mm at worst
@@ -345,7 +346,7 @@ def test_the_other_links_wrench_is_the_sum_of_their_point_forces(humanoid_lying)
 
 
 def test_icub_pushed_over_comes_to_rest_lying_on_its_collision_meshes():
-    pytest.importorskip("icub_models")
+    require_robot_data("icub")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("icub"),
                                      overrides={"collision.enabled": True})
     assert len(sim.collision.geometries) >= 30  # meshes, through their hulls

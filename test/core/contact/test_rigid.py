@@ -11,6 +11,8 @@ import wb_sim
 from wb_sim import ConfigError, UnsupportedError
 from wb_sim.controllers import PDGravityController
 
+from helpers.extras import require_robot_data
+
 G0 = 9.81
 BOX = """<robot name="box"><link name="box"><inertial><mass value="{m}"/><origin xyz="0 0 0"/>
 <inertia ixx="{i}" iyy="{i}" izz="{i}" ixy="0" ixz="0" iyz="0"/></inertial></link></robot>"""
@@ -127,6 +129,7 @@ def test_impact_and_stick_slip_figures_agree_between_admm_and_pgs():
 
 
 def _icub(**extra):
+    require_robot_data("icub")
     path = wb_sim.config_path("icub")
     sim = wb_sim.Simulator.from_yaml(path, {"contact.model": "rigid", **extra})
     gains = wb_sim.config.read_yaml_params(path, "wb_sim_pd_controller")
@@ -152,6 +155,7 @@ def test_icub_stands_10_s_on_rigid_feet():
 
 
 def test_quadruped_with_sphere_feet_stands():
+    require_robot_data("anymal")
     path = wb_sim.config_path("anymal")
     sim = wb_sim.Simulator.from_yaml(path, {"contact.model": "rigid"})
     gains = wb_sim.config.read_yaml_params(path, "wb_sim_pd_controller")

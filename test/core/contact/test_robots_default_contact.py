@@ -26,6 +26,8 @@ import wb_sim
 from wb_sim.config import read_yaml_params
 from wb_sim.controllers import PDGravityController
 
+from helpers.extras import require_robot_data
+
 G = 9.81
 RATE = 1000.0
 DURATION = 5.0  # s
@@ -34,6 +36,7 @@ SETTLE = 0.5  # s
 #: contact keys kept from a ready configuration; every other contact.* key is removed
 KEPT = ("contact.model", "contact.friction_coefficient")
 
+SOLO12_URDF = "example-robot-data:solo_description/robots/solo12.urdf"
 SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 #: the foot mesh (solo_foot.stl) is centred on the foot frame, radius 16 mm
 SOLO_FOOT_RADIUS = 0.016
@@ -50,6 +53,7 @@ def default_contact(params: dict) -> dict:
 
 def ready_robot(name: str):
     """(params with default contact, surface frames, kp, kd) of a ready configuration."""
+    require_robot_data(name)
     path = wb_sim.config_path(name)
     params = default_contact(read_yaml_params(path))
     frames = [params[f"{s}.frame"] for s in params["contact_surfaces"]]
@@ -59,8 +63,9 @@ def ready_robot(name: str):
 
 def solo12():
     """Solo12 with sphere feet, standing posture, feet 1 mm above the ground."""
+    require_robot_data(SOLO12_URDF)
     def params(z):
-        p = {"urdf_path": "example-robot-data:solo_description/robots/solo12.urdf",
+        p = {"urdf_path": SOLO12_URDF,
              "floating_base": True, "physics_rate_hz": RATE,
              "contact.model": "compliant",
              "contact_surfaces": [f.lower() for f in SOLO_FEET],

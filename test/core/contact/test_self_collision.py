@@ -38,6 +38,8 @@ from wb_sim.self_collision import (SELF_DIP, cover_convex, reference_self_narrow
 from helpers.robots import shipped_controller
 
 from helpers import ROOT
+from helpers.extras import require_robot_data
+
 K, D_REF = 4.0e4, 1.0e-3  # the default compliant stiffness and reference depth
 
 # Two arms on a fixed base, turning about z, each with a sphere (r 5 cm) 0.3 m out along
@@ -479,6 +481,7 @@ def test_a_too_deep_self_penetration_names_the_links():
 
 
 def test_talos_with_its_srdf_stands_without_self_contacts():
+    require_robot_data("talos")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("talos"), overrides={
         "collision.self_collision": True,
         "collision.srdf_path": "example-robot-data:talos_data/srdf/talos.srdf"})
@@ -497,6 +500,7 @@ def test_talos_with_its_srdf_stands_without_self_contacts():
 
 
 def test_the_panda_with_its_srdf_hangs_without_self_contacts():
+    require_robot_data("panda")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("panda"), overrides={
         "collision.self_collision": True,
         "collision.srdf_path": "example-robot-data:panda_description/srdf/panda.srdf"})
