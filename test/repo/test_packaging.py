@@ -95,7 +95,7 @@ def test_wheel_ships_every_data_file_and_script(wheel):
 
 
 def test_node_processes_run_the_installed_package(tmp_path):
-    """The ROS tests' processes (ros_helpers.ros_env, outside the source tree) import
+    """The ROS tests' processes (helpers.ros.ros_env, outside the source tree) import
     wb_sim.ros as installed; in CI (WB_SIM_REQUIRE_INSTALLED=1) not from the sources."""
     from helpers.ros import RUN_DIR, ros_env
 
