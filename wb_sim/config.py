@@ -23,7 +23,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .collision import PARAMETERS as COLLISION_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
@@ -86,12 +85,11 @@ PARAMETERS: tuple[Param, ...] = (
           "World position of the heightfield's first sample (row 0, column 0).", length=3),
     Param("terrain.heightfield_scale", "float", 1.0, "",
           "Factor applied to the file's heights (to metres).", lo=0.0, lo_open=True),
-    # --- contact: the models' groups
-    *CONTACT_PARAMETERS,
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
-    # --- whole-body collision (wb_sim/collision.py)
-    *COLLISION_PARAMETERS,
+    # --- contact: the laws' groups (contact.*) and the links' collision (collision.*),
+    # declared in the contact wing (wb_sim/contact/)
+    *CONTACT_PARAMETERS,
     # --- initial state
     Param("initial.joint_names", "strs", [], "",
           "Joints given an initial position (others start at 0)."),

@@ -170,7 +170,7 @@ def self_collision_cost(contact: str = "compliant", runs: int = 3, progress: boo
     trajectories must be bit-identical."""
     import tempfile
 
-    from ..self_collision import srdf_text
+    from ..contact import srdf_text
     from .srdf import default_pairs
 
     probe = Simulator.from_params(dict(ICUB_STAND, **{"collision.self_collision": True}))

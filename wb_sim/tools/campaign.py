@@ -650,9 +650,9 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
                 if d > com_dev:
                     com_dev = d
             if ns:
-                # sim._force: the points' forces of the last step, ground coordinates
+                # sim.point_forces: the points' forces of the last step, ground coordinates
                 # (tangential 1, 2, normal); what contact_wrench_array() maps, 10x cheaper
-                f = np.greater(per_surface.dot(sim._force[:, 2], out=normal), threshold)
+                f = np.greater(per_surface.dot(sim.point_forces[:, 2], out=normal), threshold)
                 if (loaded > f).any():  # loaded before, not now
                     losses += int(np.count_nonzero(loaded > f))
                 loaded = f
