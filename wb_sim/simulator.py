@@ -171,6 +171,10 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the components with evolving state of their own, each with snapshot()/restore():
+        #: a snapshot holds theirs beside the record
+        self._components = {name: c for name, c in (("contact", self.contact),
+                                                   ("imu", self.imu_sensor)) if c is not None}
 
         floating = robot.floating_base
         self._jq = slice(7, None) if floating else slice(0, None)
@@ -793,14 +797,14 @@ class Simulator:
         """Everything that determines the future of this simulation, as a snapshot:
         the record (time, q and v, the contact's deformation, the pushes still to
         come, delayed commands and readings, the last step's readings) and the
-        snapshots of the contact model (warm starts, the links' contacts) and of the
-        IMU (its noise generator). :meth:`set_state` with it continues bit-identically
+        snapshots of the components with state of their own: the contact model (warm
+        starts, the links' contacts) and the IMU (its noise generator). :meth:`set_state` with it continues bit-identically
         (the snapshot holds copies; it can be kept, restored many times, or restored
         after a reset)."""
         self._acceleration()  # the record's lazily computed field, filled in
         return SimState(record=copy_record(self._s),
-                        contact=copy.deepcopy(self.contact.snapshot()),
-                        imu=None if self.imu_sensor is None else self.imu_sensor.snapshot(),
+                        components={name: copy.deepcopy(c.snapshot())
+                                    for name, c in self._components.items()},
                         signature=self._signature(), dt=self.dt)
 
     def set_state(self, state: SimState) -> None:
@@ -820,9 +824,10 @@ class Simulator:
                                + "; ".join(differ) + ")")
         self._s = copy_record(state.record)
         self._v_public = None
-        if self.imu_sensor is not None and state.imu is not None:
-            self.imu_sensor.restore(state.imu)
-        self._restore_readings(copy.deepcopy(state.contact))
+        for name, c in self._components.items():
+            if name != "contact":
+                c.restore(copy.deepcopy(state.components[name]))
+        self._restore_readings(copy.deepcopy(state.components["contact"]))
 
     def set_base_state(self, position=None, quaternion=None, linear_velocity=None,
                        angular_velocity=None) -> None:

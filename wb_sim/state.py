@@ -73,8 +73,9 @@ class SimState:
     (``snap.q``, ``snap.commands``, ...); arrays are copies."""
 
     record: Record
-    contact: tuple  #: the contact model's snapshot (warm starts, the links' contacts)
-    imu: tuple | None  #: the IMU's snapshot (noise generator state, current noise)
+    #: component name -> its snapshot(): "contact" (warm starts, the links' contacts),
+    #: "imu" (noise generator state, current noise) where there is one
+    components: dict
     signature: tuple  #: ((label, value), ...): the configuration it fits
     dt: float  #: s
 
