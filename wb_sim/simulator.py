@@ -13,6 +13,12 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
     q'     = integrate(q, h v')     (pinocchio: quaternion stays unit)
     floating base: its origin moves with its world velocity (see _stepping_model)
 
+:meth:`Simulator.step` only sequences named stages: ``_checked_torques`` (the
+command), ``_command_pipe`` (``joints.command_delay_steps``), saturation,
+``_advance`` (the dynamics above, the one contact object's solve, the integration
+and the divergence check), the next :class:`~wb_sim.state.Record` (everything that
+evolves, in one place) and ``_sense`` (IMU noise, delayed readings).
+
 The state is never left non-finite: a bad torque vector raises
 :class:`CommandError` before anything changes, and a step whose result is
 non-finite or whose contacts penetrate deeper than ``contact.max_penetration``
