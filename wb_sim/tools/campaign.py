@@ -85,7 +85,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..control import CaseInfo, ControllerLoop, Observation, import_callable  # noqa: F401
-from ..config import _PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml_params
+from ..config import (_PARAM_BY_KEY, _SURFACE_BY_FIELD, load_config, read_yaml,
+                      read_yaml_params)
 from ..errors import ConfigError, DivergenceError, WbSimError
 
 #: built-in metrics, in table order, with their meaning (README)
@@ -282,42 +283,15 @@ def _distribution(where: str, key: str, d: Any):
     return kind, a, b
 
 
-def _yaml_loader():
-    """PyYAML's safe loader, also reading 2.0e4 and 1e-3 as numbers (YAML 1.2 does; PyYAML's
-    YAML 1.1 reads them as strings, and a campaign is full of such values)."""
-    import re
-
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:float",
-        re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-                    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-                    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-                    |[-+]?\.(?:inf|Inf|INF)
-                    |\.(?:nan|NaN|NAN))$""", re.X),
-        list("-+0123456789."))
-    return Loader
-
-
 def load_campaign(source: str | Path | Mapping) -> Campaign:
     """Read and validate a campaign (a YAML path or a dict) and expand its cases.
 
     Raises :class:`~wb_sim.ConfigError` naming the bad key (with close names)."""
-    import yaml
     if isinstance(source, Mapping):
         doc, where, base_dir = dict(source), "<dict>", None
     else:
         path = Path(source)
-        try:
-            doc = yaml.load(path.read_text(), Loader=_yaml_loader())
-        except OSError as e:
-            raise ConfigError(f"cannot read campaign file '{path}': {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(f"campaign file '{path}' is not valid YAML: {e}") from None
+        doc = read_yaml(path, "campaign file")  # the parameter files' reader and errors
         where, base_dir = f"'{path}'", path.parent
         if not isinstance(doc, Mapping):
             raise ConfigError(f"campaign file '{path}': expected a mapping of keys "
