@@ -90,7 +90,7 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                        f'controller.params:="{defaults.get("controller.params", "{}")}"',
                        *node_params)
     node = subprocess.Popen(
-        [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+        [sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
          "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
          "-p", f"command.wait_for_first:={'true' if controller else 'false'}",
          "-p", f"sync.mode:={sync}", *(a for kv in node_params for a in ("-p", kv))],

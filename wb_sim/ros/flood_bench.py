@@ -227,7 +227,7 @@ def run(topics, rates, duration: float, period: float, sync: str, robot: str = "
     lockstep = sync == "lockstep"
     # realtime: the valid commands come from the flooder itself (1 kHz, counted), so
     # that the fraction applied is exact; lockstep: the example controller answers
-    node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+    node = _Node([sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
                   "-p", f"real_time_factor:={0.0 if lockstep else 1.0}",
                   "-p", f"publish.stats_period_s:={period}", "-p", f"sync.mode:={sync}",
                   "-p", "command.timeout_s:=0.0"], env)

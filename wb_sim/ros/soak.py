@@ -115,7 +115,7 @@ def main(argv=None) -> int:
                  str(args.flood_hz), str(args.duration + 60.0), names, "0", "0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         time.sleep(5.0)
-    node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+    node = _Node([sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
                   "-p", f"publish.stats_period_s:={args.period}",
                   "-p", "command.wait_for_first:=true",
                   *(["-p", "command.timeout_action:=hold"] if args.hold_last else [])], env)
