@@ -56,7 +56,7 @@ setup(
             "wb_sim_record = wb_sim.ros.record:main",
             "wb_sim_replay = wb_sim.ros.replay:main",
             "wb_sim_plot = wb_sim.tools.plot:main",
-            "wb_sim_batch = wb_sim.tools.campaign:main",
+            "wb_sim_batch = wb_sim.tools.campaign.cli:main",
         ],
     },
 )

@@ -212,6 +212,7 @@ SURFACE_PARAMETERS: tuple[Param, ...] = (
 _PARAM_BY_KEY = by_key(PARAMETERS)
 PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key
 _SURFACE_BY_FIELD = by_key(SURFACE_PARAMETERS)
+SURFACE_PARAMETER_BY_FIELD = _SURFACE_BY_FIELD  #: a surface's fields by name
 _POSE_BY_FIELD = by_key(POSE_PARAMETERS)
 #: the first part of a dotted key: a group (``contact``, ``imu``, ...); no surface takes its name
 _GROUPS = tuple(dict.fromkeys(k.partition(".")[0] for k in _PARAM_BY_KEY if "." in k))
