@@ -49,7 +49,7 @@ setup(
     entry_points={
         "console_scripts": [
             "wb_sim_demo = wb_sim.tools.demo:main",
-            "wb_sim_bench = wb_sim.tools.bench:main",
+            "wb_sim_bench = wb_sim.tools.bench.physics:main",
             "wb_sim_node = wb_sim.ros.process:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
