@@ -26,6 +26,7 @@ import numpy as np
 import pinocchio as pin
 
 from .errors import ConfigError, ModelError, WbSimError
+from .paths import share_dir
 
 #: URDF joint types the simulator accepts (fixed joints are merged by pinocchio).
 SUPPORTED_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
@@ -62,7 +63,6 @@ def package_share_dir(package: str) -> Path:
     """Share directory of a ROS package: wb_sim's own (source tree or install),
     or any other through the ament index of a ROS environment."""
     if package == "wb_sim":
-        from . import share_dir
         return share_dir()
     try:
         from ament_index_python.packages import get_package_share_directory
