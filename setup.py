@@ -49,14 +49,14 @@ setup(
     entry_points={
         "console_scripts": [
             "wb_sim_demo = wb_sim.tools.demo:main",
-            "wb_sim_bench = wb_sim.tools.bench:main",
+            "wb_sim_bench = wb_sim.tools.bench.physics:main",
             "wb_sim_node = wb_sim.ros.process:main",
             "wb_sim_pd_controller = wb_sim.ros.pd_controller:main",
             "wb_sim_run = wb_sim.ros.run:main",
             "wb_sim_record = wb_sim.ros.record:main",
             "wb_sim_replay = wb_sim.ros.replay:main",
             "wb_sim_plot = wb_sim.tools.plot:main",
-            "wb_sim_batch = wb_sim.tools.campaign:main",
+            "wb_sim_batch = wb_sim.tools.campaign.cli:main",
         ],
     },
 )

@@ -23,7 +23,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .collision import PARAMETERS as COLLISION_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
@@ -86,12 +85,11 @@ PARAMETERS: tuple[Param, ...] = (
           "World position of the heightfield's first sample (row 0, column 0).", length=3),
     Param("terrain.heightfield_scale", "float", 1.0, "",
           "Factor applied to the file's heights (to metres).", lo=0.0, lo_open=True),
-    # --- contact: the models' groups
-    *CONTACT_PARAMETERS,
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
-    # --- whole-body collision (wb_sim/collision.py)
-    *COLLISION_PARAMETERS,
+    # --- contact: the laws' groups (contact.*) and the links' collision (collision.*),
+    # declared in the contact wing (wb_sim/contact/)
+    *CONTACT_PARAMETERS,
     # --- initial state
     Param("initial.joint_names", "strs", [], "",
           "Joints given an initial position (others start at 0)."),
@@ -212,6 +210,7 @@ SURFACE_PARAMETERS: tuple[Param, ...] = (
 _PARAM_BY_KEY = by_key(PARAMETERS)
 PARAMETER_BY_KEY = _PARAM_BY_KEY  #: the table by key
 _SURFACE_BY_FIELD = by_key(SURFACE_PARAMETERS)
+SURFACE_PARAMETER_BY_FIELD = _SURFACE_BY_FIELD  #: a surface's fields by name
 _POSE_BY_FIELD = by_key(POSE_PARAMETERS)
 #: the first part of a dotted key: a group (``contact``, ``imu``, ...); no surface takes its name
 _GROUPS = tuple(dict.fromkeys(k.partition(".")[0] for k in _PARAM_BY_KEY if "." in k))
@@ -301,11 +300,16 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 _LOADER = None
+#: a float with an exponent, the decimal point optional, the exponent's sign optional: ``1e6``,
+#: ``1.0e6``, ``-.5e3``; YAML 1.2 and ROS's parameter parser read these as numbers, PyYAML's
+#: YAML 1.1 resolver as strings. A digit before the exponent is required (``-e5``, ``.e5``
+#: stay strings).
+_EXPONENT_FLOAT = r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"
 
 
 def _loader():
-    """PyYAML's safe loader, reading floats as YAML 1.2 and ROS's parameter parser do:
-    ``1.0e6`` and ``1e6`` are numbers (YAML 1.1, PyYAML's default, makes them strings)."""
+    """PyYAML's safe loader, reading floats as YAML 1.2 and ROS's parameter parser do
+    (:data:`_EXPONENT_FLOAT`); every YAML file wb_sim reads goes through it (:func:`read_yaml`)."""
     global _LOADER
     if _LOADER is None:
         import re
@@ -315,12 +319,37 @@ def _loader():
         class Loader(yaml.SafeLoader):
             pass
 
-        Loader.add_implicit_resolver(
-            "tag:yaml.org,2002:float",
-            re.compile(r"^[-+]?(?:\d[\d_]*)?(?:\.\d*)?[eE][-+]?\d+$"),
-            list("-+0123456789."))
+        Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(_EXPONENT_FLOAT),
+                                     list("-+0123456789."))
         _LOADER = Loader
     return _LOADER
+
+
+def read_yaml(path: str | Path, what: str = "parameter file") -> Any:
+    """The document of the YAML file ``path`` (UTF-8), read with the one loader of wb_sim
+    (:func:`_loader`), for parameter files (:func:`read_yaml_params`) and campaign files
+    alike. A file that cannot be read or is not YAML raises :class:`~wb_sim.errors.ConfigError`
+    naming ``what`` and the path, and where PyYAML says, the line and column."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} '{path}': {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{what} '{path}' is not valid YAML: not UTF-8 text (byte {e.start} "
+                          f"is {e.object[e.start:e.start + 1]!r})") from e
+    try:
+        return yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        said = [getattr(e, "context", None), getattr(e, "problem", None)]  # what, then why
+        why = ", ".join(x for x in said if x) or " ".join(str(e).split())
+        raise ConfigError(f"{what} '{path}' is not valid YAML: {why}{where}") from e
+    except ValueError as e:  # a value its tag cannot hold: !!int abc, 2001-13-45
+        raise ConfigError(f"{what} '{path}' is not valid YAML: {e}") from e
 
 
 def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, Any]:
@@ -330,20 +359,8 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     is resolved against the YAML file's directory, so ``config/x.yaml`` can say ``../urdf/x.urdf`` both
     in the source tree and in an installed ``share/wb_sim``.
     """
-    import yaml
-
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(f"cannot read parameter file '{path}': {e.strerror}") from e
-    try:
-        doc = yaml.load(text, Loader=_loader())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        why = getattr(e, "problem", None) or " ".join(str(e).split())
-        raise ConfigError(f"parameter file '{path}' is not valid YAML: {why}{where}") from e
+    doc = read_yaml(path, "parameter file")
     block = None
     if isinstance(doc, Mapping):
         for name in (node_name, f"/{node_name}", "/**"):

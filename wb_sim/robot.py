@@ -25,11 +25,15 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, WbSimError
+from .paths import share_dir
 
 #: URDF joint types the simulator accepts (fixed joints are merged by pinocchio).
 SUPPORTED_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 
+
+#: the package of a ``package://<package>/...`` mesh URI
+_MESH_PACKAGE = re.compile(r'filename\s*=\s*["\']package://([^/"\']+)/')
 
 def _example_robot_data_dir() -> Path:
     """``share/example-robot-data/robots`` from the PyPI wheel or a ROS install."""
@@ -59,7 +63,6 @@ def package_share_dir(package: str) -> Path:
     """Share directory of a ROS package: wb_sim's own (source tree or install),
     or any other through the ament index of a ROS environment."""
     if package == "wb_sim":
-        from . import share_dir
         return share_dir()
     try:
         from ament_index_python.packages import get_package_share_directory
@@ -450,6 +453,34 @@ class RobotModel:
                     root_link=_root_link_name(root))
         robot._check_masses(origin)
         return robot
+
+    def geometry_model(self, kind: str = "collision", key: str = "") -> pin.GeometryModel:
+        """pinocchio's GeometryModel of the URDF's ``<collision>`` (``kind``
+        "collision") or ``<visual>`` ("visual") elements: the one loader of the
+        robot's geometry (coal shapes; meshes through coal).
+
+        Mesh URIs are resolved with :func:`resolve_mesh_uris`: ``package://`` URIs
+        of robots installed from PyPI (e.g. icub-models) are found next to the URDF
+        file; packages known to a ROS environment through their share directory.
+        A file that cannot be loaded raises ModelError naming the URDF (and ``key``,
+        the parameter that asked for the geometry, when given)."""
+        types = {"collision": pin.GeometryType.COLLISION, "visual": pin.GeometryType.VISUAL}
+        if kind not in types:
+            raise ValueError(f"geometry kind must be one of {sorted(types)}, got {kind!r}")
+        xml = resolve_mesh_uris(self.urdf_xml, self.urdf_file)
+        package_dirs = []
+        for package in sorted(set(_MESH_PACKAGE.findall(xml))):
+            try:
+                package_dirs.append(str(package_share_dir(package).parent))
+            except WbSimError:
+                pass  # pinocchio's own search (ROS_PACKAGE_PATH, AMENT_PREFIX_PATH) may know it
+        try:
+            return pin.buildGeomFromUrdfString(self.model, xml, types[kind],
+                                              package_dirs=package_dirs)
+        except (RuntimeError, ValueError) as e:
+            origin = f"'{self.urdf_file}'" if self.urdf_file else "robot_description"
+            where = f"{key}: " if key else ""
+            raise ModelError(f"{where}cannot load the {kind} geometry of {origin}: {e}") from e
 
     def _check_masses(self, origin: str) -> None:
         """Every joint must move some mass, or the mass matrix is singular."""

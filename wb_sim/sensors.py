@@ -16,6 +16,8 @@ are read; the biases are constant.
 
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,6 +129,16 @@ class Imu:
         self._noise = np.zeros(6)
         if self.noisy:
             self.draw_noise()
+
+    def snapshot(self) -> tuple:
+        """The IMU's evolving state, a copy: (noise generator state, current noise)."""
+        return copy.deepcopy(self._rng.bit_generator.state), self._noise.copy()
+
+    def restore(self, snap: tuple) -> None:
+        """Back to a :meth:`snapshot` (which stays usable: it is copied)."""
+        rng_state, noise = snap
+        self._rng.bit_generator.state = copy.deepcopy(rng_state)
+        self._noise = np.array(noise, dtype=float)
 
     def draw_noise(self) -> None:
         """Draw the white noise of the next reading (called once per step)."""

@@ -13,6 +13,12 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
     q'     = integrate(q, h v')     (pinocchio: quaternion stays unit)
     floating base: its origin moves with its world velocity (see _stepping_model)
 
+:meth:`Simulator.step` only sequences named stages: ``_checked_torques`` (the
+command), ``_command_pipe`` (``joints.command_delay_steps``), saturation,
+``_advance`` (the dynamics above, the one contact object's solve, the integration
+and the divergence check), the next :class:`~wb_sim.state.Record` (everything that
+evolves, in one place) and ``_sense`` (IMU noise, delayed readings).
+
 The state is never left non-finite: a bad torque vector raises
 :class:`CommandError` before anything changes, and a step whose result is
 non-finite or whose contacts penetrate deeper than ``contact.max_penetration``
@@ -24,9 +30,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections import deque
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,13 +38,13 @@ import numpy as np
 import pinocchio as pin
 
 from .actuation import Actuation
-from .collision import build_whole_body_contact
 from .config import SimConfig, load_config, read_yaml_params
-from .contact import STATUS_NAMES, ContactPoints, Ground, make_contact_model
+from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
 from .robot import RobotModel, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
+from .state import Record, SimState, State, copy_record
 from .terrain import load_terrain
 
 
@@ -54,89 +58,17 @@ class InitialPenetrationWarning(UserWarning):
     """The initial state puts a contact point into the ground."""
 
 _MAX_SPEED2 = MAX_SPEED**2
-_NO_SELF_CONTACTS = SelfContactsReading((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
 
 
-@dataclass(frozen=True)
-class State:
-    """A snapshot of the simulation state (arrays are read-only).
-
-    ``q`` and ``v`` follow pinocchio: for a floating base ``q = [x, y, z,
-    qx, qy, qz, qw, joints...]`` and ``v = [base linear velocity (base frame),
-    base angular velocity (base frame), joint velocities...]``.
-    """
-
-    t: float  #: simulated time, s
-    q: np.ndarray
-    v: np.ndarray
-    applied_torques: np.ndarray  #: torque actually applied to each joint (after saturation)
-    contact_deformation: np.ndarray  #: (n_points, 2) tangential ground deformation (t1, t2), m
-    robot: RobotModel
-    base_pose: pin.SE3  #: world <- base
-
-    @property
-    def joint_positions(self) -> np.ndarray:
-        """rad or m, in ``joint_names`` order."""
-        return self.robot.joint_positions(self.q)
-
-    @property
-    def joint_velocities(self) -> np.ndarray:
-        """rad/s or m/s, in ``joint_names`` order."""
-        return self.v[self.robot.idx_v]
-
-    @property
-    def base_position(self) -> np.ndarray:
-        """World position of the base origin, m."""
-        return self.base_pose.translation.copy()
-
-    @property
-    def base_quaternion(self) -> np.ndarray:
-        """Base orientation in the world, (x, y, z, w)."""
-        return pin.Quaternion(self.base_pose.rotation).coeffs().copy()
-
-    @property
-    def base_linear_velocity(self) -> np.ndarray:
-        """Velocity of the base origin, world frame, m/s (zero for a fixed base)."""
-        if not self.robot.floating_base:
-            return np.zeros(3)
-        return self.base_pose.rotation @ self.v[:3]
-
-    @property
-    def base_angular_velocity(self) -> np.ndarray:
-        """Angular velocity of the base, world frame, rad/s (zero for a fixed base)."""
-        if not self.robot.floating_base:
-            return np.zeros(3)
-        return self.base_pose.rotation @ self.v[3:6]
+def _frozen(x: np.ndarray) -> np.ndarray:
+    """``x`` made read-only (and returned)."""
+    x.setflags(write=False)
+    return x
 
 
-@dataclass(frozen=True, eq=False)
-class SimState:
-    """A snapshot of everything that determines a simulation's future; see
-    :meth:`Simulator.get_state`. Arrays are copies; ``q`` and ``v`` are in the
-    stepping coordinates (a floating base's linear velocity in world axes)."""
-
-    step_count: int
-    q: np.ndarray
-    v: np.ndarray
-    u: np.ndarray  #: (2, n) contact deformation state
-    pushes: tuple  #: (frame id, wrench, steps left) still to come
-    pushes_applied: tuple
-    q_prev: np.ndarray  #: the last step's start (its readings were computed there)
-    v_prev: np.ndarray
-    u_prev: np.ndarray
-    a: np.ndarray  #: the last step's mean acceleration (the IMU's)
-    force: np.ndarray  #: (n, 3) the last step's contact forces, ground coordinates
-    tau_applied: np.ndarray
-    contact: tuple  #: the contact model's snapshot (warm starts, last readings)
-    imu: tuple | None  #: (noise generator state, current noise)
-    signature: tuple  #: (nq, nv, points, dt, contact model, imu): what it fits
-    commands: tuple = ()  #: joints.command_delay_steps: the torques given, not yet acting
-    sensed: tuple = ()  #: sensors.delay_steps: the readings not yet handed out
-
-    @property
-    def t(self) -> float:
-        """Simulated time, s (step_count dt)."""
-        return self.step_count * self.signature[3]
+def _pushes_left(pushes: tuple) -> tuple:
+    """The pushes after one more step of them: each one step shorter, the spent ones gone."""
+    return tuple((f, w, n - 1) for f, w, n in pushes if n > 1)
 
 
 def _real(x, name: str):
@@ -221,28 +153,23 @@ class Simulator:
         self._base_placement = base_placement
         self._effective_inertias()
 
-        ground = Ground(config.ground.height, np.array(config.ground.normal))
-        self.ground = ground
+        self.ground = Ground(config.ground.height, np.array(config.ground.normal))
         self.terrain = load_terrain(config)  #: wb_sim.terrain.Terrain, or None: the plane only
-        self.contact_points = ContactPoints(robot, config, ground, self.terrain)
-        self.contact = make_contact_model(config, self.contact_points)
-        #: wb_sim.collision.CollisionPoints of the links' collision geometry against the
-        #: ground (collision.enabled), or None
-        self.collision = None
-        #: wb_sim.self_collision.SelfCollision (collision.self_collision), or None
-        self.self_collision = None
         #: what the simulator adjusted or wants said once (the node logs these)
         self.notes: list[str] = []
-        #: whether the contact model is the whole-body one (ground or self-collision)
-        self._whole_body = config.collision.enabled or config.collision.self_collision
-        if self._whole_body:
-            self.contact = build_whole_body_contact(
-                robot, config, self.contact_points, self.contact,
-                lambda points: make_contact_model(config, points), ground, self.terrain,
-                self._model_step, self._data_step, self.notes)
-            self.collision = self.contact.collision if config.collision.enabled else None
-            self.self_collision = self.contact.self_collision
-        self._no_points = not self.contact_points.n and not self._whole_body
+        #: the one contact object (wb_sim.contact.ContactModel): the contact surfaces, and
+        #: the links against the ground and each other where collision.* asks
+        self.contact = make_contact(
+            robot, surfaces=config.surfaces, contact=config.contact, collision=config.collision,
+            ground=self.ground, terrain=self.terrain, model_step=self._model_step,
+            data_step=self._data_step, notes=self.notes)
+        #: the contact surfaces' points (wb_sim.contact.points.ContactPoints)
+        self.contact_points = self.contact.surfaces
+        #: the links' points against the ground (collision.enabled), or None
+        self.collision = self.contact.collision
+        #: the links against each other (collision.self_collision), or None
+        self.self_collision = self.contact.self_collision
+        self._no_points = not self.contact.active
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
         self._weight = robot.mass * float(np.linalg.norm(config.gravity))
@@ -250,6 +177,10 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the components with evolving state of their own, each with snapshot()/restore():
+        #: a snapshot holds theirs beside the record
+        self._components = {name: c for name, c in (("contact", self.contact),
+                                                   ("imu", self.imu_sensor)) if c is not None}
 
         floating = robot.floating_base
         self._jq = slice(7, None) if floating else slice(0, None)
@@ -259,10 +190,12 @@ class Simulator:
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
         self._contiguous = bool(contiguous)
         self._tau_shape = (self.nj,)
+        self._no_forces = _frozen(np.zeros((self.contact_points.n, 3)))  # nothing touches
         self._tau_gen = np.zeros(self.model.nv)
-        #: external wrenches: list of [frame id, (6,) wrench in the frame, steps left]
-        self._pushes: list[list] = []
-        self._pushes_applied: tuple = ()  # (frame id, wrench) of the last step
+        #: the record of everything that evolves (wb_sim.state.Record); reset builds it,
+        #: step replaces it
+        self._s: Record
+        self._v_public = None  # the public velocity of _s, converted when first read
         self.reset()
         self._warn_initial_penetration()
 
@@ -431,17 +364,14 @@ class Simulator:
         if not (math.isfinite(duration) and duration > 0):
             raise CommandError(f"external wrench on '{link}': duration must be > 0 s, "
                                f"got {duration_s!r}")
-        self._pushes.append([fid, wrench, max(1, round(duration / self.dt))])
-
-    def _active_pushes(self) -> tuple:
-        """(frame id, wrench) of the pushes acting in the next step."""
-        return tuple((f, w) for f, w, _ in self._pushes) if self._pushes else ()
+        wrench.setflags(write=False)
+        self._s.pushes += ((fid, wrench, max(1, round(duration / self.dt))),)
 
     @property
     def external_wrenches(self) -> list[tuple[str, np.ndarray, float]]:
         """Pushes still to come: (frame, wrench [fx, fy, fz, tx, ty, tz] in the
         frame, N and N*m, remaining duration in s)."""
-        return [(self.model.frames[f].name, w.copy(), n * self.dt) for f, w, n in self._pushes]
+        return [(self.model.frames[f].name, w.copy(), n * self.dt) for f, w, n in self._s.pushes]
 
     # ------------------------------------------------------------------ stepping
 
@@ -449,46 +379,36 @@ class Simulator:
         """Back to the configured initial state (t = 0, at rest), or to the named
         pose ``pose`` (parameter ``poses``; :attr:`named_poses`) at rest."""
         if pose is None:
-            self._q = self.q0
+            q = self.q0
         else:
             if pose not in self.named_poses:
                 raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
                                    f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
-            self._q = self.named_poses[pose]
-        self._v = np.zeros(self.model.nv)
-        self._v.setflags(write=False)
-        self._v_public = self._v
-        self._u = self.contact.initial_state()
-        self._k = 0
-        self._pushes.clear()
-        self._pushes_applied = ()
-        self._commands: tuple = ()  # joints.command_delay_steps: given, not yet acting
-        self._tau_applied = np.zeros(self.nj)
-        self._tau_applied.setflags(write=False)
-        # without contact points _dynamics hands back this (empty) force array
-        self._force = np.zeros((self.contact_points.n, 3))  # ground coordinates
+            q = self.named_poses[pose]
+        v = _frozen(np.zeros(self.model.nv))
+        u = self.contact.initial_state()
+        tau = _frozen(np.zeros(self.nj))
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
-        # acceleration of the initial state under zero torque, for the IMU
-        v1, _, self._force = self._dynamics(self._q, self._v, self._tau_applied)
-        if self._whole_body:  # the trial's deformation is dropped, as the feet's
-            self.contact.clear_deformation()
-        self._a = (v1 - self._v) * self._inv_dt
-        self._q_prev, self._v_prev, self._u_prev = self._q, self._v, self._u
-        # sensors.delay_steps: the readings of the last n + 1 steps, the oldest first
-        self._sensed: deque = deque(maxlen=self._sensor_delay + 1)
-        if self._sensor_delay:
-            self._sensed.extend([self._readings()] * (self._sensor_delay + 1))
+        # the acceleration of the initial state under zero torque, for the IMU: a trial
+        # step whose deformation is dropped (the surfaces' here, the links' by the model)
+        v1, _, force = self._dynamics(q, v, u, tau)
+        self.contact.clear_deformation()
+        self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
+                         a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau)
+        self._v_public = v
+        if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
+            self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
 
     @property
     def t(self) -> float:
         """Simulated time, s."""
-        return self._k * self.dt
+        return self._s.k * self.dt
 
     @property
     def q(self) -> np.ndarray:
         """Current configuration, pinocchio layout (read-only array, no copy)."""
-        return self._q
+        return self._s.q
 
     @property
     def v(self) -> np.ndarray:
@@ -497,7 +417,7 @@ class Simulator:
         velocities]``, the base twist in base axes."""
         v = self._v_public
         if v is None:  # converted from the stepping coordinates once per step
-            v = self._v_public = self._public_velocity(self._q, self._v)
+            v = self._v_public = self._public_velocity(self._s.q, self._s.v)
             v.setflags(write=False)
         return v
 
@@ -506,8 +426,8 @@ class Simulator:
         """Current actuated joint positions, rad or m, :attr:`joint_names` order
         (read-only)."""
         if self._contiguous:
-            return self._q[self._jq]
-        out = self.robot.joint_positions(self._q)
+            return self._s.q[self._jq]
+        out = self.robot.joint_positions(self._s.q)
         out.setflags(write=False)
         return out
 
@@ -515,7 +435,13 @@ class Simulator:
     def joint_velocities(self) -> np.ndarray:
         """Current actuated joint velocities, rad/s or m/s, :attr:`joint_names`
         order (read-only)."""
-        return self._v[self._jv] if self._contiguous else self._v[self.robot.idx_v]
+        return self._s.v[self._jv] if self._contiguous else self._s.v[self.robot.idx_v]
+
+    @property
+    def point_forces(self) -> np.ndarray:
+        """(n, 3) the contact surfaces' point forces of the last step, ground
+        coordinates (t1, t2, n), N (read-only, no copy)."""
+        return self._s.force
 
     def _public_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Stepping-model velocity (base linear velocity in world axes) ->
@@ -535,17 +461,18 @@ class Simulator:
     @property
     def step_count(self) -> int:
         """Steps taken since the last reset."""
-        return self._k
+        return self._s.k
 
     def _joint_qv(self, q, v):
         if self._contiguous:
             return q[self._jq], v[self._jv]
         return self.robot.joint_positions(q), v[self.robot.idx_v]
 
-    def _dynamics(self, q, v, tau_joints, pushes=()):
+    def _dynamics(self, q, v, u, tau_joints, pushes=()):
         """End-of-step velocity (stepping coordinates), next contact state and contact
-        forces from (q, v), with the external wrenches ``pushes`` ((frame id,
-        wrench) pairs); see the module docstring for the sequence."""
+        forces from (q, v) and the surfaces' deformation ``u``, with the external
+        wrenches ``pushes`` ((frame id, wrench) pairs); see the module docstring for
+        the sequence."""
         model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
             self.actuation
         if act.has_passive or act.limits_enabled:
@@ -568,7 +495,7 @@ class Simulator:
         v_free = pin.aba(model, data, q, v, tau, pin.Convention.WORLD) * h
         v_free += v
         if self._no_points and limits is None:  # nothing to solve for
-            return v_free, self._u, self._force
+            return v_free, u, self._no_forces
         Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
         if limits is not None:
             idx, d = limits
@@ -578,9 +505,9 @@ class Simulator:
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
         if self._no_points:
-            return v_free, self._u, self._force
+            return v_free, u, self._no_forces
         pts.update(model, data, None)
-        v_next, force, u_next = self.contact.solve(Minv_upper, v_free, self._u, self.dt)
+        v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
         return v_next, u_next, force
 
     def _add_pushes(self, tau: np.ndarray, pushes) -> None:
@@ -598,6 +525,19 @@ class Simulator:
         non-finite value, :class:`DivergenceError` (state untouched) if the step
         would leave the domain of validity.
         """
+        s = self._s
+        tau = self._checked_torques(tau)
+        acting, commands = self._command_pipe(s, tau)
+        applied = self.actuation.saturate(acting)
+        pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
+        q_next, v_next, u_next, force = self._advance(s, applied, pushes)
+        self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
+                         _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed)
+        self._v_public = None
+        self._sense()
+
+    def _checked_torques(self, tau) -> np.ndarray:
+        """``tau`` as a finite float vector of nj, or CommandError."""
         try:
             if tau.__class__ is not np.ndarray or tau.dtype.kind != "f":
                 tau = _real(tau, "torques")  # no silent loss of an imaginary part
@@ -611,18 +551,26 @@ class Simulator:
             bad = [self.joint_names[i] for i in np.flatnonzero(~np.isfinite(tau))]
             raise CommandError(f"non-finite torque for joint(s) {', '.join(bad)}" if bad else
                                "torques too large (their squared norm overflows)")
+        return tau
+
+    def _command_pipe(self, s: Record, tau: np.ndarray) -> tuple[np.ndarray, tuple]:
+        """(the torques acting this step, the commands still in the pipe):
+        ``joints.command_delay_steps`` d > 0 lets the torques given now act d steps
+        later (the first fill the pipe)."""
         delay = self._command_delay
-        if delay:  # the torques given now act in `delay` steps; the first fill the pipe
-            tau = tau.copy()
-            pending = self._commands or (tau,) * delay
-            tau, commands = pending[0], pending[1:] + (tau,)
-        applied = self.actuation.saturate(tau)
-        q, v = self._q, self._v
-        pushes = self._active_pushes() if self._pushes else ()
+        if not delay:
+            return tau, ()
+        tau = tau.copy()
+        pending = s.commands or (tau,) * delay
+        return pending[0], pending[1:] + (tau,)
+
+    def _advance(self, s: Record, applied: np.ndarray, pushes: tuple) -> tuple:
+        """(q', v', u', surface forces) of one step from the record ``s``, read-only; on
+        DivergenceError the contact model is back where it was."""
         saved = self.contact.snapshot()
         try:
-            v_next, u_next, force = self._dynamics(q, v, applied, pushes)
-            q_next = pin.integrate(self._model_step, q, v_next * self._dt0)
+            v_next, u_next, force = self._dynamics(s.q, s.v, s.u, applied, pushes)
+            q_next = pin.integrate(self._model_step, s.q, v_next * self._dt0)
             # q_next = integrate(q, h v_next) is finite whenever q and v_next are
             if not (v_next.dot(v_next) < _MAX_SPEED2  # also catches nan
                     and (self._no_points or self.contact.max_depth <= self._max_penetration)):
@@ -632,55 +580,43 @@ class Simulator:
             raise
         q_next.setflags(write=False)
         v_next.setflags(write=False)
-        # the step's mean acceleration (the IMU's), (v' - v) / dt, when it is read
-        self._q_prev, self._v_prev, self._u_prev, self._a = q, v, self._u, None
-        self._q, self._v, self._u = q_next, v_next, u_next
-        self._v_public = None
-        self._force = force
         applied.setflags(write=False)
-        self._tau_applied = applied
-        if delay:
-            self._commands = commands
-        self._k += 1
-        if pushes:
-            self._pushes_applied = pushes
-            for p in self._pushes:
-                p[2] -= 1
-            self._pushes = [p for p in self._pushes if p[2] > 0]
-        elif self._pushes_applied:
-            self._pushes_applied = ()
+        return q_next, v_next, u_next, force
+
+    def _sense(self) -> None:
+        """After a step: the IMU's next noise, and the readings a delayed sensor hands out
+        later."""
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
         if self._sensor_delay:
-            self._sensed.append(self._readings())
+            self._s.sensed = self._s.sensed[1:] + (self._readings(),)
 
     def _readings(self) -> tuple:
-        """(state, IMU reading or None, contact wrench array, collision wrench array or
-        None) now: what a delayed sensor hands out ``sensors.delay_steps`` steps later."""
+        """(state, IMU reading or None, contact wrench array, collision wrench array) now:
+        what a delayed sensor hands out ``sensors.delay_steps`` steps later."""
         return (self.state, None if self.imu_sensor is None else self.imu(),
-                self.contact_wrench_array(),
-                None if self.collision is None else self.collision_wrench_array())
+                self.contact_wrench_array(), self.collision_wrench_array())
 
     @property
     def sensed_state(self) -> State:
         """The state as the sensors report it: that of ``sensors.delay_steps`` steps
         ago (the initial state until then); :attr:`state` when there is no delay."""
-        return self._sensed[0][0] if self._sensor_delay else self.state
+        return self._s.sensed[0][0] if self._sensor_delay else self.state
 
     def sensed_imu(self) -> ImuReading:
         """The IMU reading of ``sensors.delay_steps`` steps ago (see :attr:`sensed_state`)."""
         if self.imu_sensor is None:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
-        return self._sensed[0][1] if self._sensor_delay else self.imu()
+        return self._s.sensed[0][1] if self._sensor_delay else self.imu()
 
     def sensed_contact_wrench_array(self) -> np.ndarray:
         """:meth:`contact_wrench_array` of ``sensors.delay_steps`` steps ago."""
-        return self._sensed[0][2].copy() if self._sensor_delay else self.contact_wrench_array()
+        return self._s.sensed[0][2].copy() if self._sensor_delay else self.contact_wrench_array()
 
     def sensed_collision_wrench_array(self) -> np.ndarray:
         """:meth:`collision_wrench_array` of ``sensors.delay_steps`` steps ago."""
-        if self._sensor_delay and self.collision is not None:
-            return self._sensed[0][3].copy()
+        if self._sensor_delay:
+            return self._s.sensed[0][3].copy()
         return self.collision_wrench_array()
 
     def _raise_divergence(self, v_next: np.ndarray) -> None:
@@ -691,15 +627,8 @@ class Simulator:
                 f"{MAX_SPEED:g}) at t = {self.t + self.dt:.6f} s; the last valid state is kept "
                 f"(check contact stiffness, gains and time step)")
         if not self._no_points and self.contact.max_depth > self._max_penetration:
-            if self._whole_body:  # the deepest may be a link's collision point or a self-contact
-                what, deepest = self.contact.deepest(self.surface_names,
-                                                     self.contact_points.surface_of_point)
-            else:
-                depth = self.contact.depth
-                worst = int(np.argmax(depth))
-                what = (f"contact surface "
-                        f"'{self.surface_names[self.contact_points.surface_of_point[worst]]}'")
-                deepest = depth[worst]
+            # the deepest may be a surface's point, a link's collision point or a self-contact
+            what, deepest = self.contact.deepest()
             raise DivergenceError(
                 f"{what} penetrates {deepest * 1e3:.1f} mm into "
                 f"the ground at t = {self.t:.6f} s (contact.max_penetration = "
@@ -712,42 +641,40 @@ class Simulator:
     @property
     def state(self) -> State:
         """The current state (a read-only snapshot)."""
-        if self.robot.floating_base:
-            q = self._q
-            base = pin.XYZQUATToSE3(q[:7])
-        else:
-            base = self._base_placement
-        applied = self._tau_applied.copy()
-        u = self._u.T.copy()
+        s = self._s
+        base = pin.XYZQUATToSE3(s.q[:7]) if self.robot.floating_base else self._base_placement
+        applied = s.tau_applied.copy()
+        u = s.u.T.copy()
         applied.setflags(write=False)
         u.setflags(write=False)
-        return State(t=self.t, q=self._q, v=self.v, applied_torques=applied,
+        return State(t=self.t, q=s.q, v=self.v, applied_torques=applied,
                      contact_deformation=u, robot=self.robot, base_pose=base)
 
     @property
     def applied_torques(self) -> np.ndarray:
         """Torques applied at the last step (after saturation), joint order; read-only, no copy."""
-        return self._tau_applied
+        return self._s.tau_applied
 
     def imu(self) -> ImuReading:
         """The IMU reading now; see :mod:`wb_sim.sensors` for conventions."""
         if self.imu_sensor is None:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
-        return self.imu_sensor.read(self._q, self._v, self._q_prev, self._v_prev,
-                                    self._acceleration())
+        s = self._s
+        return self.imu_sensor.read(s.q, s.v, s.q_prev, s.v_prev, self._acceleration())
 
     def _acceleration(self) -> np.ndarray:
         """The last step's mean acceleration (v' - v) / dt (stepping coordinates);
         at reset, that of the first step under zero torque."""
-        if self._a is None:
-            self._a = (self._v - self._v_prev) * self._inv_dt
-        return self._a
+        s = self._s
+        if s.a is None:  # computed once, when first read
+            s.a = (s.v - s.v_prev) * self._inv_dt
+        return s.a
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
         frame origin, expressed in the surface frame, from the last step."""
         pts = self.contact_points
-        W = pts.surface_wrenches(self._force)
+        W = pts.surface_wrenches(self._s.force)
         return {name: ContactWrench(frame, w[:3], w[3:]) for name, frame, w in
                 zip(pts.surface_names, pts.surface_frames, W)}
 
@@ -755,14 +682,14 @@ class Simulator:
         """The same wrenches as :meth:`contact_wrenches` as one (S, 6) array, rows
         ``[force (N), torque (N*m)]`` in :attr:`surface_names` order (a new array;
         cheaper when all that is wanted is the numbers)."""
-        return self.contact_points.surface_wrenches(self._force)
+        return self.contact_points.surface_wrenches(self._s.force)
 
     def contact_points_state(self) -> ContactPointsReading:
         """Per-point positions, forces, depths and stick/slip states of the last step."""
         pts = self.contact_points
         return ContactPointsReading(
             surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
-            position=pts.position.copy(), force=pts.world_forces(self._force),
+            position=pts.position.copy(), force=pts.world_forces(self._s.force),
             depth=self.contact.depth.copy(),
             status=tuple(STATUS_NAMES[s] for s in self.contact.status))
 
@@ -776,20 +703,13 @@ class Simulator:
 
     def collision_wrench_array(self) -> np.ndarray:
         """:meth:`collision_wrench` as a new (6,) array ``[force (N), torque (N*m)]``."""
-        return self.contact.wrench() if self.collision is not None else np.zeros(6)
+        return self.contact.collision_wrench()
 
     def collision_points_state(self) -> ContactPointsReading:
         """The collision points within ``collision.margin`` of the terrain at the last
         step (none without collision): link name (in ``surface``), world contact point,
         world force, depth and stick/slip state, as :meth:`contact_points_state`."""
-        if self.collision is None:
-            return ContactPointsReading((), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
-        idx, pos, force, depth, status = self.contact.contacts()
-        coll = self.collision
-        return ContactPointsReading(
-            surface=tuple(coll.link_names[coll.point_geometry[i]] for i in idx),
-            position=pos.copy(), force=force.copy(), depth=depth.copy(),
-            status=tuple(STATUS_NAMES[s] for s in status))
+        return self.contact.collision_points_state()
 
     def self_collision_contacts(self) -> SelfContactsReading:
         """The self-collision sphere pairs within ``collision.margin`` of touching at the
@@ -797,17 +717,12 @@ class Simulator:
         contact point (the middle of the overlap), the world force on the first link (the
         second gets the opposite: the forces are internal, they sum to zero), the depth
         (overlap, m; negative: apart) and the stick/slip state."""
-        if self.self_collision is None:
-            return _NO_SELF_CONTACTS
-        a, b, pos, force, depth, status = self.contact.self_contacts()
-        return SelfContactsReading(link_a=a, link_b=b, position=pos.copy(), force=force.copy(),
-                                   depth=depth.copy(),
-                                   status=tuple(STATUS_NAMES[s] for s in status))
+        return self.contact.self_contacts_state()
 
     # ------------------------------------------------------------------ dynamics queries
 
     def _qv(self, q, v=None):
-        q = self._q if q is None else _vector(q, "q", self.model.nq)
+        q = self._s.q if q is None else _vector(q, "q", self.model.nq)
         if v is None:
             return q, None
         return q, _vector(v, "v", self.model.nv)
@@ -863,7 +778,8 @@ class Simulator:
         saved = self.contact.snapshot()
         try:
             v_step = self._stepping_velocity(q, v)
-            v_next, _, _ = self._dynamics(q, v_step, tau, self._active_pushes())
+            pushes = tuple((f, w) for f, w, _ in self._s.pushes)
+            v_next, _, _ = self._dynamics(q, v_step, self._s.u, tau, pushes)
             a = (v_next - v_step) * self._inv_dt
             out = a.copy()
             if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
@@ -878,33 +794,26 @@ class Simulator:
         configuration the last step started from (where its readings were computed)."""
         self.contact.restore(saved)
         if self.contact_points.n:
-            pin.computeJointJacobians(self._model_step, self._data_step, self._q_prev)
+            pin.computeJointJacobians(self._model_step, self._data_step, self._s.q_prev)
             self.contact_points.update(self._model_step, self._data_step, None)
 
     # ------------------------------------------------------------------ snapshots
 
-    def get_state(self) -> "SimState":
+    def get_state(self) -> SimState:
         """Everything that determines the future of this simulation, as a snapshot:
-        time, q and v, the contact's deformation and warm starts, the pushes still
-        to come, the IMU noise generator, and the readings of the last step.
-        :meth:`set_state` with it continues bit-identically (the snapshot holds
-        copies; it can be kept, restored many times, or restored after a reset)."""
-        imu = self.imu_sensor
-        return SimState(
-            step_count=self._k, q=self._q.copy(), v=self._v.copy(), u=self._u.copy(),
-            pushes=tuple((f, w.copy(), n) for f, w, n in self._pushes),
-            pushes_applied=tuple((f, w.copy()) for f, w in self._pushes_applied),
-            q_prev=self._q_prev.copy(), v_prev=self._v_prev.copy(), u_prev=self._u_prev.copy(),
-            a=np.array(self._acceleration()), force=np.array(self._force),
-            tau_applied=self._tau_applied.copy(),
-            contact=copy.deepcopy(self.contact.snapshot()),
-            imu=None if imu is None else (copy.deepcopy(imu._rng.bit_generator.state),
-                                          imu._noise.copy()),
-            signature=self._signature(),
-            commands=tuple(c.copy() for c in self._commands),
-            sensed=copy.deepcopy(tuple(self._sensed)))
+        the record (time, q and v, the contact's deformation, the pushes still to
+        come, delayed commands and readings, the last step's readings) and the
+        snapshots of the components with state of their own: the contact model (warm
+        starts, the links' contacts) and the IMU (its noise generator). :meth:`set_state` with it continues bit-identically
+        (the snapshot holds copies; it can be kept, restored many times, or restored
+        after a reset)."""
+        self._acceleration()  # the record's lazily computed field, filled in
+        return SimState(record=copy_record(self._s),
+                        components={name: copy.deepcopy(c.snapshot())
+                                    for name, c in self._components.items()},
+                        signature=self._signature(), dt=self.dt)
 
-    def set_state(self, state: "SimState") -> None:
+    def set_state(self, state: SimState) -> None:
         """Restore a snapshot of :meth:`get_state` (of this simulator, or of one built
         from the same configuration). Raises :class:`CommandError` for a snapshot of
         another model; the state is then untouched."""
@@ -913,38 +822,18 @@ class Simulator:
                                f"{type(state).__name__}")
         mine = self._signature()
         if state.signature != mine:
-            names = ("nq", "nv", "contact points", "dt", "contact model", "IMU",
-                     "command delay (joints.command_delay_steps)",
-                     "sensor delay (sensors.delay_steps)", "collision points (collision.*)",
-                     "self-collision spheres and pairs (collision.self_collision)")
-            differ = [f"{name}: {theirs!r} in the snapshot, {ours!r} here"
-                      for name, theirs, ours in zip(names, state.signature, mine)
-                      if theirs != ours]
+            theirs, ours = dict(state.signature), dict(mine)
+            differ = [f"{name}: {theirs.get(name)!r} in the snapshot, {ours.get(name)!r} here"
+                      for name in dict.fromkeys([*ours, *theirs])
+                      if theirs.get(name) != ours.get(name)]
             raise CommandError("set_state: the snapshot is of another robot or configuration ("
                                + "; ".join(differ) + ")")
-
-        def frozen(x):
-            x = np.array(x)
-            x.setflags(write=False)
-            return x
-
-        self._k = state.step_count
-        self._q, self._v = frozen(state.q), frozen(state.v)
+        self._s = copy_record(state.record)
         self._v_public = None
-        self._u = state.u.copy()
-        self._pushes = [[f, w.copy(), n] for f, w, n in state.pushes]
-        self._pushes_applied = tuple((f, w.copy()) for f, w in state.pushes_applied)
-        self._q_prev, self._v_prev = frozen(state.q_prev), frozen(state.v_prev)
-        self._u_prev = state.u_prev.copy()
-        self._a, self._force = state.a.copy(), state.force.copy()
-        self._tau_applied = frozen(state.tau_applied)
-        self._commands = tuple(c.copy() for c in state.commands)
-        self._sensed = deque(copy.deepcopy(state.sensed), maxlen=self._sensor_delay + 1)
-        if self.imu_sensor is not None and state.imu is not None:
-            rng_state, noise = state.imu
-            self.imu_sensor._rng.bit_generator.state = copy.deepcopy(rng_state)
-            self.imu_sensor._noise = noise.copy()
-        self._restore_readings(copy.deepcopy(state.contact))
+        for name, c in self._components.items():
+            if name != "contact":
+                c.restore(copy.deepcopy(state.components[name]))
+        self._restore_readings(copy.deepcopy(state.components["contact"]))
 
     def set_base_state(self, position=None, quaternion=None, linear_velocity=None,
                        angular_velocity=None) -> None:
@@ -958,7 +847,8 @@ class Simulator:
         if not self.robot.floating_base:
             raise CommandError("set_base_state: the robot has a fixed base (floating_base: "
                                "false); it cannot be moved")
-        q, v = self._q.copy(), self._v.copy()
+        s = self._s
+        q, v = s.q.copy(), s.v.copy()
         if position is not None:
             q[:3] = _vector(position, "position", 3, "m, world frame")
         if quaternion is not None:
@@ -973,17 +863,20 @@ class Simulator:
         if angular_velocity is not None:  # in base axes in the stepping coordinates
             v[3:6] = R.T @ _vector(angular_velocity, "angular_velocity", 3, "rad/s, world frame")
         elif quaternion is not None:  # keep the world-frame angular velocity
-            v[3:6] = R.T @ (pin.Quaternion(self._q[3:7]).matrix() @ self._v[3:6])
+            v[3:6] = R.T @ (pin.Quaternion(s.q[3:7]).matrix() @ s.v[3:6])
         snap = self.get_state()
-        self.set_state(dataclasses.replace(snap, q=q, v=v, q_prev=q, v_prev=v,
-                                           a=np.zeros_like(v)))
+        record = copy_record(snap.record)
+        record.q = record.q_prev = _frozen(q)
+        record.v = record.v_prev = _frozen(v)
+        record.a = _frozen(np.zeros_like(v))
+        self.set_state(dataclasses.replace(snap, record=record))
 
     def _signature(self) -> tuple:
-        return (self.model.nq, self.model.nv, self.contact_points.n, self.dt,
-                self.contact.name, self.imu_sensor is not None, self._command_delay,
-                self._sensor_delay, 0 if self.collision is None else self.collision.m,
-                None if self.self_collision is None else
-                (self.self_collision.s, len(self.self_collision.pa)))
+        """((label, value), ...): what a snapshot must fit to be restored here."""
+        return (("nq", self.model.nq), ("nv", self.model.nv), ("dt", self.dt),
+                *self.contact.signature(), ("IMU", self.imu_sensor is not None),
+                ("command delay (joints.command_delay_steps)", self._command_delay),
+                ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 
     @property
     def mass(self) -> float:

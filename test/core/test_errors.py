@@ -373,6 +373,9 @@ def test_read_yaml_params_resolves_relative_urdf_path(tmp_path, monkeypatch):
 CORE_MODULES = ["wb_sim", "wb_sim.errors", "wb_sim.parameters", "wb_sim.config", "wb_sim.robot",
                 "wb_sim.actuation", "wb_sim.contact", "wb_sim.contact.compliant",
                 "wb_sim.contact.rigid", "wb_sim.contact.shared", "wb_sim.contact.points",
+                "wb_sim.contact.geometry", "wb_sim.contact.ground_collision",
+                "wb_sim.contact.self_collision", "wb_sim.contact.whole_body", "wb_sim.pin_views",
+                "wb_sim.state",
                 "wb_sim.ros.parameters", "wb_sim.sensors", "wb_sim.simulator", "wb_sim.controllers",
                 "wb_sim.tools.bench", "wb_sim.tools.demo"]
 

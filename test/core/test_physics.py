@@ -578,7 +578,7 @@ def test_imu_on_the_free_base_closed_form_matches_the_frame_kinematics(origin):
     for k in range(600):
         sim.step(rng.normal(0.0, 20.0, sim.nj))
         a = sim.imu()
-        b = kinematics.read(sim._q, sim._v, sim._q_prev, sim._v_prev, sim._a)
+        b = kinematics.read(sim._s.q, sim._s.v, sim._s.q_prev, sim._s.v_prev, sim._s.a)
         for f in ("orientation", "angular_velocity", "linear_acceleration"):
             worst = max(worst, np.abs(getattr(a, f) - getattr(b, f)).max())
     # the robot tumbled: rates and accelerations far from trivial
@@ -678,7 +678,7 @@ def test_contact_wrenches_of_moving_feet_match_the_point_forces(robot, normal):
         surface = np.array(cp.surface)
         for s, (name, frame) in enumerate(zip(sim.surface_names,
                                               sim.contact_points.surface_frames)):
-            pose = sim.frame_pose(frame, q=sim._q_prev)  # where the forces were computed
+            pose = sim.frame_pose(frame, q=sim._s.q_prev)  # where the forces were computed
             mine = surface == name
             F = cp.force[mine].sum(axis=0)
             T = np.cross(cp.position[mine] - pose.translation, cp.force[mine]).sum(axis=0)

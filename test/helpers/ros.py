@@ -153,8 +153,8 @@ class Proc:
 
 
 def sim_node_argv(*overrides: str, params_file: Path = HUMANOID_YAML) -> list[str]:
-    """``python -m wb_sim.ros.node --ros-args --params-file ... -p k:=v ...``."""
-    argv = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", "--params-file", str(params_file)]
+    """``python -m wb_sim.ros.process --ros-args --params-file ... -p k:=v ...``."""
+    argv = [sys.executable, "-m", "wb_sim.ros.process", "--ros-args", "--params-file", str(params_file)]
     for o in overrides:
         argv += ["-p", o]
     return argv

@@ -1,4 +1,4 @@
-"""The ROS 2 simulator node (``python -m wb_sim.ros.node``) as a separate process,
+"""The ROS 2 simulator node (``python -m wb_sim.ros.process``) as a separate process,
 driven and observed through real rclpy from this test process.
 
 Every node runs in its own random ``ROS_DOMAIN_ID`` (DDS discovery on this host

@@ -215,7 +215,7 @@ def test_node_reads_urdf_path_relative_to_its_yaml_and_1e6_floats(tmp_path):
 
 @pytest.mark.parametrize("env", [None, PUBLIC_API], ids=["internals", "public_api"])
 def test_node_alone_simulates_the_default_humanoid(tmp_path, env):
-    argv = [sys.executable, "-m", "wb_sim.ros.node"]
+    argv = [sys.executable, "-m", "wb_sim.ros.process"]
     rc, log = _node(tmp_path, argv, "simulating wb_humanoid", env=env)
     assert rc == 0, log
     assert "no robot given" in log and "simulating wb_humanoid (23 joints" in log, log

@@ -327,12 +327,12 @@ def test_robot_yaml_relative_to_the_campaign_file(tmp_path):
 def test_mass_scaling_edits_the_urdf():
     """Torso mass x 1.5 and its CoM moved by [0.01, 0, -0.02] m in its frame: the robot's
     mass and centre of mass move by what the URDF's numbers say."""
-    from wb_sim.tools.campaign import _case_config
+    from wb_sim.tools.campaign import case_config
     s, off = 1.5, np.array([0.01, 0.0, -0.02])
     camp = load_campaign({"robot": "humanoid", "duration_s": 0.01, "plots": False,
                           "grid": {"mass_scale.torso": [s]},
                           "set": {"com_offset.torso": off.tolist()}})
-    params, *_ = _case_config(camp.spec, camp.cases[0])
+    params, *_ = case_config(camp.spec, camp.cases[0])
     sim = wb_sim.Simulator.from_params(params)
     ref = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
     urdf = ET.parse(wb_sim.share_dir() / "urdf" / "humanoid.urdf").getroot()

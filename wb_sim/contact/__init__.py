@@ -1,11 +1,23 @@
-"""Contact models, chosen by the parameter ``contact.model``.
+"""The contact wing: every source of contact force, behind one interface.
 
-Each model lives in its own module behind the same interface,
-:class:`ContactModel`; :data:`CONTACT_MODELS` is the explicit table of the
-available ones. The simulator calls every model the same way: once per step,
-after ``points.update`` at the step's configuration, ``solve(Minv_upper,
-v_free, u, dt)`` returns the end-of-step velocity with the contact impulses,
-the point forces and the next per-point state.
+==========================  ==========================================================
+module                      what it holds
+==========================  ==========================================================
+``points``                  the contact surfaces' points (feet: boxes, spheres, points)
+``compliant``, ``rigid``    the contact laws (``contact.model``), in :data:`CONTACT_MODELS`
+``geometry``                the URDF ``<collision>`` shapes as points and vertices
+``ground_collision``        the links against the ground and terrain (``collision.enabled``)
+``self_collision``          the links against each other (``collision.self_collision``)
+``whole_body``              surfaces + ground collision + self-collision as one model
+``base``, ``shared``        what the laws share (the surfaces-only answers, parameters)
+==========================  ==========================================================
+
+The simulator holds exactly one :class:`ContactModel`, made by :func:`make_contact`,
+and calls it the same way whatever it is: once per step, after the step's kinematics
+are in pinocchio's data, ``solve(Minv_upper, v_free, u, dt)`` returns the end-of-step
+velocity with the contact impulses, the surfaces' point forces and their next state.
+Contact code receives its own parameter groups (``config.contact``,
+``config.collision``, the surfaces'), never the whole configuration.
 """
 
 from __future__ import annotations
@@ -15,12 +27,17 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from ..parameters import Param
+from . import ground_collision, self_collision
 from .compliant import STATUS_NAMES, CompliantContact
 from .points import ContactPoints, Ground
 from .rigid import RigidContact
+from .self_collision import srdf_text, touching_pairs
+from .whole_body import build_whole_body_contact
 
 if TYPE_CHECKING:
-    from ..config import SimConfig
+    import pinocchio as pin
+
+    from ..sensors import ContactPointsReading, SelfContactsReading
 
 class ContactModel(Protocol):
     """What the simulator needs of a contact model."""
@@ -71,6 +88,39 @@ class ContactModel(Protocol):
         ``nonconverged`` and ``iterations_mean`` / ``iterations_p99``, the compliant
         one ``active_set_solves``."""
 
+    # -- what the simulator reads without asking which model it holds
+    #: the contact surfaces' points (ContactPoints)
+    surfaces: ContactPoints
+    #: the links' points against the ground (collision.enabled), or None
+    collision: object | None
+    #: the links against each other (collision.self_collision), or None
+    self_collision: object | None
+
+    @property
+    def active(self) -> bool:
+        """Whether anything can touch (False: the simulator skips the solve)."""
+
+    def deepest(self) -> tuple[str, float]:
+        """(what, depth m) of the deepest point at the last solve, for an error
+        message: "contact surface 'x'", "link 'y'", "links 'a' and 'b' (self-collision)"."""
+
+    def clear_deformation(self) -> None:
+        """Drop the deformation the model keeps itself (the links' contacts; the
+        surfaces' is the simulator's ``u``): a reset's trial step must leave none."""
+
+    def collision_wrench(self) -> np.ndarray:
+        """(6,) the ground's total [force N, torque N*m about the world origin] on the
+        links other than the contact surfaces at the last step, world axes."""
+
+    def collision_points_state(self) -> ContactPointsReading:
+        """The links' collision points near the ground at the last step."""
+
+    def self_contacts_state(self) -> SelfContactsReading:
+        """The links' contacts with each other at the last step."""
+
+    def signature(self) -> tuple:
+        """((label, value), ...): what a snapshot of this model fits."""
+
 
 #: contact.model value -> class
 CONTACT_MODELS = {
@@ -94,13 +144,37 @@ PARAMETERS: tuple[Param, ...] = (
           "'rigid' (impulses with a friction cone, the keys marked rigid).",
           choices=tuple(CONTACT_MODELS), check=_known_model),
     *{p.key: p for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS}.values(),
+    # the links' collision (collision.*): against the ground, then against each other
+    *ground_collision.PARAMETERS,
+    *self_collision.PARAMETERS,
 )
 
 
-def make_contact_model(config: SimConfig, points: ContactPoints):
-    """Instantiate the model named by ``contact.model`` (validated by its declaration)."""
-    return CONTACT_MODELS[config.contact.model](config.contact, points)
+def make_contact_model(params, points) -> ContactModel:
+    """The contact law named by ``contact.model`` over ``points`` (``params``: the
+    validated ``contact`` group)."""
+    return CONTACT_MODELS[params.model](params, points)
 
 
-__all__ = ["CONTACT_MODELS", "PARAMETERS", "ContactModel", "STATUS_NAMES", "CompliantContact", "ContactPoints", "Ground",
-           "RigidContact", "make_contact_model"]
+def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain,
+                 model_step: pin.Model, data_step: pin.Data, notes: list[str]) -> ContactModel:
+    """The simulator's one contact object: the law ``contact.model`` over the contact
+    surfaces, or, with ``collision.enabled`` or ``collision.self_collision``, the
+    whole-body model that adds the links (:mod:`~wb_sim.contact.whole_body`).
+
+    ``surfaces``, ``contact``, ``collision``: their parameter groups; ``ground`` and
+    ``terrain``: what the points touch; ``model_step``/``data_step``: the model the
+    step integrates and the data its kinematics are left in; ``notes`` gets what the
+    build wants said once."""
+    points = ContactPoints(robot, surfaces, ground, terrain)
+    law = make_contact_model(contact, points)
+    if not (collision.enabled or collision.self_collision):
+        return law
+    return build_whole_body_contact(robot, surfaces, collision, law,
+                                    lambda merged: make_contact_model(contact, merged), ground,
+                                    terrain, model_step, data_step, notes)
+
+
+__all__ = ["CONTACT_MODELS", "PARAMETERS", "ContactModel", "STATUS_NAMES", "CompliantContact",
+           "ContactPoints", "Ground", "RigidContact", "make_contact", "make_contact_model",
+           "srdf_text", "touching_pairs"]

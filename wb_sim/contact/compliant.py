@@ -57,6 +57,7 @@ from scipy.linalg.lapack import dposv as _posv  # Cholesky solve of an SPD syste
 
 from ..linalg import upper_sym_mm
 from ..parameters import Param
+from .base import SurfaceContact
 from .points import ContactPoints
 from .shared import FRICTION_COEFFICIENT, MAX_PENETRATION, checked_live_values, live_names
 
@@ -102,7 +103,7 @@ def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
-class CompliantContact:
+class CompliantContact(SurfaceContact):
     """Nonlinear compliant ground contact, linearly implicit; see the module docstring."""
 
     name = "compliant"

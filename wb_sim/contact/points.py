@@ -27,18 +27,14 @@ move that point's parent joint. ``C``'s constant part is built once; its
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
 
+from ..pin_views import placement_view
 from ..robot import RobotModel
 from ..terrain import tangent_bases as terrain_bases
-
-if TYPE_CHECKING:
-    from ..config import SimConfig
 
 
 @dataclass(frozen=True)
@@ -79,18 +75,19 @@ class ContactPoints:
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
-    def __init__(self, robot: RobotModel, config: SimConfig, ground: Ground, terrain=None):
+    def __init__(self, robot: RobotModel, surfaces, ground: Ground, terrain=None):
+        """``surfaces``: the contact surfaces' parameter groups (``SimConfig.surfaces``)."""
         model = robot.model
         self.ground = ground
         #: wb_sim.terrain.Terrain beyond the plane, or None (the single-basis fast path)
         self.terrain = terrain
         #: (n, 3, 3) per-point bases, columns (t1, t2, n), with terrain (else None)
         self.bases = None
-        self.surface_names = tuple(s.name for s in config.surfaces)
-        self.surface_frames = tuple(s.frame for s in config.surfaces)
+        self.surface_names = tuple(s.name for s in surfaces)
+        self.surface_frames = tuple(s.frame for s in surfaces)
         placements = []
         r_local, radius, surface_of_point, joint_of_point = [], [], [], []
-        for k, s in enumerate(config.surfaces):
+        for k, s in enumerate(surfaces):
             fid = robot.frame_id(s.frame, key=f"{s.name}.frame")
             frame = model.frames[fid]
             jid = frame.parentJoint
@@ -155,7 +152,7 @@ class ContactPoints:
         self._joint_blocks = [(int(j), self._HT[:, 4 * k:4 * k + 4])
                               for k, j in enumerate(self.joint_ids)]
         #: the data last updated from, and how its joint placements are read: a view of
-        #: its storage (``_placement_view``) or, where that is not available, per joint
+        #: its storage (:func:`wb_sim.pin_views.placement_view`) or, where that is not available, per joint
         self._placements_of = None
         self._placement_rows = None
         self._placements = ()
@@ -228,7 +225,7 @@ class ContactPoints:
     def _bind(self, data: pin.Data) -> None:
         """Prepare reading the joint placements of ``data`` (once per data object)."""
         self._placements = [(data.oMi[jid], block) for jid, block in self._joint_blocks]
-        self._placement_rows = _placement_view(data, self.joint_ids)
+        self._placement_rows = placement_view(data, self.joint_ids)
         self._placements_of = data  # also keeps the viewed storage alive
 
     def _read_placements(self) -> np.ndarray:
@@ -318,43 +315,6 @@ def twist_rows(bases: np.ndarray, position: np.ndarray) -> np.ndarray:
     C[:, :, 4] = pz * bx - px * bz
     C[:, :, 5] = px * by - py * bx
     return C
-
-
-def _placement_view(data: pin.Data, joint_ids: np.ndarray,
-                    attr: str = "oMi") -> np.ndarray | None:
-    """A read-only (njoints, 12) view of the storage of ``data.oMi`` (or of another
-    vector of joint placements, ``attr``: ``liMi``), row j holding joint j's placement
-    as pinocchio stores an SE3 (the rotation column-major, then the translation: the
-    columns of [R | t]), or None if the storage is not laid out so (then the placements
-    are copied joint by joint).
-
-    pinocchio keeps the placements in one contiguous vector and hands out views of
-    its elements; the addresses and strides of those views are checked here, and
-    the values against ``homogeneous``, before the view is trusted. It stays valid
-    while ``data`` lives (the caller keeps a reference)."""
-    oMi = getattr(data, attr)
-    count = len(oMi)
-    if count < 2:
-        return None
-    try:
-        def address(a: np.ndarray) -> int:
-            return a.__array_interface__["data"][0]
-        base = address(oMi[0].rotation)
-        for j in range(count):
-            rotation, translation = oMi[j].rotation, oMi[j].translation
-            if (address(rotation) != base + 96 * j or address(translation) != base + 96 * j + 72
-                    or rotation.strides != (8, 24) or rotation.flags.owndata
-                    or translation.flags.owndata):
-                return None
-        buffer = (ctypes.c_double * (12 * count)).from_address(base)
-        rows = np.frombuffer(buffer, dtype=float).reshape(count, 12)
-        rows.flags.writeable = False
-    except (AttributeError, TypeError, ValueError):
-        return None
-    for j in joint_ids:
-        if not np.array_equal(rows[j].reshape(4, 3).T, oMi[int(j)].homogeneous[:3]):
-            return None
-    return rows
 
 
 #: skew(p) = sum_k p_k _LEVI_CIVITA[k]

@@ -53,6 +53,7 @@ import pinocchio as pin
 from ..errors import UnsupportedError
 from ..linalg import upper_sym_mm
 from ..parameters import Param
+from .base import SurfaceContact
 from .points import ContactPoints
 from .shared import FRICTION_COEFFICIENT, MAX_PENETRATION, checked_live_values, live_names
 
@@ -103,7 +104,7 @@ def _require_solvers() -> None:
             f"Use contact.model: compliant, or pip install 'pin>=4'.")
 
 
-class RigidContact:
+class RigidContact(SurfaceContact):
     """Rigid frictional contact; see the module docstring."""
 
     name = "rigid"

@@ -10,7 +10,8 @@ validation, watchdog, stamp matching, lockstep), the pacer (:mod:`.pacer`:
 deadlines, scheduling policy, statistics), the publishers (:mod:`.publishers`, over
 the stream table of :mod:`.streams`), the services (:mod:`.services`), the
 parameters (:mod:`.parameters`); the process around it (threads, signals, exit
-codes) is :mod:`.process`. rclpy's private internals are used only through
+codes: ``wb_sim_node``, ``python -m wb_sim.ros.process``) is :mod:`.process`, which
+imports this module and never the reverse. rclpy's private internals are used only through
 :mod:`.rclpy_shim`.
 
 How the physics meets the controller (docs/ros.md, "Synchronisation"; the log names
@@ -56,7 +57,6 @@ from .gate import BUSY_POLL_S, REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGat
 from .pacer import Pacer, stats_line
 from .parameters import (controller_params, core_keys, declare_all, load_node_config,
                          split_live_update, sync_description)
-from .process import refuse_duplicate_name
 from .publishers import StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
 from .services import NodeServices
@@ -71,6 +71,23 @@ COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: state is published this often (wall), s: a controller that waits for a joint state
 #: before it sends anything gets one (it deadlocked silently when nothing came)
 FIRST_STATE_PERIOD_S = 0.1
+
+
+def refuse_duplicate_name(node, until: float) -> None:
+    """ConfigError if another node of ``node``'s name and namespace runs on the graph (two
+    simulators named /wb_sim would interleave their /clock); looks until ``until``
+    (monotonic), as DDS discovers a running node within a moment."""
+    me = (node.get_name(), node.get_namespace())
+    while node.context.ok():
+        n = sum(1 for x in node.get_node_names_and_namespaces() if tuple(x) == me)
+        if n > 1:
+            raise ConfigError(
+                f"another node named '{node.get_fully_qualified_name()}' is already running on "
+                f"this ROS domain; stop it, or give this one another name or namespace "
+                f"(--ros-args -r __node:=NAME or -r __ns:=/NS)")
+        if time.monotonic() >= until:
+            return
+        time.sleep(0.1)
 
 
 class SimNode(PolledNodeMixin, Node):
@@ -606,13 +623,3 @@ class SimNode(PolledNodeMixin, Node):
         self._running = False
         self._wake.set()
 
-
-def main(args=None) -> int:
-    """``wb_sim_node`` (see :func:`wb_sim.ros.process.main`)."""
-    from .process import main as process_main
-    return process_main(args)
-
-
-if __name__ == "__main__":
-    import sys
-    sys.exit(main())

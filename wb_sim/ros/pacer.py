@@ -282,7 +282,7 @@ class Pacer:
         return period_s > 0 and now - self.stats.wall0 >= period_s
 
     def pace_text(self, now: float, sim_t: float) -> str:
-        """The pace part of the realtime stats line (bench.py and soak.py parse it)."""
+        """The pace part of the realtime stats line (the benchmarks of wb_sim/ros/bench/ parse it)."""
         s = self.stats
         return (f"real-time factor {s.real_time_factor(now, sim_t):.3f} over "
                 f"{now - s.wall0:.1f} s (t = {sim_t:.3f} s), deadline misses "

@@ -1,5 +1,7 @@
-"""The node's process: ``wb_sim_node``'s entry point (:func:`main`), its threads and
-signals, and the refusal of a second node of the same name.
+"""The node's process: ``wb_sim_node``'s entry point (:func:`main`; also ``python -m
+wb_sim.ros.process``), its threads and signals, and the watch for a second node of the same
+name (the check itself is :func:`wb_sim.ros.node.refuse_duplicate_name`, which the node also
+runs before it publishes). This module imports :mod:`.node`, never the reverse.
 
 Threads: the physics loop runs on the main thread (:meth:`SimNode.run`); an executor
 thread serves services and parameters (:func:`_spin`); a third looks for another node
@@ -20,6 +22,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
+from .node import SimNode, refuse_duplicate_name
 
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
@@ -27,23 +30,6 @@ GIL_SWITCH_INTERVAL_S = 2.0e-4
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
 DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
-
-
-def refuse_duplicate_name(node, until: float) -> None:
-    """ConfigError if another node of ``node``'s name and namespace runs on the graph (two
-    simulators named /wb_sim would interleave their /clock); looks until ``until``
-    (monotonic), as DDS discovers a running node within a moment."""
-    me = (node.get_name(), node.get_namespace())
-    while node.context.ok():
-        n = sum(1 for x in node.get_node_names_and_namespaces() if tuple(x) == me)
-        if n > 1:
-            raise ConfigError(
-                f"another node named '{node.get_fully_qualified_name()}' is already running on "
-                f"this ROS domain; stop it, or give this one another name or namespace "
-                f"(--ros-args -r __node:=NAME or -r __ns:=/NS)")
-        if time.monotonic() >= until:
-            return
-        time.sleep(0.1)
 
 
 def watch_for_duplicate_name(node, until: float) -> None:
@@ -63,8 +49,6 @@ def watch_for_duplicate_name(node, until: float) -> None:
 def main(args=None) -> int:
     """Entry point of ``wb_sim_node``; SIGINT (Ctrl-C), SIGTERM and an external
     shutdown end it cleanly with exit code 0; a refused start with 2."""
-    from .node import SimNode
-
     # The physics thread and the executor thread share the GIL: hand it over
     # every 0.2 ms instead of Python's default 5 ms, so the physics loop keeps
     # its 1 ms deadlines while callbacks run.
@@ -136,3 +120,7 @@ def _spin(executor, node, stop: threading.Event) -> None:
                                         f"{type(e).__name__}: {e}")
     finally:
         node.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -579,7 +579,7 @@ def replay(bag: str | Path, controller: Sequence[str] | str | None = None, *,
             try:
                 params = {**rec.parameters, **REPLAY_PARAMETERS,
                           "stop_after_s": rec.end_ns / 1e9}
-                node_argv = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args",
+                node_argv = [sys.executable, "-m", "wb_sim.ros.process", "--ros-args",
                              *_ros_args(rec.node), "--params-file",
                              str(_params_file(Path(tmp) / "wb_sim.yaml", params))]
                 if example is not None:

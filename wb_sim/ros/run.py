@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     files = ["--params-file", str(robot_yaml), "--params-file", str(defaults_yaml)] \
         + (["--params-file", str(Path(args.config).resolve())] if args.config else []) \
         + ["--params-file", str(explicit_yaml)]
-    node_cmd = [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files]
+    node_cmd = [sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files]
     controller_files = ["--params-file", str(robot_yaml)] \
         + (["--params-file", str(Path(args.config).resolve())] if args.config else [])
 

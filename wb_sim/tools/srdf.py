@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import config_path
 from ..errors import WbSimError
-from ..self_collision import srdf_text, touching_pairs
+from ..contact import srdf_text, touching_pairs
 from ..simulator import Simulator
 
 

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import pinocchio as pin
 
-from ..errors import CommandError, ConfigError, ModelError, WbSimError
-from ..robot import RobotModel, package_share_dir, resolve_mesh_uris
+from ..errors import CommandError, ConfigError, WbSimError
+from ..robot import RobotModel
 
 log = logging.getLogger(__name__)
 
@@ -161,26 +161,9 @@ def arrow_transforms(position, force, scale: float):
 
 
 def visual_geometry(robot: RobotModel) -> pin.GeometryModel:
-    """pinocchio's visual GeometryModel of the robot's URDF.
-
-    Mesh URIs are resolved with :func:`wb_sim.robot.resolve_mesh_uris`:
-    ``package://`` URIs of robots installed from PyPI (e.g. icub-models) are
-    found next to the URDF file; packages known to a ROS environment through
-    its share directory.
-    """
-    xml = resolve_mesh_uris(robot.urdf_xml, robot.urdf_file)
-    package_dirs = []
-    for package in sorted(set(_package_names(xml))):
-        try:
-            package_dirs.append(str(package_share_dir(package).parent))
-        except WbSimError:
-            pass  # pinocchio's own search (ROS_PACKAGE_PATH, AMENT_PREFIX_PATH) may know it
-    try:
-        return pin.buildGeomFromUrdfString(robot.model, xml, pin.GeometryType.VISUAL,
-                                          package_dirs=package_dirs)
-    except (RuntimeError, ValueError) as e:
-        origin = f"'{robot.urdf_file}'" if robot.urdf_file else "robot_description"
-        raise ModelError(f"cannot load the visual geometry of {origin}: {e}") from e
+    """pinocchio's visual GeometryModel of the robot's URDF
+    (:meth:`wb_sim.robot.RobotModel.geometry_model`)."""
+    return robot.geometry_model("visual")
 
 
 @functools.lru_cache(maxsize=None)
@@ -201,12 +184,6 @@ def _dae_loads_in_meshcat(path: str) -> bool:
     except (OSError, ET.ParseError):
         return False
     return len(kinds) <= 1
-
-
-def _package_names(xml: str):
-    import re
-    for m in re.finditer(r'filename\s*=\s*["\']package://([^/"\']+)/', xml):
-        yield m.group(1)
 
 
 class _Connection:

@@ -1,4 +1,4 @@
-"""Whole-body collision (wb_sim/collision.py): the links' URDF collision geometry as
+"""Whole-body collision (wb_sim/contact/ground_collision.py, whole_body.py): the links' URDF collision geometry as
 contact points with a radius, a broad phase on the joint placements, and the feet's
 contact model solving the feet and the near links together.
 
@@ -26,8 +26,8 @@ import pinocchio as pin
 import pytest
 
 import wb_sim
-from wb_sim.collision import (farthest_points, geometry_points, reference_narrow,
-                              reference_near)
+from wb_sim.contact.geometry import farthest_points, geometry_points
+from wb_sim.contact.ground_collision import reference_narrow, reference_near
 from wb_sim.contact.compliant import reference_solve
 from wb_sim.errors import ConfigError, ModelError
 
@@ -36,7 +36,7 @@ from helpers.extras import require_robot_data
 
 G0 = 9.81
 #: how deep iCub's meshes may sink between the 32 samples of their hulls (12 mm at worst
-#: over every direction, wb_sim/collision.py), m
+#: over every direction, wb_sim/contact/geometry.py), m
 ICUB_HULL_ERROR = 0.013
 #: what the rigid model's points may sink (its solver stops at a velocity tolerance), m
 RIGID_SINK = 1e-4

@@ -93,7 +93,7 @@ def test_point_kinematics_read_through_the_placement_view_equal_the_plain_copy(m
     storage (checked when bound); the plain path copies them joint by joint.
     Positions, Jacobian and surface wrenches agree exactly at random
     configurations, and a data object whose storage cannot be viewed falls back."""
-    from wb_sim.contact.points import _placement_view
+    from wb_sim.pin_views import placement_view
     sim = make()
     model, pts = sim._model_step, sim.contact_points
     data = model.createData()
@@ -122,8 +122,8 @@ def test_point_kinematics_read_through_the_placement_view_equal_the_plain_copy(m
     pin.computeJointJacobians(model, other, q)
     pts.update(model, other, None)
     np.testing.assert_array_equal(pts.position_gT, plain[0])
-    assert _placement_view(other, pts.joint_ids) is not None
-    assert _placement_view(pin.Model().createData(), np.array([0])) is None  # one joint: no stride
+    assert placement_view(other, pts.joint_ids) is not None
+    assert placement_view(pin.Model().createData(), np.array([0])) is None  # one joint: no stride
 
 
 def test_a_standing_robot_takes_the_single_solve_path(make_humanoid, shipped_controller):

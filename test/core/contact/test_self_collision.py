@@ -1,4 +1,4 @@
-"""Self-collision (wb_sim/self_collision.py, ``collision.self_collision``): the links'
+"""Self-collision (wb_sim/contact/self_collision.py, ``collision.self_collision``): the links'
 collision geometry as spheres inside it, every two geometries of links neither adjacent
 nor disabled by the SRDF, overlapping sphere pairs in the contact problem with the
 relative Jacobian J_A(p) - J_B(p).
@@ -32,8 +32,8 @@ import wb_sim
 from wb_sim.config import load_config
 from wb_sim.controllers import PDGravityController
 from wb_sim.errors import ConfigError, ModelError
-from wb_sim.self_collision import (SELF_DIP, cover_convex, reference_self_narrow,
-                                   reference_self_near, sphere_cover, srdf_text, touching_pairs)
+from wb_sim.contact.self_collision import (SELF_DIP, cover_convex, reference_self_narrow,
+                                           reference_self_near, sphere_cover, srdf_text, touching_pairs)
 
 from helpers.robots import shipped_controller
 

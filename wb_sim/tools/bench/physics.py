@@ -1,4 +1,4 @@
-"""Benchmarks. ``python -m wb_sim.tools.bench icub_stand`` runs the shared
+"""The physics benchmark. ``python -m wb_sim.tools.bench icub_stand`` runs the shared
 ``icub_stand`` scenario (``shared/benchmarks/icub_stand.md``) exactly:
 
 * iCub ``iCubGazeboV2_5`` from icub-models, free-flyer on ``root_link``;
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..contact import CONTACT_MODELS
-from ..controllers import PDGravityController
-from .progress import Progress
-from ..simulator import Simulator
-from .stand import StandMonitor
+from ...contact import CONTACT_MODELS
+from ...controllers import PDGravityController
+from ...simulator import Simulator
+from ..progress import Progress
+from ..stand import StandMonitor
 
 ICUB_STAND = {
     "urdf_path": "icub-models:iCubGazeboV2_5",
@@ -170,8 +170,8 @@ def self_collision_cost(contact: str = "compliant", runs: int = 3, progress: boo
     trajectories must be bit-identical."""
     import tempfile
 
-    from ..self_collision import srdf_text
-    from .srdf import default_pairs
+    from ...contact import srdf_text
+    from ..srdf import default_pairs
 
     probe = Simulator.from_params(dict(ICUB_STAND, **{"collision.self_collision": True}))
     pairs = default_pairs(probe)
@@ -200,7 +200,7 @@ def humanoid_lying(contact: str = "compliant", steps: int = 2000, settle_s: floa
     """The default humanoid with whole-body collision, no controller, pushed over: the
     cost per step once it lies on the ground (after ``settle_s``), with the number of
     its collision points and contact-surface points that carry a load."""
-    from .. import config_path
+    from ... import config_path
     sim = Simulator.from_yaml(config_path("humanoid"), overrides={
         "collision.enabled": True, "contact.model": contact})
     zero = np.zeros(sim.nj)
@@ -333,6 +333,3 @@ def _run_peer(script: str, runs: int) -> float | None:
           f"{out.stderr[-2000:]}", file=sys.stderr)
     return None
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@
 the ground collision already use.
 
 **Geometry to spheres.** The whole-body collision's contact points
-(:mod:`wb_sim.collision`) are surface samples with a radius only for spheres and
+(:mod:`wb_sim.contact.ground_collision`) are surface samples with a radius only for spheres and
 capsules (a box's corners, a cylinder's rims, a mesh's hull vertices): enough to find
 the lowest point of a convex shape over a plane, not to find two limbs crossing in
 their middles. Self-collision therefore gives every geometry a volume of spheres, fixed
@@ -48,7 +48,7 @@ Jacobian masked by ``support(A) - support(B)``: the dofs both links share cancel
 its force acts on A along ``+f`` and on B along ``-f`` at the same point: internal, it
 changes neither the total linear nor angular momentum. To the contact model such a
 pair is one more point after the feet and the ground collision points
-(:class:`~wb_sim.collision.MergedPoints`), with the same law (normal, friction in the
+(:class:`~wb_sim.contact.whole_body.MergedPoints`), with the same law (normal, friction in the
 tangent plane of n). At most :data:`SELF_CAPACITY` pairs at once (the deepest; the
 others are counted, ``self_contacts_dropped`` in the contact's statistics). The
 tangential deformation and the warm start of a pair follow it from step to step by its
@@ -69,9 +69,32 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from .contact.points import _placement_view, twist_rows
-from .errors import ConfigError, ModelError
-from .terrain import tangent_bases, tangent_bases_reference
+from ..errors import ConfigError, ModelError
+from ..parameters import Param
+from ..pin_views import copy_records, placement_view
+from ..terrain import tangent_bases, tangent_bases_reference
+from .geometry import fibonacci_directions, mesh_vertices
+from .points import twist_rows
+
+#: the self-collision ``collision.*`` parameters (the group's others: ground_collision)
+PARAMETERS: tuple[Param, ...] = (
+    Param("collision.self_collision", "bool", False, "",
+          "Self-collision: the links' <collision> geometry, as spheres inside it "
+          "(collision.self_spheres), meets the other links' through the contact model, with "
+          "equal and opposite forces on the two links. Never paired: two links rigidly "
+          "attached or joined by one joint, and the pairs collision.srdf_path disables. "
+          "Independent of collision.enabled. false: the links pass through each other."),
+    Param("collision.srdf_path", "str", "", "",
+          "SRDF file whose <disable_collisions link1= link2=> pairs self-collision leaves out "
+          "('' = none): a path (relative: to the YAML file that sets it) or "
+          "'example-robot-data:<path under robots/>', as urdf_path; read only with "
+          "collision.self_collision. A link it names that the model lacks is an error."),
+    Param("collision.self_spheres", "int", 12, "",
+          "Self-collision: most spheres per collision geometry. Spheres and capsules are exact "
+          "(a capsule's surface dips at most 1 mm between its spheres where this allows); "
+          "boxes, cylinders and meshes (their convex hulls) get spheres inscribed in them, "
+          "which round their edges and corners off.", lo=1, hi=64),
+)
 
 #: a capsule's spheres are close enough that its surface is at most this far from them, m
 SELF_DIP = 1.0e-3
@@ -139,8 +162,6 @@ def _hull_vertices_of(geometry, link: str) -> np.ndarray:
     within 0.12 % of its radius), geometry frame."""
     import coal
 
-    from .collision import fibonacci_directions, mesh_vertices
-
     if isinstance(geometry, coal.Box):
         signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
         return signs * np.asarray(geometry.halfSide, dtype=float)
@@ -187,8 +208,6 @@ def cover_convex(V: np.ndarray, max_spheres: int) -> tuple[np.ndarray, np.ndarra
     distance to the nearest sphere the most. Returns (centres, radii, the largest such
     distance left); no sphere for a flat hull. Deterministic."""
     from scipy.spatial import ConvexHull, QhullError
-
-    from .collision import fibonacci_directions
 
     V = np.unique(np.asarray(V, dtype=float), axis=0)
     try:
@@ -440,15 +459,12 @@ class SelfCollision:
         """(njoints, 12) placement records of ``data`` (a view where possible)."""
         if data is not self._bound_to:
             joints = np.arange(self.model.njoints)
-            self._rows = _placement_view(data, joints)
-            local = _placement_view(data, joints, "liMi") if self._quiet_test else None
+            self._rows = placement_view(data, joints)
+            local = placement_view(data, joints, "liMi") if self._quiet_test else None
             self._li_rows = local
             self._bound_to = data
             self.slack = -math.inf  # another data: no reference
-        if self._rows is not None:
-            return self._rows
-        return np.array([np.concatenate([M.rotation.T.reshape(-1), M.translation])
-                         for M in data.oMi])
+        return self._rows if self._rows is not None else copy_records(data)
 
     def contacts(self, data: pin.Data, v: np.ndarray, h: float, activation: float = 0.0,
                  held: np.ndarray = _NO_IDS) -> int:
@@ -795,15 +811,15 @@ def srdf_text(robot_name: str, pairs, reason: str = "Default", comment: str = ""
 # ----------------------------------------------------------------------------
 
 
-def build_self_collision(model: pin.Model, robot_model: pin.Model, by_link: dict, config,
+def build_self_collision(model: pin.Model, robot_model: pin.Model, by_link: dict, cfg,
                          notes: list[str], free_root: bool) -> SelfCollision:
     """The :class:`SelfCollision` of a configuration with ``collision.self_collision``.
     ``by_link``: {link: pinocchio geometry objects} of the links that collide; ``model``
     the stepping model (its joints are the robot model's; ``free_root``: its joint 1 is a
-    floating base); ``notes`` gets a sentence for the geometries left out."""
-    from .robot import resolve_data_path
+    floating base); ``cfg``: the ``collision`` group; ``notes`` gets a sentence for the
+    geometries left out."""
+    from ..robot import resolve_data_path
 
-    cfg = config.collision
     links = {f.name for f in robot_model.frames if f.type == pin.FrameType.BODY}
     disabled: frozenset = frozenset()
     if cfg.srdf_path:

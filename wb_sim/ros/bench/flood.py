@@ -1,4 +1,4 @@
-"""``python -m wb_sim.ros.flood_bench``: the node under a flood of malformed messages (issue 13).
+"""``python -m wb_sim.ros.bench.flood``: the node under a flood of malformed messages (issue 13).
 
 Starts ``wb_sim_node`` (humanoid, real-time factor 1, a stats line every
 ``--period`` s, no watchdog) and a flooding process, which floods one input
@@ -29,22 +29,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
-from .. import config_path
+from ... import config_path
+from .processes import APPLIED, REJECTED, NodeProcess, bench_env, stop
 
-LINE = re.compile(r"\[INFO\] \[(?P<time>[\d.]+)\] \[wb_sim\]: (?P<text>.*)")
 RTF = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s")
 SPS = re.compile(r"lockstep: (?P<sps>\d+) steps/s.*stale commands ignored (?P<stale>\d+)")
-APPLIED = re.compile(r"valid commands (?P<accepted>\d+), new commands applied at (?P<applied>\d+) "
-                     r"of (?P<steps>\d+) steps")
-REJECTED = re.compile(r"rejected messages: (?P<list>.*)$")
-
 TOPICS = ("joint_commands", "effort_commands", "external_wrench")
 
 
@@ -106,7 +100,7 @@ def flooder(topic: str, rate_hz: float, duration: float, joint_names: list[str],
         valid_pub = node.create_publisher(JointState, "joint_commands", qos)
         valid = serialize_message(JointState(name=joint_names, effort=efforts))
 
-    from .rclpy_shim import raw_publisher
+    from ..rclpy_shim import raw_publisher
     publish, publish_valid = raw_publisher(pub), raw_publisher(valid_pub)
     deadline = time.monotonic() + 60.0
     while (pub.get_subscription_count() < 1 or valid_pub.get_subscription_count() < 1) \
@@ -137,50 +131,7 @@ def flooder(topic: str, rate_hz: float, duration: float, joint_names: list[str],
     return 0
 
 
-class _Node:
-    """The node process, its log lines (wall time, text) read by a thread."""
-
-    def __init__(self, argv, env):
-        import threading
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1, env=env)
-        self.lines: list[tuple[float, str]] = []
-        self._t = threading.Thread(target=self._read, daemon=True)
-        self._t.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            m = LINE.search(line)
-            self.lines.append((float(m["time"]), m["text"]) if m else (time.time(), line.strip()))
-
-    def join(self, timeout: float = 10.0) -> None:
-        """Wait until the process's output is read to its end."""
-        self._t.join(timeout)
-
-    def wait_for(self, text: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(text in t for _, t in self.lines):
-                return True
-            if self.proc.poll() is not None:
-                return False
-            time.sleep(0.05)
-        return False
-
-
-def _stop(*procs) -> None:
-    for p in procs:
-        if p is not None and p.poll() is None:
-            p.send_signal(signal.SIGINT)
-    for p in procs:
-        if p is not None:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-
-
-def _window(node: _Node, start: float, end: float) -> dict:
+def _window(node: NodeProcess, start: float, end: float) -> dict:
     """Aggregate the node's stats lines whose period lies inside [start, end]."""
     rtf_num = rtf_den = 0.0
     applied = steps = accepted = 0
@@ -219,15 +170,11 @@ def _window(node: _Node, start: float, end: float) -> dict:
 
 def run(topics, rates, duration: float, period: float, sync: str, robot: str = "humanoid"):
     files = ["--params-file", str(config_path(robot))]
-    env = dict(os.environ)
-    env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
-    env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
-    env["PYTHONUNBUFFERED"] = "1"
-    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
+    env = bench_env()
     lockstep = sync == "lockstep"
     # realtime: the valid commands come from the flooder itself (1 kHz, counted), so
     # that the fraction applied is exact; lockstep: the example controller answers
-    node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+    node = NodeProcess([sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
                   "-p", f"real_time_factor:={0.0 if lockstep else 1.0}",
                   "-p", f"publish.stats_period_s:={period}", "-p", f"sync.mode:={sync}",
                   "-p", "command.timeout_s:=0.0"], env)
@@ -249,7 +196,7 @@ def run(topics, rates, duration: float, period: float, sync: str, robot: str = "
             if topic == "none":  # only the valid commands
                 flood_topic = "stale_joint_commands" if lockstep else "joint_commands"
             fl = subprocess.Popen(
-                [sys.executable, "-m", "wb_sim.ros.flood_bench", "--flooder", flood_topic,
+                [sys.executable, "-m", "wb_sim.ros.bench.flood", "--flooder", flood_topic,
                  str(rate), str(duration), ",".join(names), "0" if lockstep else "1000",
                  ",".join(map(repr, efforts))],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -266,7 +213,7 @@ def run(topics, rates, duration: float, period: float, sync: str, robot: str = "
                                    if valid_hz and r["wall"] else float("nan"))
             yield r
     finally:
-        _stop(ctrl, node.proc)
+        stop(ctrl, node.proc)
 
 
 def main(argv=None) -> int:
@@ -275,7 +222,7 @@ def main(argv=None) -> int:
     if argv and argv[0] == "--flooder":
         return flooder(argv[1], float(argv[2]), float(argv[3]), argv[4].split(","),
                        float(argv[5]), [float(x) for x in argv[6].split(",")])
-    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.flood_bench",
+    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.bench.flood",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--topics", default=",".join(TOPICS),
                     help="flooded topics, comma-separated (default: all three)")

@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
 
-from .. import config_path
+from ... import config_path
+from .processes import stop
 
 REPORT = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s \(t = (?P<t>[\d.]+) s\), "
                     r"deadline misses (?P<miss>[\d.]+) per 1000 steps"
@@ -84,13 +84,13 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
         load.append(subprocess.Popen([sys.executable, "-c", LISTENER_CODE], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     if in_process:
-        from .parameters import launcher_layers
+        from ..parameters import launcher_layers
         defaults, explicit = launcher_layers(in_process, config_path(robot))
         node_params = (f"controller.callable:={in_process}",
                        f'controller.params:="{defaults.get("controller.params", "{}")}"',
                        *node_params)
     node = subprocess.Popen(
-        [sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+        [sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
          "-p", f"real_time_factor:={rtf}", "-p", f"publish.stats_period_s:={duration}",
          "-p", f"command.wait_for_first:={'true' if controller else 'false'}",
          "-p", f"sync.mode:={sync}", *(a for kv in node_params for a in ("-p", kv))],
@@ -130,15 +130,7 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
         for p in load:
             p.kill()
             p.wait()
-        for p in (node, ctrl):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in (node, ctrl):
-            if p is not None:
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+        stop(node, ctrl)
     return out
 
 
@@ -203,6 +195,3 @@ def main(argv=None) -> int:
               f"p99 {r['latency_p99_ms']:.2f} ms")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m wb_sim.tools.campaign_bench``: campaign throughput against a plain loop.
+"""``python -m wb_sim.tools.bench.campaign``: campaign throughput against a plain loop.
 
 Runs ``--runs`` cases of ``--duration`` s of the default humanoid standing under the example
 controller (a grid over the friction coefficient, 0.9-1.0, so every case is distinct), as
@@ -26,9 +26,9 @@ import numpy as np
 
 def plain_runs(runs: int, duration: float) -> list[float]:
     """Wall seconds of each plain run (build + loop)."""
-    from .. import Simulator, config_path
-    from ..config import read_yaml_params
-    from ..controllers import PDGravityController
+    from ... import Simulator, config_path
+    from ...config import read_yaml_params
+    from ...controllers import PDGravityController
     path = config_path("humanoid")
     gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
     walls = []
@@ -44,8 +44,8 @@ def plain_runs(runs: int, duration: float) -> list[float]:
 
 
 def main(argv=None) -> int:
-    from .campaign import run_campaign
-    parser = argparse.ArgumentParser(prog="python -m wb_sim.tools.campaign_bench",
+    from ..campaign import run_campaign
+    parser = argparse.ArgumentParser(prog="python -m wb_sim.tools.bench.campaign",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=8, help="cases per measurement (default 8)")
     parser.add_argument("--duration", type=float, default=5.0, help="simulated s per case")

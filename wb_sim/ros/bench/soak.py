@@ -1,4 +1,4 @@
-"""``python -m wb_sim.ros.soak``: a long run of the node and the example controller (issue 13).
+"""``python -m wb_sim.ros.bench.soak``: a long run of the node and the example controller (issue 13).
 
 Starts ``wb_sim_node`` (``--robot``, real-time factor 1, a stats line every
 ``--period`` s) and the example PD controller as separate processes, and
@@ -29,8 +29,8 @@ import subprocess
 import sys
 import time
 
-from .. import config_path
-from .flood_bench import APPLIED, REJECTED, _Node, _stop
+from ... import config_path
+from .processes import APPLIED, REJECTED, NodeProcess, bench_env, stop
 
 REPORT = re.compile(r"real-time factor (?P<rtf>[\d.]+) over (?P<wall>[\d.]+) s \(t = (?P<t>[\d.]+) s\), "
                     r"deadline misses (?P<miss>[\d.]+) per 1000 steps")
@@ -61,7 +61,7 @@ def _realtime(pid: int, priority: int) -> None:
 _written = {"n": 0}
 
 
-def _write_log(path: str, node: _Node) -> None:
+def _write_log(path: str, node: NodeProcess) -> None:
     lines = node.lines[_written["n"]:]
     if lines:
         with open(path, "a") as f:
@@ -81,7 +81,7 @@ def _slope_per_hour(ts: list[float], ys: list[float]) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.soak", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m wb_sim.ros.bench.soak", description=__doc__.split("\n\n")[0])
     ap.add_argument("--robot", default="humanoid")
     ap.add_argument("--duration", type=float, default=3600.0, help="wall seconds (3600)")
     ap.add_argument("--period", type=float, default=60.0, help="stats and memory period, s (60)")
@@ -100,31 +100,27 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     files = ["--params-file", str(config_path(args.robot))]
-    env = dict(os.environ)
-    env.setdefault("ROS_DOMAIN_ID", str(100 + os.getpid() % 100))
-    env["RCUTILS_CONSOLE_OUTPUT_FORMAT"] = "[{severity}] [{time}] [{name}]: {message}"
-    env["PYTHONUNBUFFERED"] = "1"
-    env["RCUTILS_LOGGING_BUFFERED_STREAM"] = "0"  # each log line as it is written
+    env = bench_env()
     flooders: list[subprocess.Popen] = []
     if args.flood_hz > 0:  # started first: their start-up load must not meet the robot's first steps
         import wb_sim
         names = ",".join(wb_sim.Simulator.from_yaml(config_path(args.robot)).joint_names)
         for topic in ("joint_commands", "effort_commands", "external_wrench"):
             flooders.append(subprocess.Popen(
-                [sys.executable, "-m", "wb_sim.ros.flood_bench", "--flooder", topic,
+                [sys.executable, "-m", "wb_sim.ros.bench.flood", "--flooder", topic,
                  str(args.flood_hz), str(args.duration + 60.0), names, "0", "0"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
         time.sleep(5.0)
-    node = _Node([sys.executable, "-m", "wb_sim.ros.node", "--ros-args", *files,
+    node = NodeProcess([sys.executable, "-m", "wb_sim.ros.process", "--ros-args", *files,
                   "-p", f"publish.stats_period_s:={args.period}",
                   "-p", "command.wait_for_first:=true",
                   *(["-p", "command.timeout_action:=hold"] if args.hold_last else [])], env)
     ctrl_out = open(f"{args.log}.controller", "w") if args.log else subprocess.DEVNULL
     ctrl = subprocess.Popen([sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args", *files],
                             stdout=ctrl_out, stderr=subprocess.STDOUT, env=env)
-    stop = {"now": False}
-    signal.signal(signal.SIGINT, lambda *_: stop.update(now=True))
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    interrupted = {"now": False}
+    signal.signal(signal.SIGINT, lambda *_: interrupted.update(now=True))
+    signal.signal(signal.SIGTERM, lambda *_: interrupted.update(now=True))
     samples: list[tuple[float, float, float]] = []  # (t, node MB, controller MB)
     t0 = time.monotonic()
     try:
@@ -138,7 +134,7 @@ def main(argv=None) -> int:
               f"node pid {node.proc.pid}, controller pid {ctrl.pid}", flush=True)
         t0 = time.monotonic()
         next_sample = t0
-        while not stop["now"] and time.monotonic() - t0 < args.duration:
+        while not interrupted["now"] and time.monotonic() - t0 < args.duration:
             if args.log:
                 _write_log(args.log, node)
             if node.proc.poll() is not None or ctrl.poll() is not None:
@@ -153,7 +149,7 @@ def main(argv=None) -> int:
         samples.append((time.monotonic() - t0, _rss_mb(node.proc.pid), _rss_mb(ctrl.pid)))
         alive = node.proc.poll() is None and ctrl.poll() is None
     finally:
-        _stop(*flooders, ctrl, node.proc)
+        stop(*flooders, ctrl, node.proc)
         node.join()  # every line the node wrote
     elapsed = time.monotonic() - t0
 

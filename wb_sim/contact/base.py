@@ -1,0 +1,64 @@
+"""What a contact model over the contact surfaces alone answers for the parts of
+:class:`~wb_sim.contact.ContactModel` that concern the links' collision (there is
+none) and the deepest point (a surface's). The compliant and rigid models inherit it;
+:class:`~wb_sim.contact.whole_body.WholeBodyContact` answers them itself."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..sensors import ContactPointsReading, SelfContactsReading
+
+
+def no_collision_points() -> ContactPointsReading:
+    """The reading of no collision point (new arrays)."""
+    return ContactPointsReading((), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
+
+
+def no_self_contacts() -> SelfContactsReading:
+    """The reading of no self-contact (new arrays)."""
+    return SelfContactsReading((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
+
+
+class SurfaceContact:
+    """Mixin of the models that solve a set of points (``self.points``): the contact
+    surfaces' when the simulator holds the model itself."""
+
+    #: the links' points against the ground (ground_collision.CollisionPoints), or None
+    collision = None
+    #: the links against each other (self_collision.SelfCollision), or None
+    self_collision = None
+
+    @property
+    def surfaces(self):
+        """The contact surfaces' points (:class:`~wb_sim.contact.points.ContactPoints`)."""
+        return self.points
+
+    @property
+    def active(self) -> bool:
+        """Whether anything can touch: False lets the simulator skip the solve."""
+        return self.points.n > 0
+
+    def deepest(self) -> tuple[str, float]:
+        """(what, depth m) of the deepest point at the last solve: "contact surface 'x'"."""
+        depth = np.asarray(self.depth)
+        worst = int(np.argmax(depth))
+        pts = self.points
+        return f"contact surface '{pts.surface_names[pts.surface_of_point[worst]]}'", depth[worst]
+
+    def clear_deformation(self) -> None:
+        """Nothing to clear: the surfaces' deformation is the simulator's (``u``)."""
+
+    def collision_wrench(self) -> np.ndarray:
+        """(6,) the ground's total [force, torque] on the other links: none."""
+        return np.zeros(6)
+
+    def collision_points_state(self) -> ContactPointsReading:
+        return no_collision_points()
+
+    def self_contacts_state(self) -> SelfContactsReading:
+        return no_self_contacts()
+
+    def signature(self) -> tuple:
+        """((label, value), ...): what a snapshot of this model fits."""
+        return (("contact points", self.points.n), ("contact model", self.name))

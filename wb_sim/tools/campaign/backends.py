@@ -1,0 +1,79 @@
+"""Where a campaign's cases run: each backend takes the tasks (``{"spec", "case", "out"}``) and
+yields ``(task, row)`` as the cases finish, a row being :func:`.case.run_case`'s. The rows do
+not depend on the backend or the number of workers (every case is a pure function of its
+parameters)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ...errors import ConfigError
+from .case import run_case
+
+#: the backends :func:`wb_sim.tools.campaign.run_campaign` takes
+BACKENDS = ("local", "ray")
+
+
+def serial(tasks: list):
+    """Yield (task, row), one case after the other in this process (no pool: debugging)."""
+    for t in tasks:
+        yield t, run_case(t)
+
+
+def local_pool(tasks: list, workers: int):
+    """Yield (task, row) as the cases finish, on a local process pool of ``workers``
+    (spawned: they inherit ``sys.path``); ``serial`` with 1 worker and
+    ``WB_SIM_CAMPAIGN_INLINE=1``."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    if workers == 1 and os.environ.get("WB_SIM_CAMPAIGN_INLINE") == "1":
+        yield from serial(tasks)  # no pool (debugging)
+        return
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+        futures = {ex.submit(run_case, t): t for t in tasks}
+        try:
+            for fut in cf.as_completed(futures):
+                yield futures[fut], fut.result()
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+
+
+def ray_cluster(tasks: list, workers: int | None, address: str | None):
+    """Yield (task, row) as the cases finish, on Ray (an existing cluster at ``address``,
+    else a local instance with ``workers`` CPUs)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("the Ray backend needs Ray: pip install ray") from None
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        else:
+            kwargs["num_cpus"] = workers or os.cpu_count()
+        ray.init(**kwargs)
+        started = True
+    try:
+        remote = ray.remote(num_cpus=1)(run_case)
+        pending = {remote.remote(t): t for t in tasks}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                yield pending.pop(ref), ray.get(ref)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def cases_on(backend: str, tasks: list, workers: int, address: str | None = None):
+    """Yield (task, row) from ``backend`` (:data:`BACKENDS`): 'local' on at most ``workers``
+    processes, 'ray' on ``address`` (else a local instance of ``workers`` CPUs)."""
+    if backend == "local":
+        return local_pool(tasks, min(workers, len(tasks)))
+    if backend == "ray":
+        return ray_cluster(tasks, workers, address)
+    raise ConfigError(f"unknown backend '{backend}'; choose 'local' or 'ray'")

@@ -1,0 +1,246 @@
+"""One case of a campaign: its simulator parameters (:func:`case_config`), its simulator and
+controller, the pushes, the built-in metrics (:data:`METRICS`) and the custom ones; one table
+row (:func:`run_case`, what every backend calls, in any process)."""
+
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ...config import load_config
+from ...control import CaseInfo, ControllerLoop, import_callable
+from ...errors import ConfigError, DivergenceError
+
+#: built-in metrics, in table order, with their meaning (README)
+METRICS: dict[str, str] = {
+    "stands": "wb_sim.tools.stand.StandMonitor's verdict (base drop <= 0.1 m, feet slid <= 5 mm after "
+              "0.5 s, no joint saturated > 5 % of the steps) and the run completed",
+    "fell": "the base dropped more than 0.1 m below its start, or the run diverged",
+    "base_drop_m": "largest drop of the base below its start, m",
+    "max_tilt_deg": "largest angle between the base's z axis and the world's vertical, deg",
+    "com_deviation_m": "largest horizontal distance of the centre of mass from its start, m",
+    "foot_slip_m": "largest horizontal slide of a contact surface's frame after 0.5 s, m",
+    "peak_torque_ratio": "largest |commanded torque| / effort limit over joints and steps (the "
+                         "commands as the controller gives them, before any delay)",
+    "time_saturated_s": "simulated time during which some joint was at its effort limit, s",
+    "contact_losses": "times a surface that carried load (contact force > 0.1 % of the weight) "
+                      "lost it",
+}
+
+
+def _case_values(spec: dict, case: dict) -> dict:
+    values = dict(spec["set"])
+    values.update(case["params"])
+    return values
+
+
+def case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, list, dict]:
+    """(simulator parameters, special values, pushes, controller params) of a case."""
+    values = _case_values(spec, case)
+    params = dict(spec["params"])
+    special: dict[str, Any] = {"mass_scale": {}, "com_offset": {}}
+    pushes = [dict(p) for p in spec["pushes"]]
+    cparams = dict(spec["controller"]["params"])
+    imu_seed_set = False
+    for key, v in values.items():
+        head, _, rest = key.partition(".")
+        if key == "command_delay_steps":  # the simulator's own (joints.command_delay_steps)
+            params["joints.command_delay_steps"] = v
+        elif key == "sensor_delay_steps":  # the simulator's own (sensors.delay_steps)
+            params["sensors.delay_steps"] = v
+        elif head in ("mass_scale", "com_offset"):
+            special[head][rest] = v
+        elif head == "pushes":
+            i, _, field = rest.partition(".")
+            pushes[int(i)][field] = v
+        elif head == "controller":
+            cparams[rest] = v
+        else:
+            params[key] = v
+            imu_seed_set |= key == "imu.seed"
+    if not imu_seed_set:
+        params["imu.seed"] = case["seed"]
+    for head, per in (("mass_scale", 1), ("com_offset", 3)):
+        if special[head]:  # the simulator's perturbation.* parameters
+            params[f"perturbation.{head}_links"] = list(special[head])
+            params[f"perturbation.{head}"] = [float(x) for v in special[head].values()
+                                              for x in np.atleast_1d(v)]
+    for i, p in enumerate(pushes):
+        if "link" not in p:
+            raise ConfigError(f"campaign {where}: 'pushes.{i}.link': required")
+        if "force" in p and "magnitude" in p:
+            raise ConfigError(f"campaign {where}: 'pushes.{i}': give either force or "
+                              f"magnitude + direction_deg, not both")
+        if "time_s" not in p:
+            raise ConfigError(f"campaign {where}: 'pushes.{i}.time_s': required")
+    try:
+        load_config(params)
+    except ConfigError as e:
+        raise ConfigError(f"campaign {where}: case {case['index']}: {e}") from None
+    return params, special, pushes, cparams
+
+
+def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> ControllerLoop:
+    """The case's controller closing the loop on ``sim`` (:class:`wb_sim.control.ControllerLoop`)."""
+    ref = spec["controller"]["callable"]
+    if ref == "pd":
+        ref = "wb_sim.controllers:pd_gravity"
+    info = CaseInfo(index=case["index"], seed=case["seed"], params=_case_values(spec, case))
+    return ControllerLoop(sim, ref, cparams, spec["controller"]["rate_hz"], info)
+
+
+def run_case(task: dict) -> dict:
+    """Run one case; returns its table row (a dict). Never raises: a case that cannot
+    run has status 'error' and the error text."""
+    spec, case = task["spec"], task["case"]
+    row = {"case_id": case["index"], "case_hash": case["hash"], "status": "ok", "error": ""}
+    t0 = time.perf_counter()
+    try:
+        row.update(_run(spec, case, task.get("out")))
+    except DivergenceError as e:
+        row.update(getattr(e, "_partial", {}))
+        row["status"], row["error"] = "diverged", str(e)
+    except Exception as e:  # a user controller or metric: the campaign goes on
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+        row["status"], row["error"] = "error", f"{type(e).__name__}: {e}{where}"
+    row["_wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def _run(spec: dict, case: dict, out: str | None) -> dict:
+    import pinocchio as pin
+
+    from ...simulator import Simulator
+    from ..recording import Recorder
+    from ..stand import StandMonitor
+
+    params, special, pushes, cparams = case_config(spec, case)
+    sim = Simulator.from_params(params)
+    loop = _make_controller(sim, spec, case, cparams)
+    dt = sim.dt
+    n = int(round(spec["duration_s"] / dt))
+    schedule: dict[int, list] = {}
+    for p in pushes:
+        if "magnitude" in p:
+            a = math.radians(p.get("direction_deg", 0.0))
+            force = [p["magnitude"] * math.cos(a), p["magnitude"] * math.sin(a), 0.0]
+        else:
+            force = p.get("force", [0.0, 0.0, 0.0])
+        schedule.setdefault(int(round(p["time_s"] / dt)), []).append(
+            (p["link"], force, p.get("torque", [0.0, 0.0, 0.0]), p.get("duration_s", dt)))
+
+    rec = Recorder(sim) if spec["record"] and out else None
+    monitor = StandMonitor(sim.joint_names, sim.actuation.effort_limit, sim.robot.floating_base)
+    limits = np.asarray(sim.actuation.effort_limit, dtype=float)
+    inv_limits = np.where(np.isfinite(limits) & (limits > 0), 1.0 / limits, 0.0)
+    sat_level = 1.0 - 1e-9 if sim.config.joints.effort_limits else np.inf
+    floating = sim.robot.floating_base
+    model, data = sim.model, pin.Data(sim.model)
+    com0 = pin.centerOfMass(model, data, sim.q)[:2].copy()
+    # a surface is loaded while its points' normal forces sum above 0.1 % of the weight
+    threshold = 1e-3 * sim.mass * float(np.linalg.norm(sim.config.gravity))
+    pts = sim.contact_points
+    ns = len(sim.surface_names)
+    per_surface = np.zeros((ns, pts.n))
+    per_surface[pts.surface_of_point, np.arange(pts.n)] = 1.0
+    trace_q = np.empty((n + 1, sim.model.nq))
+    trace_tau = np.empty((n, sim.nj))
+    trace_q[0] = sim.q
+
+    min_cos_tilt = 1.0
+    com_dev = peak = 0.0
+    saturated_steps = losses = 0
+    loaded = np.zeros(ns, dtype=bool)
+    nj = sim.nj
+    ratio = np.empty(nj)
+    normal = np.empty(ns)
+
+    def metrics(diverged: bool) -> dict:
+        verdict = monitor.verdict()
+        values = {
+            "stands": bool(verdict.stands and not diverged),
+            "fell": bool(diverged or (floating and verdict.base_drop > monitor.max_drop)),
+            "base_drop_m": float(verdict.base_drop),
+            "max_tilt_deg": math.degrees(math.acos(max(-1.0, min(1.0, min_cos_tilt)))),
+            "com_deviation_m": float(com_dev),
+            "foot_slip_m": float(verdict.foot_slide),
+            "peak_torque_ratio": float(peak),
+            "time_saturated_s": saturated_steps * dt,
+            "contact_losses": int(losses),
+        }
+        return {m: values[m] for m in spec["metrics"]}
+
+    try:
+        for k in range(n):
+            for link, force, torque, dur in schedule.get(k, ()):
+                sim.apply_external_wrench(link, force, torque, dur)
+            tau = loop.torques()  # the controller's, called when due (rate_hz); checked
+            sim.step(tau)  # the simulator delays it by joints.command_delay_steps
+            trace_tau[k] = sim.applied_torques
+            q = sim.q
+            trace_q[k + 1] = q
+            monitor.watch(sim)
+            if rec is not None:
+                rec.record(sim)
+            if loop.fresh:  # the commands as given (they can exceed the limits)
+                np.abs(tau, out=ratio)
+                ratio *= inv_limits
+                r = float(ratio.max()) if nj else 0.0
+                if r > peak:
+                    peak = r
+            # saturation of what acted in this step (after joints.command_delay_steps)
+            np.abs(trace_tau[k], out=ratio)
+            ratio *= inv_limits
+            if nj and ratio.max() >= sat_level:
+                saturated_steps += 1
+            if floating:
+                qx, qy = q[3], q[4]
+                c = 1.0 - 2.0 * (qx * qx + qy * qy)
+                if c < min_cos_tilt:
+                    min_cos_tilt = c
+                com = pin.centerOfMass(model, data, q)
+                d = math.hypot(com[0] - com0[0], com[1] - com0[1])
+                if d > com_dev:
+                    com_dev = d
+            if ns:
+                # sim.point_forces: the points' forces of the last step, ground coordinates
+                # (tangential 1, 2, normal); what contact_wrench_array() maps, 10x cheaper
+                f = np.greater(per_surface.dot(sim.point_forces[:, 2], out=normal), threshold)
+                if (loaded > f).any():  # loaded before, not now
+                    losses += int(np.count_nonzero(loaded > f))
+                loaded = f
+    except DivergenceError as e:
+        e._partial = metrics(True)
+        _save_recording(rec, out, case)
+        raise
+    result = metrics(False)
+    trace = {"t": np.arange(n + 1) * dt, "q": trace_q, "applied_torques": trace_tau}
+    for name, ref in spec["custom_metrics"].items():
+        value = import_callable(ref, f"custom_metrics.{name}")(sim, trace)
+        if isinstance(value, Mapping):
+            result.update({f"{name}.{k}": _plain(v) for k, v in value.items()})
+        else:
+            result[name] = _plain(value)
+    _save_recording(rec, out, case)
+    return result
+
+
+def _plain(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return float(v)
+
+
+def _save_recording(rec, out, case) -> None:
+    if rec is not None:
+        d = Path(out) / "recordings"
+        d.mkdir(parents=True, exist_ok=True)
+        rec.history().save(d / f"case_{case['index']:05d}_{case['hash']}.npz")
