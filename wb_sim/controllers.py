@@ -87,6 +87,8 @@ class JointTargets:
         self.tau_ff = np.zeros(nj)
         self.has_position = np.zeros(nj, dtype=bool)
         self.has_velocity = np.zeros(nj, dtype=bool)
+        #: whether the last command gave the joint an effort (0.0 is an effort too)
+        self.has_effort = np.zeros(nj, dtype=bool)
 
     def set(self, joints, position=None, velocity=None, effort=None) -> None:
         """The command for the joints ``joints`` (indices): each field an array in
@@ -95,6 +97,7 @@ class JointTargets:
         joints = np.asarray(joints, dtype=int)
         self.has_position[joints] = position is not None
         self.has_velocity[joints] = velocity is not None
+        self.has_effort[joints] = effort is not None
         self.q_ref[joints] = 0.0 if position is None else position
         self.v_ref[joints] = 0.0 if velocity is None else velocity
         self.tau_ff[joints] = 0.0 if effort is None else effort

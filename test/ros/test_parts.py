@@ -376,6 +376,18 @@ def test_positions_alone_without_gains_are_a_warning_naming_the_limp_joints():
     assert not [t for t in log.texts("info") if "without gains" in t]
 
 
+def test_an_effort_of_zero_beside_a_position_is_an_effort_not_a_limp_joint():
+    """The example controller's gravity feed-forward is exactly 0.0 on some joints at the
+    start: those joints are given an effort (zero), so the note is an INFO, never the
+    'no torque at all' warning (issue 28: the default run warned against our own
+    controller)."""
+    gate, log, _ = _modes_gate(kp=(0.0,), kd=(0.0,))
+    gate.joint_command(0, JOINTS, [0.0, 0.0, 2.5], 0, 0.0, position=[0.1, 0.2, 0.3])
+    assert _tau(gate, [0.0, 0, 0], [0.0, 0, 0]).tolist() == [0.0, 0.0, 2.5]
+    assert not [t for t in log.texts("warning") if "without gains" in t]
+    assert len([t for t in log.texts("info") if "without gains" in t]) == 1
+
+
 def test_gains_are_one_value_or_one_per_command_joint_name_and_change_whole():
     from wb_sim.errors import ConfigError
     gate, _, _ = _modes_gate(kp=(10.0, 20.0), kd=(0.0,), command_joint_names=["c", "a"])

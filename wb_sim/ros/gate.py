@@ -121,11 +121,10 @@ def write_command(t: JointTargets, idx: np.ndarray, fields: list) -> np.ndarray:
     named = masks[0] | masks[1] | masks[2]  # a joint with NaN only keeps its command
     j = idx[named]
     for f, m, ref, has in zip(fields, masks, (t.q_ref, t.v_ref, t.tau_ff),
-                              (t.has_position, t.has_velocity, None)):
+                              (t.has_position, t.has_velocity, t.has_effort)):
         m = m[named]
         ref[j] = 0.0 if f is None else np.where(m, f[0][named], 0.0)
-        if has is not None:
-            has[j] = m
+        has[j] = m
     return j
 
 
@@ -396,7 +395,8 @@ class CommandGate:
             src, written, stamp_ns = timing.pop()
             for a, b in ((t.q_ref, src.q_ref), (t.v_ref, src.v_ref), (t.tau_ff, src.tau_ff),
                          (t.has_position, src.has_position),
-                         (t.has_velocity, src.has_velocity)):
+                         (t.has_velocity, src.has_velocity),
+                         (t.has_effort, src.has_effort)):
                 np.copyto(a, b, where=written)
             self._activate(stamp_ns, now_ns)
         self._servo = None  # the servoed joints may have changed
@@ -535,7 +535,9 @@ class CommandGate:
         if idle.any():
             self._idle_told = True
             names = [n for n, i in self.joint_index.items() if idle[i]]
-            limp = [n for n, i in self.joint_index.items() if idle[i] and t.tau_ff[i] == 0.0]
+            # an effort of 0.0 is an effort (the example controller's gravity feed-forward is
+            # exactly 0 on some joints at the start): limp means no effort was given
+            limp = [n for n, i in self.joint_index.items() if idle[i] and not t.has_effort[i]]
             listed = f"{', '.join(names[:5])}{', ...' if len(names) > 5 else ''}"
             text = (f"joint_commands give position or velocity targets to {len(names)} "
                     f"joint(s) without gains (command.kp 0 for positions, command.kd 0 for "

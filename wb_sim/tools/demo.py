@@ -95,6 +95,14 @@ def main(argv=None) -> int:
         if rec is not None:  # what led there is worth a look
             _save_outputs(rec.history(), args.record, args.plot)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: a clean stop, what was recorded is kept
+        bar.close()
+        if viewer is not None:
+            viewer.close()
+        print(f"wb_sim: interrupted at t = {sim.t:.3f} s", file=sys.stderr)
+        if rec is not None:
+            _save_outputs(rec.history(), args.record, args.plot)
+        return 130
     bar.close()
     wall = time.perf_counter() - t0
     if viewer is not None:
@@ -108,8 +116,11 @@ def main(argv=None) -> int:
               f"drift over the last second {np.ptp(last) * 1e3:.3f} mm")
     wrenches = sim.contact_wrenches()
     if wrenches:
-        fz = sum(w.force[2] for w in wrenches.values())
-        print(f"vertical contact force / weight: {fz / (sim.mass * 9.81):.4f}")
+        # world z, summed over the points (a surface's wrench is in its own frame, which
+        # may be tilted: Go2's foot frames are)
+        fz = float(sim.contact_points_state().force[:, 2].sum())
+        weight = sim.mass * float(np.linalg.norm(sim.config.gravity))
+        print(f"vertical contact force (world z) / weight: {fz / weight:.4f}")
         for name, w in wrenches.items():
             print(f"  {name:12s} force [N] {np.array2string(w.force, precision=2)}  "
                   f"torque [N*m] {np.array2string(w.torque, precision=3)}")
