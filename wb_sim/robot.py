@@ -12,6 +12,7 @@ joint vector (torques, positions, velocities) in the API.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
@@ -34,6 +35,13 @@ SUPPORTED_JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 
 #: the package of a ``package://<package>/...`` mesh URI
 _MESH_PACKAGE = re.compile(r'filename\s*=\s*["\']package://([^/"\']+)/')
+
+
+def did_you_mean(name: str, known) -> str:
+    """"; did you mean 'a', 'b'?" with the names of ``known`` closest to ``name`` (as the
+    parameters' messages have), or "" when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 def _example_robot_data_dir() -> Path:
     """``share/example-robot-data/robots`` from the PyPI wheel or a ROS install."""
@@ -351,15 +359,17 @@ class RobotModel:
             return self.joint_names.index(name)
         except ValueError:
             raise ModelError(
-                f"unknown joint '{name}'; the model's actuated joints are: "
-                f"{', '.join(self.joint_names)}") from None
+                f"unknown joint '{name}'{did_you_mean(name, self.joint_names)}; the model's "
+                f"actuated joints are: {', '.join(self.joint_names)}") from None
 
     def frame_id(self, name: str, key: str = "") -> int:
-        """pinocchio frame index; :class:`ModelError` naming the frame if unknown."""
+        """pinocchio frame index; :class:`ModelError` naming the frame if unknown, with the
+        closest names the model has."""
         if not self.model.existFrame(name):
             where = f"parameter '{key}': " if key else ""
-            raise ModelError(f"{where}frame '{name}' is not in the model "
-                             f"(see RobotModel.frame_names())")
+            raise ModelError(f"{where}frame '{name}' is not in the model"
+                             f"{did_you_mean(name, self.frame_names())} (the frames are the "
+                             f"URDF's links and joints; RobotModel.frame_names() lists them)")
         return self.model.getFrameId(name)
 
     def frame_names(self) -> list[str]:

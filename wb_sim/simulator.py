@@ -42,7 +42,7 @@ from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, DivergenceError, ModelError
 from .linalg import upper_sym_mv
-from .robot import RobotModel, rotate_inverse
+from .robot import RobotModel, did_you_mean, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
 from .state import Record, SimState, State, copy_record
 from .terrain import load_terrain
@@ -252,8 +252,9 @@ class Simulator:
         for name, x in zip(pose.joint_names, pose.joint_positions):
             if name not in robot.joint_names:
                 raise ModelError(
-                    f"parameter '{prefix}.joint_names': unknown joint '{name}'; the model's "
-                    f"actuated joints are: {', '.join(robot.joint_names)}")
+                    f"parameter '{prefix}.joint_names': unknown joint '{name}'"
+                    f"{did_you_mean(name, robot.joint_names)}; the model's actuated joints "
+                    f"are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
         self.actuation.check_initial_positions(robot, positions)
         robot.set_joint_positions(q, positions)

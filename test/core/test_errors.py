@@ -136,6 +136,23 @@ def test_unknown_surface_frame():
         wb_sim.Simulator.from_params(box_on_ground(**{"foot.frame": "left_sole"}))
 
 
+def test_a_frame_or_joint_typo_gets_a_did_you_mean_as_parameters_do():
+    """Issue 28: 'FL_fot' for 'FL_foot' named the bad frame and a Python method only."""
+    with raises(wb_sim.ModelError, "'foot.frame'", "frame 'sol' is not in the model",
+                "did you mean 'sole'"):
+        wb_sim.Simulator.from_params(box_on_ground(**{"foot.frame": "sol"}))
+    with raises(wb_sim.ModelError, "'initial.joint_names'", "unknown joint 'elbw'",
+                "did you mean 'elbow'?"):
+        wb_sim.Simulator.from_params(arm_params(**{"initial.joint_names": ["elbw"],
+                                                   "initial.joint_positions": [0.1]}))
+    sim = wb_sim.Simulator.from_params(ARM)
+    with raises(wb_sim.ModelError, "unknown joint 'elbo'", "did you mean 'elbow'?"):
+        sim.robot.joint_index("elbo")
+    with pytest.raises(wb_sim.ModelError) as info:  # nothing close: no suggestion
+        sim.robot.frame_id("zzzzzzzz")
+    assert "did you mean" not in str(info.value)
+
+
 def test_unknown_imu_frame():
     with raises(wb_sim.ModelError, "'imu.frame'", "frame 'imu_link' is not in the model"):
         wb_sim.Simulator.from_params(arm_params(**{"imu.frame": "imu_link"}))

@@ -50,6 +50,7 @@ from std_msgs.msg import Float64MultiArray
 from ..config import load_config
 from ..control import ControllerLoop
 from ..errors import ConfigError, DivergenceError, WbSimError
+from ..robot import did_you_mean
 from ..simulator import Simulator
 from . import conversions as cv
 from . import rclpy_shim
@@ -127,7 +128,8 @@ class SimNode(PolledNodeMixin, Node):
         unknown = [n for n in cmd_names if n not in self.joint_index]
         if unknown:
             raise ConfigError(f"parameter 'command.joint_names': unknown joint(s) "
-                              f"{', '.join(unknown)}; joints: {', '.join(sim.joint_names)}")
+                              f"{', '.join(unknown)}{did_you_mean(unknown[0], sim.joint_names)}; "
+                              f"joints: {', '.join(sim.joint_names)}")
         self.command_joint_names = cmd_names
         self._lockstep = self.cfg["sync.mode"] == "lockstep"
         if self._lockstep and not self.cfg["topics.joint_states"]:
