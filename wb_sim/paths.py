@@ -31,6 +31,22 @@ def config_path(robot: str) -> Path:
     return path
 
 
+def robot_config_file(robot: str) -> Path:
+    """The configuration of ``robot``: a ready one's name (``config/<robot>.yaml``) or the
+    path of the user's own robot file (``my_robot.yaml``): the one meaning of ``--robot``
+    in every command line."""
+    if robot.endswith((".yaml", ".yml")) or Path(robot).is_file():
+        path = Path(robot).resolve()
+        if not path.is_file():
+            raise ConfigError(f"robot file '{robot}' not found")
+        return path
+    try:
+        return config_path(robot)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; or give the path of your robot's YAML file "
+                          f"(--robot my_robot.yaml)") from None
+
+
 def default_config_path() -> Path:
     """The default robot's configuration (the project's humanoid)."""
     return config_path("humanoid")

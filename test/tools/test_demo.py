@@ -41,7 +41,7 @@ wb_sim_pd_controller:
 def test_the_demo_prints_the_world_vertical_force_over_the_weight(tmp_path, capsys):
     (tmp_path / "tilted.urdf").write_text(URDF)
     (tmp_path / "tilted.yaml").write_text(YAML)
-    assert demo.main(["--config", str(tmp_path / "tilted.yaml"), "--duration", "1.0"]) == 0
+    assert demo.main(["--robot", str(tmp_path / "tilted.yaml"), "--duration", "1.0"]) == 0
     out = capsys.readouterr().out
     ratio = float(re.search(r"vertical contact force \(world z\) / weight: ([-\d.]+)", out)[1])
     # at rest on its four points: the ground carries the weight (the surface frame's own z
@@ -69,3 +69,20 @@ def test_ctrl_c_stops_the_demo_cleanly_with_exit_130(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted at t = " in err
     assert npz.is_file()
+
+
+def test_robot_and_config_mean_what_they_mean_in_wb_sim_run(tmp_path, capsys):
+    """One vocabulary (issue 28): ``--robot`` a ready name or your robot's file, ``--config``
+    a file whose keys win over the robot's (it was a replacement here, an overlay in
+    wb_sim_run)."""
+    (tmp_path / "tilted.urdf").write_text(URDF)
+    (tmp_path / "tilted.yaml").write_text(YAML)
+    overlay = tmp_path / "rigid.yaml"
+    overlay.write_text("wb_sim:\n  ros__parameters:\n    contact:\n      model: rigid\n")
+    assert demo.main(["--robot", str(tmp_path / "tilted.yaml"), "--config", str(overlay),
+                      "--duration", "0.2"]) == 0
+    out = capsys.readouterr().out
+    assert "tilted_feet, 0 joints" in out and "contact 'rigid'" in out
+    assert demo.main(["--robot", "no_such_robot", "--duration", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "no configuration for robot 'no_such_robot'" in err and "--robot my_robot.yaml" in err

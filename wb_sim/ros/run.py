@@ -57,7 +57,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import config_path
+from ..paths import robot_config_file
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
 from .parameters import (PD_IN_PROCESS, core_keys, launcher_layers, load_node_config,
@@ -80,20 +80,6 @@ STATS = re.compile(r"\(t = (?P<t>[\d.]+) s\)")
 def _fail(msg: str) -> int:
     print(f"wb_sim_run: {msg}", file=sys.stderr)
     return 2
-
-
-def _robot_file(robot: str) -> Path:
-    """config/<robot>.yaml, or the user's own robot file."""
-    if robot.endswith((".yaml", ".yml")) or Path(robot).is_file():
-        path = Path(robot).resolve()
-        if not path.is_file():
-            raise ConfigError(f"robot file '{robot}' not found")
-        return path
-    try:
-        return config_path(robot)
-    except ConfigError as e:
-        raise ConfigError(f"{e}; or give the path of your robot's YAML file "
-                          f"(--robot my_robot.yaml)") from None
 
 
 def main(argv=None) -> int:
@@ -130,7 +116,7 @@ def main(argv=None) -> int:
         return 2
     # everything the node will read, checked before anything starts (one line, no traceback)
     try:
-        robot_yaml = _robot_file(args.robot)
+        robot_yaml = robot_config_file(args.robot)
         flat = read_yaml_params(robot_yaml)
         defaults, explicit = launcher_layers(args.controller, robot_yaml, args.sync)
         defaults = {**LAUNCHER_DEFAULTS, **defaults}

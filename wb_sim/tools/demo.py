@@ -18,10 +18,10 @@ import time
 
 import numpy as np
 
-from .. import config_path
+from ..paths import robot_config_file
 from ..config import read_yaml_params
 from ..controllers import PDGravityController
-from ..errors import WbSimError
+from ..errors import ConfigError, WbSimError
 from .progress import Progress
 from .recording import Recorder
 from ..simulator import Simulator
@@ -31,8 +31,10 @@ from .stand import StandMonitor
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wb_sim", description=__doc__.split("\n\n")[0])
     parser.add_argument("--robot", default="humanoid",
-                        help="ready configuration config/<robot>.yaml (default: humanoid)")
-    parser.add_argument("--config", help="a YAML parameter file (overrides --robot)")
+                        help="a ready configuration's name (config/<robot>.yaml; default "
+                             "humanoid) or the path of your robot's YAML file")
+    parser.add_argument("--config", help="a YAML parameter file loaded after the robot's (its "
+                                         "keys win), as wb_sim_run's")
     parser.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
     parser.add_argument("--record", metavar="FILE.npz",
                         help="save the recorded signals (wb_sim_plot FILE.npz plots them)")
@@ -41,9 +43,13 @@ def main(argv=None) -> int:
                         help="meshcat: watch the run in a browser, in real time")
     args = parser.parse_args(argv)
     try:
-        path = args.config or config_path(args.robot)
-        sim = Simulator.from_yaml(path)
-        gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
+        path = robot_config_file(args.robot)
+        flat = read_yaml_params(path)
+        gains = _controller_gains(path)
+        if args.config:  # an overlay, as wb_sim_run's --config: its keys win
+            flat.update(read_yaml_params(args.config))
+            gains.update(_controller_gains(args.config))
+        sim = Simulator.from_params(flat)
     except WbSimError as e:
         print(f"wb_sim: {e}", file=sys.stderr)
         return 2
@@ -132,6 +138,16 @@ def main(argv=None) -> int:
     if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
         return 2
     return 0 if verdict.stands else 1
+
+
+def _controller_gains(path) -> dict:
+    """The ``wb_sim_pd_controller`` block of a parameter file ({} where it has none)."""
+    try:
+        return read_yaml_params(path, node_name="wb_sim_pd_controller")
+    except ConfigError as e:
+        if "has no 'wb_sim_pd_controller: ros__parameters:' block" in str(e):
+            return {}
+        raise
 
 
 def _view(viewer, sim: Simulator, t0: float) -> None:
