@@ -403,6 +403,20 @@ def test_a_failing_node_ends_the_launch_non_zero_without_orphans(launch, tmp_pat
     assert took < 20.0, f"{took:.1f} s"
 
 
+def test_sigterm_to_the_launch_ends_every_process_it_started(launch):
+    """``ros2 launch`` cancels itself on SIGTERM and leaves its processes running (its log
+    says "using SIGTERM can result in orphaned processes"); the node and the controller
+    end with it (wb_sim/ros/parent.py), as they do on Ctrl-C (issue 28)."""
+    ln = launch()
+    ln.wait_for("first command received: the simulation starts")
+    os.kill(ln.proc.pid, signal.SIGTERM)
+    try:
+        ln.proc.popen.wait(30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the launch did not end within 30 s of SIGTERM\n{ln.proc.describe()}")
+    ln.assert_no_orphans()  # within 5 s, or the test fails naming them
+
+
 def test_rviz_without_rviz2_fails_before_starting_anything(launch):
     ln = launch("rviz:=true")
     rc = ln.proc.popen.wait(30)

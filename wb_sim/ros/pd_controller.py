@@ -58,6 +58,7 @@ from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
 from .controller_io import JointCommandWriter, RobotStateIntake
+from .parent import die_with_parent
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -249,6 +250,7 @@ def main(args=None) -> int:
     """Entry point of ``wb_sim_pd_controller``; SIGINT, SIGTERM and an external
     shutdown end it cleanly with exit code 0."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    die_with_parent()  # end with the launch that started us, whatever signal ended it
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -23,6 +23,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
 from .node import SimNode, refuse_duplicate_name
+from .parent import die_with_parent
 
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
@@ -53,6 +54,7 @@ def main(args=None) -> int:
     # every 0.2 ms instead of Python's default 5 ms, so the physics loop keeps
     # its 1 ms deadlines while callbacks run.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+    die_with_parent()  # ros2 launch leaves its processes running on SIGTERM: not us
     # our own signal handlers stop the loop; rclpy's would raise KeyboardInterrupt
     # anywhere, e.g. in the middle of destroying the node
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)

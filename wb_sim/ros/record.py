@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .parameters import DEFAULT_TOPICS
+from .parent import die_with_parent
 
 #: stream key -> message type; the topic is the node's parameter topics.<stream>
 #: (default: its declared default, DEFAULT_TOPICS)
@@ -472,6 +473,7 @@ def _default_output() -> Path:
 def main(argv=None) -> int:
     """Entry point of ``wb_sim_record``: 0 after a clean stop, 2 when it cannot start,
     1 when writing fails."""
+    die_with_parent()  # end with wb_sim_run / the launch that started us (SIGTERM: a clean stop)
     argv = list(sys.argv[1:] if argv is None else argv)
     ros_args = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
     own = argv[:len(argv) - len(ros_args)]

@@ -1,0 +1,37 @@
+"""A ROS process of wb_sim ends with the process that started it.
+
+``ros2 launch`` answers SIGTERM by cancelling itself and leaving its processes running
+(launch's own log says "using SIGTERM can result in orphaned processes"): the node and
+the example controller went on at 1 kHz after the launch was gone. So the node, the
+example controller and the recorder ask Linux to send them SIGTERM when their parent
+dies (``prctl(PR_SET_PDEATHSIG)``), which their own handlers turn into a clean stop:
+``ros2 launch``, ``ros2 run`` and ``wb_sim_run`` stay one unit under any signal, even
+SIGKILL. Elsewhere than on Linux this does nothing (and says so by returning False).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+#: prctl option: the signal sent to this process when its parent dies (linux/prctl.h)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> bool:
+    """Have ``sig`` sent to this process when its parent process ends; True where it is
+    armed. A parent already gone before the call (the process was reparented) sends it
+    now."""
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if armed and os.getppid() != parent:  # the parent died between fork and prctl
+        os.kill(os.getpid(), sig)
+    return armed
