@@ -58,6 +58,10 @@ PARAMETERS: tuple[Param, ...] = (
     Param("floating_base", "bool", True, "",
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
           "to the world at initial.base_position / initial.base_rpy."),
+    Param("max_joints", "int", 100, "",
+          "Most moving joints the URDF may have, checked before the model is built: "
+          "pinocchio's Data grows with the cube of the joints (four nv^3 tensors; 200 joints: "
+          "0.5 GB per copy).", lo=1, hi=1000),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
           "Physics rate; the step is dt = 1 / physics_rate_hz, in [1, 1e6] Hz.",
           lo=1.0, hi=1.0e6),
@@ -85,6 +89,13 @@ PARAMETERS: tuple[Param, ...] = (
           "World position of the heightfield's first sample (row 0, column 0).", length=3),
     Param("terrain.heightfield_scale", "float", 1.0, "",
           "Factor applied to the file's heights (to metres).", lo=0.0, lo_open=True),
+    Param("terrain.max_boxes", "int", 200, "",
+          "Most boxes the terrain may hold (terrain.boxes + every step of terrain.stairs), "
+          "checked before any is built: each box is tested against every contact point at "
+          "every step (2000 boxes: about 0.4 s a step).", lo=0, hi=100000),
+    Param("terrain.max_heightfield_cells", "int", 4000000, "",
+          "Most cells (rows x columns) of terrain.heightfield, checked from the file's header "
+          "before its data is read (8 bytes each, in memory).", lo=4, hi=100000000),
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- contact: the laws' groups (contact.*) and the links' collision (collision.*),
@@ -481,7 +492,8 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
 
 
 def _check_terrain(t: Group) -> None:
-    from .terrain import boxes_from_flat, stairs_boxes
+    from .terrain import boxes_from_flat, check_box_count, stairs_boxes
+    check_box_count(t.boxes, t.stairs, t.max_boxes)  # before a box is built
     boxes_from_flat(t.boxes)  # the ConfigErrors of their layout, at load
     stairs_boxes(t.stairs)
 

@@ -213,6 +213,24 @@ def edit_inertials(xml: str, mass_scale: dict[str, float], com_offset: dict[str,
     return ET.tostring(root, encoding="unicode")
 
 
+#: the default of parameter max_joints: pinocchio's Data holds four nv x nv x nv tensors (the
+#: second-order RNEA derivatives, allocated whether used or not), so a robot's memory grows with
+#: the cube of its joints (200: 0.5 GB per Data, and a simulator holds several)
+MAX_JOINTS = 100
+
+
+def _check_joint_count(root: ET.Element, origin: str, key: str, limit: int) -> None:
+    """ModelError where the URDF has more than ``limit`` moving joints, before pinocchio
+    builds it (its Data is cubic in them)."""
+    n = sum(1 for j in root.findall("joint") if j.get("type") != "fixed")
+    if n > limit:
+        raise ModelError(
+            f"parameter '{key}': {origin} has {n} moving joints, more than max_joints = {limit}; "
+            f"pinocchio's Data grows with the cube of the joints (about 0.5 GB per copy at 200, "
+            f"several copies per simulator): raise parameter 'max_joints' (at most 1000) if you "
+            f"mean it")
+
+
 def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
     try:
         root = ET.fromstring(xml)
@@ -372,7 +390,8 @@ class RobotModel:
                   mimic: str = "refuse",
                   mass_scale: dict[str, float] | None = None,
                   com_offset: dict[str, tuple] | None = None,
-                  xacro_args: dict[str, str] | None = None) -> "RobotModel":
+                  xacro_args: dict[str, str] | None = None,
+                  max_joints: int = MAX_JOINTS) -> "RobotModel":
         """Build from a URDF file (``urdf_path``) or string (``robot_description``).
 
         For a fixed base, ``base_placement`` (world <- root link) places the
@@ -383,7 +402,8 @@ class RobotModel:
         ``<inertial>`` before the build (:func:`edit_inertials`; parameters
         ``perturbation.*``); :attr:`urdf_xml` is then the edited URDF. A
         ``.xacro`` ``urdf_path`` is expanded first with ``xacro_args``
-        (``name: value``; parameter ``xacro.args``).
+        (``name: value``; parameter ``xacro.args``). More than ``max_joints`` moving
+        joints is a ModelError before pinocchio builds anything (parameter ``max_joints``).
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
@@ -400,6 +420,8 @@ class RobotModel:
         if mass_scale or com_offset:
             xml = edit_inertials(xml, mass_scale or {}, com_offset or {}, origin)
         root = _check_urdf_xml(xml, origin, mimic)
+        _check_joint_count(root, origin, "urdf_path" if urdf_path else "robot_description",
+                           max_joints)
         try:
             if floating_base:
                 model = pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())

@@ -258,7 +258,7 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
     with warnings.catch_warnings():  # what the model says, each case's simulator says again
         warnings.simplefilter("ignore")
         model = RobotModel.from_urdf(cfg.urdf_path, cfg.robot_description, cfg.floating_base,
-                                     mimic=cfg.joints.mimic)
+                                     mimic=cfg.joints.mimic, max_joints=cfg.max_joints)
     pushes_in = doc.get("pushes", []) or []
     if not isinstance(pushes_in, list):
         raise _err(where, "pushes", f"expected a list of pushes, got {pushes_in!r}")
