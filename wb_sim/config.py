@@ -336,6 +336,43 @@ def _loader():
     return _LOADER
 
 
+#: most nodes a YAML document may hold once its aliases are expanded: an alias repeats a node
+#: without copying it, and a 1 kB file of nested aliases (a "billion laughs") expands to
+#: 1e9 nodes that every reader of the document then walks
+MAX_YAML_NODES = 1_000_000
+
+
+def _check_expanded_size(root, what: str, path: Path) -> None:
+    """ConfigError where the document ``root`` (a composed PyYAML node) holds more than
+    :data:`MAX_YAML_NODES` nodes with its aliases expanded (counted once per node, no
+    expansion)."""
+    import yaml
+
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [x for pair in node.value for x in pair]
+        else:
+            size[id(node)] = 1
+            continue
+        if done:
+            size[id(node)] = 1 + sum(size.get(id(c), 0) for c in children)
+            if size[id(node)] > MAX_YAML_NODES:
+                raise ConfigError(
+                    f"{what} '{path}': more than {MAX_YAML_NODES} values once its aliases (*name) "
+                    f"are expanded; write the values out, or split the file (the bound is "
+                    f"wb_sim.config.MAX_YAML_NODES)")
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in size)
+
+
 def read_yaml(path: str | Path, what: str = "parameter file") -> Any:
     """The document of the YAML file ``path`` (UTF-8), read with the one loader of wb_sim
     (:func:`_loader`), for parameter files (:func:`read_yaml_params`) and campaign files
@@ -352,13 +389,23 @@ def read_yaml(path: str | Path, what: str = "parameter file") -> Any:
         raise ConfigError(f"{what} '{path}' is not valid YAML: not UTF-8 text (byte {e.start} "
                           f"is {e.object[e.start:e.start + 1]!r})") from e
     try:
-        return yaml.load(text, Loader=_loader())
+        loader = _loader()(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expanded_size(node, what, path)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         said = [getattr(e, "context", None), getattr(e, "problem", None)]  # what, then why
         why = ", ".join(x for x in said if x) or " ".join(str(e).split())
         raise ConfigError(f"{what} '{path}' is not valid YAML: {why}{where}") from e
+    except ConfigError:
+        raise
     except ValueError as e:  # a value its tag cannot hold: !!int abc, 2001-13-45
         raise ConfigError(f"{what} '{path}' is not valid YAML: {e}") from e
 
