@@ -79,11 +79,55 @@ def absolute(topic: str) -> str:
     return "/" + topic.lstrip("/")
 
 
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def _unfinished_mcap(path: Path) -> bool:
+    """Whether the MCAP file ``path`` lacks its end (a footer and the closing magic): its
+    writer was killed, or its disk filled, before it closed the file."""
+    with open(path, "rb") as f:
+        if f.read(8) != MCAP_MAGIC:
+            return False  # not MCAP at all: the reader says so
+        f.seek(0, 2)
+        if f.tell() < 8 + 37:
+            return True
+        f.seek(-8, 2)
+        return f.read(8) != MCAP_MAGIC
+
+
+def salvage_mcap(path: Path, out: Path) -> tuple[int, int]:
+    """Copy the complete records of the unfinished MCAP file ``path`` to ``out`` and close
+    it (a data end and a footer without summary: readers scan it): everything up to the
+    last record written whole. Returns (bytes kept, bytes dropped)."""
+    import struct
+
+    with open(path, "rb") as f:
+        data = f.read()
+    end = pos = 8
+    while pos + 9 <= len(data):
+        op = data[pos]
+        (length,) = struct.unpack_from("<Q", data, pos + 1)
+        if op in (0x00, 0x02, 0x0F) or pos + 9 + length > len(data):
+            break  # invalid, a footer or a data end (a closed file's summary follows), cut
+        pos += 9 + length
+        end = pos
+    with open(out, "wb") as f:
+        f.write(data[:end])
+        f.write(b"\x0f" + struct.pack("<QI", 4, 0))  # data end, no CRC
+        f.write(b"\x02" + struct.pack("<QQQI", 20, 0, 0, 0))  # footer: no summary
+        f.write(MCAP_MAGIC)
+    return end, len(data) - end
+
+
 @contextmanager
 def open_bag(path: str | Path):
     """A rosbags reader of a bag directory (MCAP or sqlite3) or of a single
     ``.mcap`` file, open; :class:`RecordingError` if it cannot be read. The
-    reader has ``connections`` and ``messages(connections)``."""
+    reader has ``connections`` and ``messages(connections)``.
+
+    A recording its recorder did not close (killed, or its disk full: no metadata.yaml, an
+    MCAP file without its end) is read up to its last complete record, with a warning
+    saying how much was lost."""
     try:
         from rosbags.rosbag2 import Reader
         from rosbags.rosbag2.errors import ReaderError
@@ -96,20 +140,41 @@ def open_bag(path: str | Path):
         raise RecordingError(f"no such bag: '{path}'")
     if path.is_file() and (path.parent / "metadata.yaml").is_file():
         path = path.parent  # the directory knows about split files
-    if path.is_dir():
-        if not (path / "metadata.yaml").is_file():
+    salvaged = None
+    if path.is_dir() and not (path / "metadata.yaml").is_file():
+        mcaps = sorted(path.glob("*.mcap"))
+        if len(mcaps) != 1:
             raise RecordingError(f"'{path}' is not a rosbag2 directory (no metadata.yaml)")
+        path = mcaps[0]  # a recording never closed: its one MCAP file
+    if path.is_file() and path.suffix == ".mcap" and _unfinished_mcap(path):
+        import tempfile
+        salvaged = Path(tempfile.mkdtemp(prefix="wb_sim_bag_"))
+        try:
+            kept, lost = salvage_mcap(path, salvaged / path.name)
+        except OSError as e:
+            raise RecordingError(f"cannot read the bag '{path}': {e}") from None
+        warnings.warn(f"'{path}' was not closed by its recorder (killed, or its disk full): "
+                      f"read up to its last complete record ({kept} bytes; {lost} bytes at "
+                      f"its end lost)", stacklevel=3)
+        original, path = path, salvaged / path.name
+    if path.is_dir():
         reader = Reader(path)
     else:
         reader = McapReader(path)
     try:
-        reader.open()
-    except (ReaderError, OSError, ValueError, KeyError, EOFError) as e:
-        raise RecordingError(f"cannot read the bag '{path}': {e}") from None
-    try:
-        yield reader
+        try:
+            reader.open()
+        except (ReaderError, OSError, ValueError, KeyError, EOFError) as e:
+            where = original if salvaged is not None else path
+            raise RecordingError(f"cannot read the bag '{where}': {e}") from None
+        try:
+            yield reader
+        finally:
+            reader.close()
     finally:
-        reader.close()
+        if salvaged is not None:
+            import shutil
+            shutil.rmtree(salvaged, ignore_errors=True)
 
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
