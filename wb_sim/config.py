@@ -61,7 +61,7 @@ PARAMETERS: tuple[Param, ...] = (
     Param("max_joints", "int", 100, "",
           "Most moving joints the URDF may have, checked before the model is built: "
           "pinocchio's Data grows with the cube of the joints (four nv^3 tensors; 200 joints: "
-          "0.5 GB per copy).", lo=1, hi=1000),
+          "0.5 GB per copy); in [1, 1000].", lo=1, hi=1000),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
           "Physics rate; the step is dt = 1 / physics_rate_hz, in [1, 1e6] Hz.",
           lo=1.0, hi=1.0e6),
@@ -92,10 +92,12 @@ PARAMETERS: tuple[Param, ...] = (
     Param("terrain.max_boxes", "int", 200, "",
           "Most boxes the terrain may hold (terrain.boxes + every step of terrain.stairs), "
           "checked before any is built: each box is tested against every contact point at "
-          "every step (2000 boxes: about 0.4 s a step).", lo=0, hi=100000),
+          "every step (2000 boxes: about 0.4 s a step); in [0, 100000].", lo=0, hi=100000),
     Param("terrain.max_heightfield_cells", "int", 4000000, "",
           "Most cells (rows x columns) of terrain.heightfield, checked from the file's header "
-          "before its data is read (8 bytes each, in memory).", lo=4, hi=100000000),
+          "before its data is read (8 bytes each, in memory); in [4, 1e8]. Heights must be "
+          "finite and within +-1e5 m; RViz and meshcat draw at most 40000 cells (decimated).",
+          lo=4, hi=100000000),
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- contact: the laws' groups (contact.*) and the links' collision (collision.*),
