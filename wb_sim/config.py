@@ -190,7 +190,7 @@ PARAMETERS: tuple[Param, ...] = (
           "Links whose centre of mass is moved by perturbation.com_offset."),
     Param("perturbation.com_offset", "floats", [], "m",
           "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
-          "in the link's frame."),
+          "in the link's frame; each in [-10, 10] m.", lo=-10.0, hi=10.0),
 )
 
 #: Fields of a named pose P, given as ``poses.P.<field>``.

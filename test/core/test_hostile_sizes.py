@@ -141,3 +141,41 @@ def test_a_long_chain_is_refused_before_pinocchio_builds_it(links):
 def test_max_joints_raises_the_bound():
     sim = wb_sim.Simulator.from_params({"robot_description": chain_urdf(120), "max_joints": 119})
     assert sim.nj == 119
+
+
+ONE_JOINT = ('<robot name="r"><link name="a"><inertial><origin xyz="{o}"/><mass value="{m}"/>'
+             '<inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/></inertial>'
+             '<collision><geometry>{g}</geometry></collision></link><link name="b"><inertial>'
+             '<mass value="1"/><inertia ixx="0.1" iyy="0.1" izz="0.1" ixy="0" ixz="0" iyz="0"/>'
+             '</inertial></link><joint name="j" type="revolute"><parent link="a"/>'
+             '<child link="b"/><axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" '
+             'velocity="1"/></joint></robot>')
+
+
+def _one_joint(o="0 0 0", m="1", g='<box size="0.1 0.1 0.1"/>', **extra):
+    return {"robot_description": ONE_JOINT.format(o=o, m=m, g=g), "collision.enabled": True,
+            **extra}
+
+
+@pytest.mark.parametrize("urdf, match", [
+    (dict(g='<box size="1e300 1 1"/>'), r"link 'a': <collision>: <box size> '1e300 1 1' must be "
+                                        r"> 0 and at most 100 m"),
+    (dict(g='<sphere radius="-1"/>'), r"<sphere radius> '-1' must be > 0"),
+    (dict(g='<mesh filename="/x.stl" scale="0 0 0"/>'), r"<mesh scale> '0 0 0' must be non-zero"),
+    (dict(o="nan 0 0"), r"link 'a': <inertial>: <origin xyz> must be 3 finite numbers"),
+    (dict(o="1e300 0 0"), r"<origin xyz> '1e300 0 0' is more than 1000 m"),
+    (dict(m="abc", **{"perturbation.mass_scale_links": ["a"], "perturbation.mass_scale": [2.0]}),
+     r"link 'a': <mass value> must be 1 finite number, got 'abc'"),
+])
+def test_hostile_urdf_numbers_are_model_errors(urdf, match):
+    _refused_fast(ModelError, match, _one_joint(**urdf))
+
+
+def test_a_1e300_centre_of_mass_offset_is_refused_by_its_declaration():
+    _refused_fast(ConfigError, r"parameter 'perturbation.com_offset': every entry must be in "
+                               r"\[-10, 10\] m",
+                  _one_joint(**{"perturbation.com_offset_links": ["a"],
+                                "perturbation.com_offset": [1e300, 0.0, 0.0]}))
+    sim = wb_sim.Simulator.from_params(_one_joint(**{"perturbation.com_offset_links": ["a"],
+                                                     "perturbation.com_offset": [0.1, 0.0, 0.0]}))
+    assert sim is not None
