@@ -50,3 +50,15 @@ def test_a_killed_recorder_leaves_a_bag_read_to_its_last_chunk(tmp_path):
     with pytest.warns(UserWarning, match="was not closed by its recorder"):
         assert plot_main([str(bag), "-o", str(out)]) == 0
     assert len(list(out.glob("*.png"))) == 5
+
+
+@pytest.mark.parametrize("where", ["no_such_dir/bag", "a_file/bag"])
+def test_a_bad_output_path_is_exit_2_before_connecting(tmp_path, where):
+    (tmp_path / "a_file").write_text("")
+    import subprocess
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "wb_sim.ros.record", "-o", str(tmp_path / where),
+                        "--wait", "60"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "cannot create" in r.stderr and "Traceback" not in r.stderr
+    assert time.monotonic() - t0 < 30  # not after waiting for a simulator node

@@ -39,6 +39,7 @@ import argparse
 import datetime
 import importlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -515,6 +516,12 @@ def main(argv=None) -> int:
     if output.exists():
         print(f"wb_sim_record: '{output}' exists; not overwriting it (choose another -o PATH)",
               file=sys.stderr)
+        return 2
+    parent = output.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        why = "is not a directory" if not parent.is_dir() else "is not writable"
+        print(f"wb_sim_record: cannot create '{output}': '{parent}' {why} (choose another "
+              f"-o PATH)", file=sys.stderr)
         return 2
     try:
         import rclpy
