@@ -97,3 +97,31 @@ def test_a_bad_output_directory_is_exit_2(tmp_path):
                        text=True, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "cannot use output directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_one_killed_worker_does_not_abort_the_run(tmp_path, monkeypatch):
+    from wb_sim.tools.campaign import run_campaign
+    monkeypatch.setenv("WB_SIM_TEST_KILL_CASE", "1")  # spawned workers inherit it
+    camp = dict(BASE, controller="helpers.campaign:pd_killing_worker",
+                grid={"contact.stiffness": [2.0e4, 3.0e4, 4.0e4, 5.0e4]})
+    res = run_campaign(camp, workers=2, out=tmp_path / "o", progress=False)
+    status = {r["case_id"]: r["status"] for r in res.rows}
+    assert status == {0: "ok", 1: "error", 2: "ok", 3: "ok"}
+    assert "worker process died" in res.rows[1]["error"]
+    assert res.failed == 1
+
+
+@pytest.mark.parametrize("content", ["null", "[1, 2]", '{"case_hash": "HASH", "status": "ok", '
+                                                       '"fell": {"nested": 1}}',
+                                     '{"case_hash": "HASH", "status": "hacked"}', "{torn"])
+def test_bad_cache_files_are_run_again_not_trusted(tmp_path, content):
+    from wb_sim.tools.campaign import run_campaign
+    camp = load_campaign(dict(BASE, grid={"contact.stiffness": [2.0e4]}))
+    out = tmp_path / "o"
+    first = run_campaign(camp, workers=1, out=out, progress=False)
+    h = camp.cases[0]["hash"]
+    (out / "cases" / f"{h}.json").write_text(content.replace("HASH", h))
+    with pytest.warns(UserWarning, match="not a row of this case"):
+        again = run_campaign(camp, workers=1, out=out, progress=False)
+    assert again.ran == 1 and again.rows[0]["status"] == "ok"
+    assert again.rows[0] == first.rows[0]
