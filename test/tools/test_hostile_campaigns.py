@@ -125,3 +125,17 @@ def test_bad_cache_files_are_run_again_not_trusted(tmp_path, content):
         again = run_campaign(camp, workers=1, out=out, progress=False)
     assert again.ran == 1 and again.rows[0]["status"] == "ok"
     assert again.rows[0] == first.rows[0]
+
+
+def test_an_unreachable_ray_address_is_a_clear_error_not_a_hang():
+    import socket
+
+    from wb_sim.tools.campaign.backends import check_reachable
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=rf"cannot reach the Ray cluster at '127.0.0.1:{port}'"):
+        check_reachable(f"127.0.0.1:{port}", timeout=5.0)
+    assert time.perf_counter() - t0 < 10
+    check_reachable("auto")  # left to Ray

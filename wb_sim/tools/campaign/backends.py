@@ -74,9 +74,31 @@ def local_pool(tasks: list, workers: int):
             size = 1
 
 
+#: seconds to wait for a Ray cluster's address to accept a connection
+RAY_CONNECT_S = 10.0
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_S) -> None:
+    """ConfigError naming ``address`` ('host:port' or 'ray://host:port') where nothing
+    accepts a TCP connection there within ``timeout`` s (ray.init waited silently for
+    ever); 'auto' and addresses without a port are left to Ray."""
+    import socket
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"cannot reach the Ray cluster at '{address}' (--address): "
+                          f"{e.strerror or e}; is it running (ray start --head)?") from None
+
+
 def ray_cluster(tasks: list, workers: int | None, address: str | None):
     """Yield (task, row) as the cases finish, on Ray (an existing cluster at ``address``,
     else a local instance with ``workers`` CPUs)."""
+    if address:
+        check_reachable(address)
     try:
         import ray
     except ImportError:
