@@ -179,3 +179,12 @@ def test_a_1e300_centre_of_mass_offset_is_refused_by_its_declaration():
     sim = wb_sim.Simulator.from_params(_one_joint(**{"perturbation.com_offset_links": ["a"],
                                                      "perturbation.com_offset": [0.1, 0.0, 0.0]}))
     assert sim is not None
+
+
+def test_a_fine_point_spacing_on_a_big_box_is_refused_before_sampling():
+    params = _one_joint(g='<box size="100 100 100"/>', **{"collision.point_spacing": 0.001})
+    _refused_fast(ConfigError, r"parameter 'collision.point_spacing': 0.001 m samples link 'a''s "
+                               r"box \(100 x 100 x 100 m\) at 1200000 edge points, more than "
+                               r"50000; give a point_spacing of at least 0.024 m", params)
+    params["collision.point_spacing"] = 0.05  # a coarser spacing: built
+    assert wb_sim.Simulator.from_params(params) is not None
