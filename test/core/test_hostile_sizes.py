@@ -188,3 +188,16 @@ def test_a_fine_point_spacing_on_a_big_box_is_refused_before_sampling():
                                r"50000; give a point_spacing of at least 0.024 m", params)
     params["collision.point_spacing"] = 0.05  # a coarser spacing: built
     assert wb_sim.Simulator.from_params(params) is not None
+
+
+@pytest.mark.parametrize("text, match", [
+    ("<html><body>hello</body></html>", r"is not an SRDF: its root element is <html>, "
+                                        r"expected <robot>"),
+    ("<robot", r"is not valid XML"),
+])
+def test_a_file_that_is_not_an_srdf_is_refused(tmp_path, text, match):
+    srdf = tmp_path / "x.srdf"
+    srdf.write_text(text)
+    _refused_fast(ModelError, rf"parameter 'collision.srdf_path': .*{match}",
+                  _one_joint(**{"collision.self_collision": True,
+                                "collision.srdf_path": str(srdf)}))
