@@ -58,6 +58,10 @@ PARAMETERS: tuple[Param, ...] = (
     Param("floating_base", "bool", True, "",
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
           "to the world at initial.base_position / initial.base_rpy."),
+    Param("max_joints", "int", 100, "",
+          "Most moving joints the URDF may have, checked before the model is built: "
+          "pinocchio's Data grows with the cube of the joints (four nv^3 tensors; 200 joints: "
+          "0.5 GB per copy); in [1, 1000].", lo=1, hi=1000),
     Param("physics_rate_hz", "float", 1000.0, "Hz",
           "Physics rate; the step is dt = 1 / physics_rate_hz, in [1, 1e6] Hz.",
           lo=1.0, hi=1.0e6),
@@ -85,6 +89,15 @@ PARAMETERS: tuple[Param, ...] = (
           "World position of the heightfield's first sample (row 0, column 0).", length=3),
     Param("terrain.heightfield_scale", "float", 1.0, "",
           "Factor applied to the file's heights (to metres).", lo=0.0, lo_open=True),
+    Param("terrain.max_boxes", "int", 200, "",
+          "Most boxes the terrain may hold (terrain.boxes + every step of terrain.stairs), "
+          "checked before any is built: each box is tested against every contact point at "
+          "every step (2000 boxes: about 0.4 s a step); in [0, 100000].", lo=0, hi=100000),
+    Param("terrain.max_heightfield_cells", "int", 4000000, "",
+          "Most cells (rows x columns) of terrain.heightfield, checked from the file's header "
+          "before its data is read (8 bytes each, in memory); in [4, 1e8]. Heights must be "
+          "finite and within +-1e5 m; RViz and meshcat draw at most 40000 cells (decimated).",
+          lo=4, hi=100000000),
     Param("contact_surfaces", "strs", [], "",
           "Names of the contact surfaces; each name S has keys S.frame, S.shape, ..."),
     # --- contact: the laws' groups (contact.*) and the links' collision (collision.*),
@@ -177,7 +190,7 @@ PARAMETERS: tuple[Param, ...] = (
           "Links whose centre of mass is moved by perturbation.com_offset."),
     Param("perturbation.com_offset", "floats", [], "m",
           "[dx, dy, dz] per link of perturbation.com_offset_links (flat: 3 numbers per link), "
-          "in the link's frame."),
+          "in the link's frame; each in [-10, 10] m.", lo=-10.0, hi=10.0),
 )
 
 #: Fields of a named pose P, given as ``poses.P.<field>``.
@@ -325,6 +338,43 @@ def _loader():
     return _LOADER
 
 
+#: most nodes a YAML document may hold once its aliases are expanded: an alias repeats a node
+#: without copying it, and a 1 kB file of nested aliases (a "billion laughs") expands to
+#: 1e9 nodes that every reader of the document then walks
+MAX_YAML_NODES = 1_000_000
+
+
+def _check_expanded_size(root, what: str, path: Path) -> None:
+    """ConfigError where the document ``root`` (a composed PyYAML node) holds more than
+    :data:`MAX_YAML_NODES` nodes with its aliases expanded (counted once per node, no
+    expansion)."""
+    import yaml
+
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [x for pair in node.value for x in pair]
+        else:
+            size[id(node)] = 1
+            continue
+        if done:
+            size[id(node)] = 1 + sum(size.get(id(c), 0) for c in children)
+            if size[id(node)] > MAX_YAML_NODES:
+                raise ConfigError(
+                    f"{what} '{path}': more than {MAX_YAML_NODES} values once its aliases (*name) "
+                    f"are expanded; write the values out, or split the file (the bound is "
+                    f"wb_sim.config.MAX_YAML_NODES)")
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in size)
+
+
 def read_yaml(path: str | Path, what: str = "parameter file") -> Any:
     """The document of the YAML file ``path`` (UTF-8), read with the one loader of wb_sim
     (:func:`_loader`), for parameter files (:func:`read_yaml_params`) and campaign files
@@ -341,13 +391,23 @@ def read_yaml(path: str | Path, what: str = "parameter file") -> Any:
         raise ConfigError(f"{what} '{path}' is not valid YAML: not UTF-8 text (byte {e.start} "
                           f"is {e.object[e.start:e.start + 1]!r})") from e
     try:
-        return yaml.load(text, Loader=_loader())
+        loader = _loader()(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expanded_size(node, what, path)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         said = [getattr(e, "context", None), getattr(e, "problem", None)]  # what, then why
         why = ", ".join(x for x in said if x) or " ".join(str(e).split())
         raise ConfigError(f"{what} '{path}' is not valid YAML: {why}{where}") from e
+    except ConfigError:
+        raise
     except ValueError as e:  # a value its tag cannot hold: !!int abc, 2001-13-45
         raise ConfigError(f"{what} '{path}' is not valid YAML: {e}") from e
 
@@ -481,7 +541,8 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
 
 
 def _check_terrain(t: Group) -> None:
-    from .terrain import boxes_from_flat, stairs_boxes
+    from .terrain import boxes_from_flat, check_box_count, stairs_boxes
+    check_box_count(t.boxes, t.stairs, t.max_boxes)  # before a box is built
     boxes_from_flat(t.boxes)  # the ConfigErrors of their layout, at load
     stairs_boxes(t.stairs)
 

@@ -206,19 +206,39 @@ def edit_inertials(xml: str, mass_scale: dict[str, float], com_offset: dict[str,
                              f"has no <inertial> mass to perturb")
         s = float(mass_scale.get(name, 1.0))
         mass = inertial.find("mass")
-        mass.set("value", repr(float(mass.get("value")) * s))
+        what = f"{origin}: link '{name}'"
+        mass.set("value", repr(float(_numbers(mass.get("value"), 1, f"{what}: <mass value>")[0] * s)))
         inertia = inertial.find("inertia")
         if inertia is not None:
             for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
                 if inertia.get(k) is not None:
-                    inertia.set(k, repr(float(inertia.get(k)) * s))
+                    inertia.set(k, repr(float(_numbers(inertia.get(k), 1,
+                                                       f"{what}: <inertia {k}>")[0] * s)))
         if name in com_offset:
             pose = inertial.find("origin")
             if pose is None:
                 pose = ET.SubElement(inertial, "origin")
-            xyz = [float(x) for x in (pose.get("xyz") or "0 0 0").split()]
-            pose.set("xyz", " ".join(repr(a + float(b)) for a, b in zip(xyz, com_offset[name])))
+            xyz = _numbers(pose.get("xyz") or "0 0 0", 3, f"{what}: <inertial><origin xyz>")
+            pose.set("xyz", " ".join(repr(float(a + b)) for a, b in zip(xyz, com_offset[name])))
     return ET.tostring(root, encoding="unicode")
+
+
+#: the default of parameter max_joints: pinocchio's Data holds four nv x nv x nv tensors (the
+#: second-order RNEA derivatives, allocated whether used or not), so a robot's memory grows with
+#: the cube of its joints (200: 0.5 GB per Data, and a simulator holds several)
+MAX_JOINTS = 100
+
+
+def _check_joint_count(root: ET.Element, origin: str, key: str, limit: int) -> None:
+    """ModelError where the URDF has more than ``limit`` moving joints, before pinocchio
+    builds it (its Data is cubic in them)."""
+    n = sum(1 for j in root.findall("joint") if j.get("type") != "fixed")
+    if n > limit:
+        raise ModelError(
+            f"parameter '{key}': {origin} has {n} moving joints, more than max_joints = {limit}; "
+            f"pinocchio's Data grows with the cube of the joints (about 0.5 GB per copy at 200, "
+            f"several copies per simulator): raise parameter 'max_joints' (at most 1000) if you "
+            f"mean it")
 
 
 def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
@@ -237,7 +257,55 @@ def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
         _check_joint(j, origin, mimic)
     for link in root.findall("link"):
         _check_inertial(link, origin)
+        for collision in link.findall("collision"):
+            _check_collision(collision, link.get("name"), origin)
     return root
+
+
+#: the largest collision geometry (box side, radius, length), m, and the farthest a link's
+#: centre of mass or a geometry sits from its frame: beyond them, sampling the geometry at
+#: collision.point_spacing (>= 1 mm) or the dynamics overflow (a 1e300 box was an
+#: OverflowError at start)
+MAX_GEOMETRY_M = 100.0
+MAX_OFFSET_M = 1000.0
+
+
+def _check_origin(element: ET.Element, what: str) -> None:
+    """An <origin> (if any) of finite xyz within MAX_OFFSET_M and finite rpy."""
+    pose = element.find("origin")
+    if pose is None:
+        return
+    xyz = _numbers(pose.get("xyz", "0 0 0"), 3, f"{what}: <origin xyz>")
+    _numbers(pose.get("rpy", "0 0 0"), 3, f"{what}: <origin rpy>")
+    if np.abs(xyz).max() > MAX_OFFSET_M:
+        raise ModelError(f"{what}: <origin xyz> {pose.get('xyz')!r} is more than "
+                         f"{MAX_OFFSET_M:g} m from the link's frame")
+
+
+def _check_collision(collision: ET.Element, link: str, origin: str) -> None:
+    """A <collision> geometry of finite, positive sizes within MAX_GEOMETRY_M (a mesh:
+    finite non-zero scale factors)."""
+    what = f"{origin}: link '{link}': <collision>"
+    _check_origin(collision, what)
+    geometry = collision.find("geometry")
+    if geometry is None or not len(geometry):
+        return
+    shape = geometry[0]
+    sizes = {"box": [("size", 3)], "sphere": [("radius", 1)],
+             "cylinder": [("radius", 1), ("length", 1)],
+             "capsule": [("radius", 1), ("length", 1)]}.get(shape.tag)
+    if shape.tag == "mesh":
+        if shape.get("scale") is not None:
+            scale = _numbers(shape.get("scale"), 3, f"{what}: <mesh scale>")
+            if np.any(scale == 0) or np.abs(scale).max() > MAX_GEOMETRY_M:
+                raise ModelError(f"{what}: <mesh scale> {shape.get('scale')!r} must be non-zero "
+                                 f"factors of at most {MAX_GEOMETRY_M:g}")
+        return
+    for attr, count in sizes or ():
+        x = _numbers(shape.get(attr), count, f"{what}: <{shape.tag} {attr}>")
+        if np.any(x <= 0) or x.max() > MAX_GEOMETRY_M:
+            raise ModelError(f"{what}: <{shape.tag} {attr}> {shape.get(attr)!r} must be > 0 and "
+                             f"at most {MAX_GEOMETRY_M:g} m")
 
 
 def _numbers(text, count: int, what: str) -> np.ndarray:
@@ -284,6 +352,7 @@ def _check_inertial(link: ET.Element, origin: str) -> None:
     if inertial is None:
         return
     name = link.get("name")
+    _check_origin(inertial, f"{origin}: link '{name}': <inertial>")
     mass = inertial.find("mass")
     if mass is not None:
         m = _numbers(mass.get("value"), 1, f"{origin}: link '{name}': <mass value>")[0]
@@ -382,7 +451,8 @@ class RobotModel:
                   mimic: str = "refuse",
                   mass_scale: dict[str, float] | None = None,
                   com_offset: dict[str, tuple] | None = None,
-                  xacro_args: dict[str, str] | None = None) -> "RobotModel":
+                  xacro_args: dict[str, str] | None = None,
+                  max_joints: int = MAX_JOINTS) -> "RobotModel":
         """Build from a URDF file (``urdf_path``) or string (``robot_description``).
 
         For a fixed base, ``base_placement`` (world <- root link) places the
@@ -393,7 +463,8 @@ class RobotModel:
         ``<inertial>`` before the build (:func:`edit_inertials`; parameters
         ``perturbation.*``); :attr:`urdf_xml` is then the edited URDF. A
         ``.xacro`` ``urdf_path`` is expanded first with ``xacro_args``
-        (``name: value``; parameter ``xacro.args``).
+        (``name: value``; parameter ``xacro.args``). More than ``max_joints`` moving
+        joints is a ModelError before pinocchio builds anything (parameter ``max_joints``).
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
@@ -410,6 +481,8 @@ class RobotModel:
         if mass_scale or com_offset:
             xml = edit_inertials(xml, mass_scale or {}, com_offset or {}, origin)
         root = _check_urdf_xml(xml, origin, mimic)
+        _check_joint_count(root, origin, "urdf_path" if urdf_path else "robot_description",
+                           max_joints)
         try:
             if floating_base:
                 model = pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())

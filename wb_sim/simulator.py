@@ -134,7 +134,7 @@ class Simulator:
             config.urdf_path, config.robot_description, config.floating_base,
             base_placement=None if config.floating_base else base_placement,
             mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
-            xacro_args=config.xacro.mappings())
+            xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
         robot = self.robot
         #: physical model (armature only), for the dynamics queries
         self.model = robot.model

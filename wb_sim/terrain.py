@@ -35,6 +35,35 @@ from .errors import ConfigError, ModelError
 #: numbers per box in terrain.boxes and per flight in terrain.stairs
 BOX_FIELDS = 7  # cx, cy, cz, sx, sy, sz, yaw
 STAIRS_FIELDS = 8  # x0, y0, yaw, step_depth, step_height, width, count, ground height
+#: the default bounds of terrain.max_boxes and terrain.max_heightfield_cells: every box is
+#: queried for every contact point at every step (2000 boxes cost 422 ms a step; a flight of
+#: 1e9 steps hung the load), and the heightfield is held in memory and drawn (RViz)
+MAX_BOXES = 200
+MAX_HEIGHTFIELD_CELLS = 4_000_000
+#: |height| after the scale, m: beyond it the normals overflow and the field vanished silently
+MAX_HEIGHT = 1.0e5
+
+
+def count_boxes(boxes, stairs) -> int:
+    """The boxes ``terrain.boxes`` and ``terrain.stairs`` make, counted before any is built
+    (a malformed layout counts what it can: its own error comes when it is built)."""
+    n = len(boxes) // BOX_FIELDS
+    for i in range(STAIRS_FIELDS - 2, len(stairs) - 1, STAIRS_FIELDS):
+        count = stairs[i]
+        n += int(count) if math.isfinite(count) and count > 0 else 0
+    return n
+
+
+def check_box_count(boxes, stairs, limit: int) -> None:
+    """ConfigError where the terrain would hold more than ``limit`` boxes."""
+    n = count_boxes(boxes, stairs)
+    if n > limit:
+        key = "terrain.stairs" if len(boxes) // BOX_FIELDS <= limit else "terrain.boxes"
+        raise ConfigError(
+            f"parameter '{key}': the terrain would hold {n} boxes (terrain.boxes + every step "
+            f"of terrain.stairs), more than terrain.max_boxes = {limit}; every box is tested "
+            f"against every contact point at every step: raise parameter 'terrain.max_boxes' "
+            f"(at most 100000) if you mean it")
 
 
 @dataclass(frozen=True)
@@ -89,19 +118,48 @@ class Heightfield:
     size: np.ndarray  #: (2,) extent along x and y, m
 
     @classmethod
-    def load(cls, path: str, size, origin, scale: float) -> "Heightfield":
+    def load(cls, path: str, size, origin, scale: float,
+             max_cells: int = MAX_HEIGHTFIELD_CELLS) -> "Heightfield":
+        """The grid of the .npy file ``path``: its header (shape, type) checked before the
+        data is read (at most ``max_cells`` cells, real numbers), then its heights (finite,
+        within :data:`MAX_HEIGHT` m after ``scale``); ModelError naming the key otherwise."""
+        key = "parameter 'terrain.heightfield'"
+        p = Path(path)
+        if not p.is_file():  # a FIFO or a device would block the read; a directory is no grid
+            what = "does not exist" if not p.exists() else "is not a regular file"
+            raise ModelError(f"{key}: '{path}' {what}; give a .npy file of heights")
         try:
-            grid = np.load(path, allow_pickle=False)
+            with open(p, "rb") as f:
+                version = np.lib.format.read_magic(f)
+                shape, _, dtype = _npy_header(f, version)
         except (OSError, ValueError) as e:
-            raise ModelError(f"parameter 'terrain.heightfield': cannot read '{path}' as a .npy "
-                             f"array: {e}") from None
-        if grid.ndim != 2 or min(grid.shape) < 2 or not np.isfinite(grid).all():
-            raise ModelError(f"parameter 'terrain.heightfield': '{path}' must hold a 2-D grid "
-                             f"of finite heights, at least 2 x 2; got shape {grid.shape}")
+            raise ModelError(f"{key}: cannot read '{path}' as a .npy array (np.save writes "
+                             f"one; .npz and text files are not): {e}") from None
+        if len(shape) != 2 or min(shape) < 2:
+            raise ModelError(f"{key}: '{path}' must hold a 2-D grid of heights, at least 2 x 2; "
+                             f"got shape {shape}")
+        if dtype.kind not in "biuf":
+            raise ModelError(f"{key}: '{path}' must hold real numbers (float or integer "
+                             f"heights); got dtype {dtype}")
+        cells = shape[0] * shape[1]
+        if cells > max_cells:
+            raise ModelError(f"{key}: '{path}' has {shape[0]} x {shape[1]} = {cells} cells, "
+                             f"more than terrain.max_heightfield_cells = {max_cells}; "
+                             f"decimate the grid, or raise parameter "
+                             f"'terrain.max_heightfield_cells' (at most 100000000) if you mean it")
+        try:
+            grid = np.load(p, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{key}: cannot read '{path}' as a .npy array: {e}") from None
+        with np.errstate(all="ignore"):
+            heights = np.asarray(grid, float) * scale
+        if not np.isfinite(heights).all() or np.abs(heights).max() > MAX_HEIGHT:
+            raise ModelError(f"{key}: '{path}' must hold finite heights within "
+                             f"+-{MAX_HEIGHT:g} m (after terrain.heightfield_scale); got "
+                             f"[{np.nanmin(heights):g}, {np.nanmax(heights):g}]")
         if min(size) <= 0:
             raise ConfigError("parameter 'terrain.heightfield_size': [length x, length y] > 0")
-        return cls(np.asarray(grid, float) * scale, np.asarray(origin, float),
-                   np.asarray(size, float))
+        return cls(heights, np.asarray(origin, float), np.asarray(size, float))
 
     def query(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(signed distance (n,), normal (n, 3)) of points P (n, 3); +inf off the grid."""
@@ -122,6 +180,15 @@ class Heightfield:
         normal /= np.linalg.norm(normal, axis=1)[:, None]
         sdf = normal[:, 2] * (P[:, 2] - (self.origin[2] + h))
         return np.where(inside, sdf, np.inf), normal
+
+
+def _npy_header(f, version) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran order, dtype) of an open .npy file after its magic string."""
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f"unsupported .npy version {version}")
 
 
 def box_query(box: Box, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -210,12 +277,13 @@ def tangent_bases_reference(normals: np.ndarray) -> np.ndarray:
 def load_terrain(config) -> Terrain | None:
     """The terrain of a SimConfig, or None where there is only the ground plane."""
     t = config.terrain
+    check_box_count(t.boxes, t.stairs, t.max_boxes)
     boxes = boxes_from_flat(t.boxes) + stairs_boxes(t.stairs)
     field = None
     if t.heightfield:
         path = Path(t.heightfield)
         field = Heightfield.load(str(path), t.heightfield_size, t.heightfield_origin,
-                                 t.heightfield_scale)
+                                 t.heightfield_scale, t.max_heightfield_cells)
     if not boxes and field is None:
         return None
     return Terrain(config.ground.height, config.ground.normal, boxes, field)
@@ -233,17 +301,31 @@ def terrain_boxes(terrain) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def heightfield_mesh(terrain) -> tuple[np.ndarray, np.ndarray] | None:
+#: most grid cells a drawn heightfield keeps (RViz, meshcat): a larger grid is drawn decimated
+MAX_DRAWN_CELLS = 40_000
+
+
+def heightfield_mesh(terrain, max_cells: int = MAX_DRAWN_CELLS
+                     ) -> tuple[np.ndarray, np.ndarray] | None:
     """(vertices (N, 3), triangles (M, 3)) of the terrain's heightfield surface, two
-    triangles per grid cell, in world coordinates; None without a heightfield."""
+    triangles per grid cell, in world coordinates; None without a heightfield. A grid of
+    more than ``max_cells`` cells is drawn from every k-th row and column (the first and
+    last always kept), k the smallest that fits: a drawing, not the contact's surface."""
     field = terrain.heightfield if terrain is not None else None
     if field is None:
         return None
-    rows, cols = field.heights.shape
-    x = field.origin[0] + np.linspace(0.0, field.size[0], cols)
-    y = field.origin[1] + np.linspace(0.0, field.size[1], rows)
+    H = field.heights
+    k = 1
+    while math.ceil((H.shape[0] - 1) / k) * math.ceil((H.shape[1] - 1) / k) > max_cells:
+        k += 1
+    ri = np.unique(np.r_[np.arange(0, H.shape[0], k), H.shape[0] - 1])
+    ci = np.unique(np.r_[np.arange(0, H.shape[1], k), H.shape[1] - 1])
+    rows, cols = len(ri), len(ci)
+    x = field.origin[0] + field.size[0] * ci / (H.shape[1] - 1)
+    y = field.origin[1] + field.size[1] * ri / (H.shape[0] - 1)
     X, Y = np.meshgrid(x, y)
-    vertices = np.column_stack([X.ravel(), Y.ravel(), field.origin[2] + field.heights.ravel()])
+    vertices = np.column_stack([X.ravel(), Y.ravel(),
+                                field.origin[2] + H[np.ix_(ri, ci)].ravel()])
     i, j = np.meshgrid(np.arange(rows - 1), np.arange(cols - 1), indexing="ij")
     a = (i * cols + j).ravel()
     faces = np.concatenate([np.column_stack([a, a + 1, a + cols + 1]),

@@ -49,3 +49,12 @@ def gyro_echo(sim, case):
         tau[0] = 1000.0 * obs.imu.angular_velocity[0]
         return tau
     return ctrl
+
+
+def pd_killing_worker(sim, case, kp=300.0, kd=10.0):
+    """A joint PD whose case $WB_SIM_TEST_KILL_CASE kills its own worker process (SIGKILL:
+    a worker the kernel's OOM killer or a user ends)."""
+    import signal
+    if case.index == int(os.environ.get("WB_SIM_TEST_KILL_CASE", "-1")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return pd_failing(sim, case, kp, kd)

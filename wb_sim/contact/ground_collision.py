@@ -50,7 +50,9 @@ PARAMETERS: tuple[Param, ...] = (
           "capsules use what point_spacing asks, up to it.", lo=4, hi=256),
     Param("collision.point_spacing", "float", 0.1, "m",
           "Box edges and capsule axes get a contact point at least every this far (cylinder "
-          "rims get 8 or more, within 1 mm of the circle).", lo=0.0, lo_open=True),
+          "rims get 8 or more, within 1 mm of the circle); at least 1 mm: the edges are "
+          "sampled at this spacing before max_points keeps the spread ones (1e-9 m hung the "
+          "start).", lo=0.001),
     Param("collision.margin", "float", 0.02, "m",
           "Broad phase: geometries whose bounding box (sphere, on terrain) and points are "
           "farther than this from the terrain are skipped for the step. It must exceed the "

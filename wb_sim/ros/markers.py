@@ -54,8 +54,7 @@ def terrain_markers(terrain, frame_id: str, stamp) -> MarkerArray:
         m = _marker(Marker.TRIANGLE_LIST, len(out.markers), frame_id, stamp)
         m.pose.orientation.w = 1.0
         m.scale.x = m.scale.y = m.scale.z = 1.0
-        m.points = [Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
-                    for p in vertices[faces.reshape(-1)]]
+        m.points = [Point(x=x, y=y, z=z) for x, y, z in vertices[faces.reshape(-1)].tolist()]
         out.markers.append(m)
     return out
 

@@ -401,28 +401,39 @@ def declare_all(node, params_files: tuple[str, ...] = ()) -> dict[str, Any]:
     unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
     if unknown:
         raise unknown_key_error(unknown[0], sorted(flat))
-    flat["urdf_path"] = urdf_relative_to_its_file(flat["urdf_path"], params_files,
-                                                  node.get_name())
+    for key in FILE_KEYS:
+        flat[key] = path_relative_to_its_file(key, flat[key], params_files, node.get_name())
     return flat
+
+
+#: the parameters naming a file, relative to the parameter file that sets them (as
+#: wb_sim.config.read_yaml_params resolves them in the Python API)
+FILE_KEYS = ("urdf_path", "collision.srdf_path", "terrain.heightfield")
+
+
+def path_relative_to_its_file(key: str, value: str, params_files: tuple[str, ...],
+                              node_name: str) -> str:
+    """A relative file path (``key``: one of :data:`FILE_KEYS`) is relative to the parameter
+    file that sets it (the last of ``params_files`` that does), as in the Python API; one
+    given with ``-p`` stays relative to the working directory."""
+    import os
+
+    if not value or os.path.isabs(value) or (key != "terrain.heightfield" and ":" in value):
+        return value
+    for f in reversed(params_files):
+        try:
+            set_here = read_yaml_params(f, node_name).get(key)
+        except ConfigError:
+            continue
+        if set_here == os.path.realpath(os.path.join(os.path.dirname(f), value)):
+            return set_here
+    return value
 
 
 def urdf_relative_to_its_file(urdf_path: str, params_files: tuple[str, ...],
                               node_name: str) -> str:
-    """A relative ``urdf_path`` is relative to the parameter file that sets it (the last
-    of ``params_files`` that does), as in the Python API; one given with ``-p`` stays
-    relative to the working directory."""
-    import os
-
-    if not urdf_path or ":" in urdf_path or os.path.isabs(urdf_path):
-        return urdf_path
-    for f in reversed(params_files):
-        try:
-            set_here = read_yaml_params(f, node_name).get("urdf_path")
-        except ConfigError:
-            continue
-        if set_here == os.path.realpath(os.path.join(os.path.dirname(f), urdf_path)):
-            return set_here
-    return urdf_path
+    """:func:`path_relative_to_its_file` of ``urdf_path``."""
+    return path_relative_to_its_file("urdf_path", urdf_path, params_files, node_name)
 
 
 def split_live_update(params) -> tuple[dict[str, Any], dict[str, Any]]:

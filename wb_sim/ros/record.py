@@ -39,6 +39,7 @@ import argparse
 import datetime
 import importlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -79,6 +80,9 @@ CONTROLLER_WAIT_S = 10.0
 FINISH_S = 2.0
 #: seconds between two polls of the subscriptions
 POLL_S = 0.01
+#: seconds between chunks on disk: a killed recorder (or a full disk) loses at most about this
+#: much; the bag is read up to its last whole chunk (wb_sim.tools.bag.open_bag)
+CHUNK_S = 1.0
 #: subscriber queue depth of the streams: 1 s at 1 kHz (the queue covers a stalled write)
 DEPTH = 1000
 
@@ -278,6 +282,7 @@ class BagRecorder:
         self._seq: dict[tuple, int] = {}
         self.writer = None
         self.controllers: ControllerWatch | None = None
+        self._chunk_due = time.monotonic() + CHUNK_S
 
     # ------------------------------------------------------------------ setup
 
@@ -457,6 +462,25 @@ class BagRecorder:
             write(conn, stamp, data)
         return len(batch)
 
+    def sync(self, now: float | None = None) -> bool:
+        """Every :data:`CHUNK_S`: the messages written so far closed into an MCAP chunk and
+        handed to the file system, so that a recorder killed (or a disk filled) later leaves
+        them readable. rosbags' MCAP writer closes a chunk only at 1 MB, kept in memory; its
+        chunk is closed here through its storage object where that has the attributes of
+        rosbags 0.11 (else rosbags' own chunking stands). Returns whether a chunk was written."""
+        now = time.monotonic() if now is None else now
+        if now < self._chunk_due or self.writer is None:
+            return False
+        self._chunk_due = now + CHUNK_S
+        storage = getattr(self.writer, "storage", None)
+        chunk = getattr(storage, "chunk", None)
+        bio = getattr(chunk, "bio", None)
+        if bio is None or not hasattr(storage, "close_chunk") or not bio.tell():
+            return False
+        storage.close_chunk()
+        storage.bio.flush()
+        return True
+
     def close(self) -> None:
         if self.controllers is not None:
             self.controllers.close()
@@ -495,6 +519,12 @@ def main(argv=None) -> int:
         print(f"wb_sim_record: '{output}' exists; not overwriting it (choose another -o PATH)",
               file=sys.stderr)
         return 2
+    parent = output.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        why = "is not a directory" if not parent.is_dir() else "is not writable"
+        print(f"wb_sim_record: cannot create '{output}': '{parent}' {why} (choose another "
+              f"-o PATH)", file=sys.stderr)
+        return 2
     try:
         import rclpy
         import rosbags  # noqa: F401
@@ -525,6 +555,7 @@ def main(argv=None) -> int:
         end = wall0 + args.duration if args.duration > 0 else float("inf")
         while not stop.is_set() and rclpy.ok() and time.monotonic() < end:
             rec.poll()
+            rec.sync()
             rec.watch_controllers()
             if rec.executor_delivers:
                 executor.spin_once(timeout_sec=POLL_S)

@@ -79,11 +79,116 @@ def absolute(topic: str) -> str:
     return "/" + topic.lstrip("/")
 
 
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def _unfinished_mcap(path: Path) -> bool:
+    """Whether the MCAP file ``path`` lacks its end (a footer and the closing magic): its
+    writer was killed, or its disk filled, before it closed the file."""
+    with open(path, "rb") as f:
+        if f.read(8) != MCAP_MAGIC:
+            return False  # not MCAP at all: the reader says so
+        f.seek(0, 2)
+        if f.tell() < 8 + 37:
+            return True
+        f.seek(-8, 2)
+        return f.read(8) != MCAP_MAGIC
+
+
+def salvage_mcap(path: Path, out: Path) -> tuple[int, int]:
+    """Write to ``out`` the complete chunks of the unfinished MCAP file ``path`` (and the
+    records between them), each with message indexes rebuilt from its messages, then a
+    summary (chunk indexes, statistics) and a footer: an indexed file, which readers merge
+    in time order. Everything up to the last chunk written whole is kept. Returns (bytes
+    kept, bytes dropped) of ``path``."""
+    import io
+    import struct
+
+    from rosbags.rosbag2.storage_mcap import decompress
+
+    def record(op: int, body: bytes) -> bytes:
+        return bytes([op]) + struct.pack("<Q", len(body)) + body
+
+    with open(path, "rb") as f:
+        data = f.read()
+    dst = io.BytesIO()
+    dst.write(data[:8])
+    chunk_indexes: list[bytes] = []
+    counts: dict[int, int] = {}
+    first, last, nchunks = 2**63 - 1, 0, 0
+    end = pos = 8
+    while pos + 9 <= len(data):
+        op = data[pos]
+        (length,) = struct.unpack_from("<Q", data, pos + 1)
+        if op in (0x00, 0x02, 0x0F) or pos + 9 + length > len(data):
+            break  # invalid, a footer or a data end (a closed file's summary follows), cut
+        body = data[pos + 9:pos + 9 + length]
+        pos += 9 + length
+        if op in (0x07, 0x08, 0x0A, 0x0B, 0x0D, 0x0E):
+            continue  # the old indexes and summary: rebuilt below
+        if op != 0x06:
+            dst.write(record(op, body))
+            end = pos
+            continue
+        start_t, end_t, usize, crc = struct.unpack_from("<QQQI", body, 0)
+        (clen,) = struct.unpack_from("<I", body, 28)
+        compression = body[32:32 + clen].decode()
+        (csize,) = struct.unpack_from("<Q", body, 32 + clen)
+        try:
+            inner = decompress(body[40 + clen:40 + clen + csize], compression, usize, crc)
+        except Exception:  # noqa: BLE001 - a corrupt chunk: stop before it
+            break
+        by_channel: dict[int, list[tuple[int, int]]] = {}
+        i = 0
+        while i + 9 <= len(inner):
+            (rlen,) = struct.unpack_from("<Q", inner, i + 1)
+            if inner[i] == 0x05:
+                cid, _, log_time = struct.unpack_from("<HIQ", inner, i + 9)
+                by_channel.setdefault(cid, []).append((log_time, i))
+            i += 9 + rlen
+        chunk_start = dst.tell()
+        dst.write(record(0x06, body))
+        chunk_end = dst.tell()
+        offsets = []
+        for cid, entries in by_channel.items():
+            offsets.append((cid, dst.tell()))
+            entries.sort()
+            dst.write(record(0x07, struct.pack("<HI", cid, 16 * len(entries))
+                             + b"".join(struct.pack("<QQ", t, o) for t, o in entries)))
+            counts[cid] = counts.get(cid, 0) + len(entries)
+        chunk_indexes.append(
+            struct.pack("<QQQQI", start_t, end_t, chunk_start, chunk_end - chunk_start,
+                        10 * len(offsets))
+            + b"".join(struct.pack("<HQ", c, o) for c, o in offsets)
+            + struct.pack("<QI", dst.tell() - chunk_end, clen) + compression.encode()
+            + struct.pack("<QQ", csize, usize))
+        if by_channel:
+            first, last = min(first, start_t), max(last, end_t)
+        nchunks += 1
+        end = pos
+    dst.write(record(0x0F, struct.pack("<I", 0)))  # data end
+    summary_start = dst.tell()
+    for index in chunk_indexes:
+        dst.write(record(0x08, index))
+    dst.write(record(0x0B, struct.pack("<QHIIIIQQI", sum(counts.values()), 0, 0, 0, 0,
+                                       nchunks, first if counts else 0, last, 10 * len(counts))
+                     + b"".join(struct.pack("<HQ", c, n) for c, n in sorted(counts.items()))))
+    dst.write(record(0x02, struct.pack("<QQI", summary_start, 0, 0)))  # footer
+    dst.write(MCAP_MAGIC)
+    with open(out, "wb") as f:
+        f.write(dst.getbuffer())
+    return end, len(data) - end
+
+
 @contextmanager
 def open_bag(path: str | Path):
     """A rosbags reader of a bag directory (MCAP or sqlite3) or of a single
     ``.mcap`` file, open; :class:`RecordingError` if it cannot be read. The
-    reader has ``connections`` and ``messages(connections)``."""
+    reader has ``connections`` and ``messages(connections)``.
+
+    A recording its recorder did not close (killed, or its disk full: no metadata.yaml, an
+    MCAP file without its end) is read up to its last complete record, with a warning
+    saying how much was lost."""
     try:
         from rosbags.rosbag2 import Reader
         from rosbags.rosbag2.errors import ReaderError
@@ -96,20 +201,41 @@ def open_bag(path: str | Path):
         raise RecordingError(f"no such bag: '{path}'")
     if path.is_file() and (path.parent / "metadata.yaml").is_file():
         path = path.parent  # the directory knows about split files
-    if path.is_dir():
-        if not (path / "metadata.yaml").is_file():
+    salvaged = None
+    if path.is_dir() and not (path / "metadata.yaml").is_file():
+        mcaps = sorted(path.glob("*.mcap"))
+        if len(mcaps) != 1:
             raise RecordingError(f"'{path}' is not a rosbag2 directory (no metadata.yaml)")
+        path = mcaps[0]  # a recording never closed: its one MCAP file
+    if path.is_file() and path.suffix == ".mcap" and _unfinished_mcap(path):
+        import tempfile
+        salvaged = Path(tempfile.mkdtemp(prefix="wb_sim_bag_"))
+        try:
+            kept, lost = salvage_mcap(path, salvaged / path.name)
+        except OSError as e:
+            raise RecordingError(f"cannot read the bag '{path}': {e}") from None
+        warnings.warn(f"'{path}' was not closed by its recorder (killed, or its disk full): "
+                      f"read up to its last complete record ({kept} bytes; {lost} bytes at "
+                      f"its end lost)", stacklevel=3)
+        original, path = path, salvaged / path.name
+    if path.is_dir():
         reader = Reader(path)
     else:
         reader = McapReader(path)
     try:
-        reader.open()
-    except (ReaderError, OSError, ValueError, KeyError, EOFError) as e:
-        raise RecordingError(f"cannot read the bag '{path}': {e}") from None
-    try:
-        yield reader
+        try:
+            reader.open()
+        except (ReaderError, OSError, ValueError, KeyError, EOFError) as e:
+            where = original if salvaged is not None else path
+            raise RecordingError(f"cannot read the bag '{where}': {e}") from None
+        try:
+            yield reader
+        finally:
+            reader.close()
     finally:
-        reader.close()
+        if salvaged is not None:
+            import shutil
+            shutil.rmtree(salvaged, ignore_errors=True)
 
 
 def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:

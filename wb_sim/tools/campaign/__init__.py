@@ -26,6 +26,12 @@ A campaign file (YAML) says::
     custom_metrics: {energy: "my_pkg.metrics:energy"}
     record: false                  # per-case recordings (wb_sim.tools.recording, .npz)
     plots: true                    # summary plots (needs matplotlib)
+    max_cases: 10000               # most cases (grid points x random.samples), checked before
+                                   # any is expanded; at most 1000000
+
+Bounds, each checked before work starts: ``max_cases`` cases, ``duration_s`` at most 86400 s
+(a day), a push's ``time_s`` before the end of its case, and the file itself at most a million
+values once its YAML aliases are expanded (the bound of every YAML file wb_sim reads).
 
 The keys of ``set``, ``grid`` and ``random`` are
 

@@ -21,29 +21,84 @@ def serial(tasks: list):
         yield t, run_case(t)
 
 
+def worker_died_row(task: dict, why: str) -> dict:
+    """The row of a case whose worker process died (killed, out of memory): an error, not
+    cached, run again next time."""
+    case = task["case"]
+    return {"case_id": case["index"], "case_hash": case["hash"], "status": "error",
+            "error": f"its worker process died ({why}); killed, or out of memory?"}
+
+
 def local_pool(tasks: list, workers: int):
     """Yield (task, row) as the cases finish, on a local process pool of ``workers``
     (spawned: they inherit ``sys.path``); ``serial`` with 1 worker and
-    ``WB_SIM_CAMPAIGN_INLINE=1``."""
+    ``WB_SIM_CAMPAIGN_INLINE=1``. A worker that dies breaks the pool and every case in it:
+    the unfinished cases then run on a pool of one worker, in order, until one breaks it
+    again (that case gets an error row: its worker died) or all are done; after such a
+    case, the rest run on ``workers`` again. One killed case never costs the others."""
     import concurrent.futures as cf
     import multiprocessing as mp
+    from concurrent.futures.process import BrokenProcessPool
     if workers == 1 and os.environ.get("WB_SIM_CAMPAIGN_INLINE") == "1":
         yield from serial(tasks)  # no pool (debugging)
         return
-    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-        futures = {ex.submit(run_case, t): t for t in tasks}
-        try:
-            for fut in cf.as_completed(futures):
-                yield futures[fut], fut.result()
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
+    left = list(range(len(tasks)))
+    size = workers
+    while left:
+        broken = None
+        size = min(size, len(left))
+        done: set[int] = set()
+        with cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn")) as ex:
+            futures = {ex.submit(run_case, tasks[i]): i for i in left}
+            try:
+                for fut in cf.as_completed(futures):
+                    i = futures[fut]
+                    try:
+                        row = fut.result()
+                    except BrokenProcessPool as e:
+                        broken = e
+                        break
+                    done.add(i)
+                    yield tasks[i], row
+            finally:
+                for fut in futures:
+                    fut.cancel()
+        if broken is None:
+            return
+        left = [i for i in left if i not in done]
+        if size == 1:  # one worker runs the cases in order: the first unfinished one died
+            culprit = left.pop(0)
+            yield tasks[culprit], worker_died_row(tasks[culprit], str(broken) or "broken pool")
+            size = workers
+        else:
+            size = 1
+
+
+#: seconds to wait for a Ray cluster's address to accept a connection
+RAY_CONNECT_S = 10.0
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_S) -> None:
+    """ConfigError naming ``address`` ('host:port' or 'ray://host:port') where nothing
+    accepts a TCP connection there within ``timeout`` s (ray.init waited silently for
+    ever); 'auto' and addresses without a port are left to Ray."""
+    import socket
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(f"cannot reach the Ray cluster at '{address}' (--address): "
+                          f"{e.strerror or e}; is it running (ray start --head)?") from None
 
 
 def ray_cluster(tasks: list, workers: int | None, address: str | None):
     """Yield (task, row) as the cases finish, on Ray (an existing cluster at ``address``,
     else a local instance with ``workers`` CPUs)."""
+    if address:
+        check_reachable(address)
     try:
         import ray
     except ImportError:

@@ -36,9 +36,15 @@ def main(argv=None) -> int:
     if args.address and args.backend != "ray":
         print("wb_sim_batch: --address is for --backend ray", file=sys.stderr)
         return 2
+    out = args.out or f"{Path(args.campaign).stem}_results"
+    try:  # a bad -o is a bad option (exit 2), said before any case runs
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"wb_sim_batch: cannot use output directory '{out}' (-o): {e.strerror or e}",
+              file=sys.stderr)
+        return 2
     try:
         campaign = load_campaign(args.campaign)
-        out = args.out or f"{Path(args.campaign).stem}_results"
         result = run_campaign(campaign, backend=args.backend, workers=args.workers, out=out,
                               address=args.address, progress=not args.quiet,
                               plots=False if args.no_plots else None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Mapping
 
@@ -25,14 +26,29 @@ def _tasks(campaign: Campaign, out: Path) -> tuple[list, dict]:
         if f.is_file():
             try:
                 row = json.loads(f.read_text())
-                if row.get("case_hash") == case["hash"]:
-                    row["case_id"] = case["index"]
-                    done[case["index"]] = row
-                    continue
             except (OSError, ValueError):
-                pass  # a torn file: run the case again
+                row = None  # a torn file: run the case again
+            if _cached_row_ok(row, case["hash"]):
+                row["case_id"] = case["index"]
+                done[case["index"]] = row
+                continue
+            warnings.warn(f"cached case file '{f}' is not a row of this case (torn, edited or "
+                          f"null): running the case again", stacklevel=3)
         todo.append({"spec": campaign.spec, "case": case, "out": str(out)})
     return todo, done
+
+
+#: the statuses a cached row may have ('error' rows are never cached)
+CACHED_STATUSES = ("ok", "diverged")
+
+
+def _cached_row_ok(row, case_hash: str) -> bool:
+    """Whether ``row`` (a cache file's JSON) is a row wb_sim wrote for the case ``case_hash``:
+    a mapping of its hash, a cached status, and plain values (a cell each)."""
+    return (isinstance(row, dict) and row.get("case_hash") == case_hash
+            and row.get("status") in CACHED_STATUSES
+            and all(isinstance(k, str) and (v is None or isinstance(v, (str, int, float, bool)))
+                    for k, v in row.items()))
 
 
 def _store(out: Path, case: dict, row: dict) -> None:

@@ -25,9 +25,15 @@ from ...errors import ConfigError
 from .case import METRICS, case_config
 
 TOP_KEYS = ("robot", "duration_s", "seed", "controller", "pushes", "set", "grid", "random",
-            "metrics", "custom_metrics", "record", "plots")
+            "metrics", "custom_metrics", "record", "plots", "max_cases")
 PUSH_FIELDS = ("time_s", "link", "force", "torque", "magnitude", "direction_deg", "duration_s")
 SPECIAL_KEYS = ("command_delay_steps", "sensor_delay_steps")
+#: the default of max_cases (the grid's combinations times random.samples), checked before any
+#: case is expanded: an 8-million-case grid or 1e8 samples hung the load; and its ceiling
+MAX_CASES = 10_000
+MAX_CASES_CEILING = 1_000_000
+#: the longest duration_s of a case (a day of simulated time: 86.4 million steps at 1 kHz)
+MAX_DURATION_S = 86_400.0
 
 
 def _version() -> str:
@@ -221,6 +227,13 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
         robot = str(base_dir / robot)
     params, gains, robot_path = _robot_params(where, robot)
     duration = _number(where, "duration_s", doc.get("duration_s", 5.0), positive=True)
+    if duration > MAX_DURATION_S:
+        raise _err(where, "duration_s", f"{duration:g} s per case is more than {MAX_DURATION_S:g} s "
+                                        f"(a day of simulated time); split the run")
+    max_cases = _number(where, "max_cases", doc.get("max_cases", MAX_CASES), integer=True,
+                        positive=True)
+    if max_cases > MAX_CASES_CEILING:
+        raise _err(where, "max_cases", f"at most {MAX_CASES_CEILING}, got {max_cases}")
     seed = _number(where, "seed", doc.get("seed", 0), integer=True, nonneg=True)
 
     # controller
@@ -258,7 +271,7 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
     with warnings.catch_warnings():  # what the model says, each case's simulator says again
         warnings.simplefilter("ignore")
         model = RobotModel.from_urdf(cfg.urdf_path, cfg.robot_description, cfg.floating_base,
-                                     mimic=cfg.joints.mimic)
+                                     mimic=cfg.joints.mimic, max_joints=cfg.max_joints)
     pushes_in = doc.get("pushes", []) or []
     if not isinstance(pushes_in, list):
         raise _err(where, "pushes", f"expected a list of pushes, got {pushes_in!r}")
@@ -287,6 +300,16 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
             raise _err(where, f"grid.{k}", f"expected a non-empty list of values, got {values!r}")
         grid[k] = [_check_value(where, k, v, ctx) for v in values]
     rnd = section("random")
+    n_grid = math.prod(len(v) for v in section("grid").values()
+                       if isinstance(v, list)) if section("grid") else 1
+    n_samples = rnd.get("samples", 1) if isinstance(rnd, Mapping) and rnd else 1
+    if isinstance(n_samples, (int, float)) and not isinstance(n_samples, bool) \
+            and math.isfinite(n_samples) and n_grid * max(n_samples, 1) > max_cases:
+        raise _err(where, "random.samples" if n_grid <= max_cases else "grid",
+                   f"{n_grid} grid point(s) x {int(n_samples)} random sample(s) = "
+                   f"{int(n_grid * n_samples)} cases, more than max_cases = {max_cases}; "
+                   f"raise the campaign's top-level key 'max_cases' (at most "
+                   f"{MAX_CASES_CEILING}) if you mean it")
     draws: list[dict] = [{}]
     rkeys = []
     if rnd:
@@ -349,6 +372,11 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
             cp.update(d)
             case = {"index": idx, "seed": seed + idx, "params": cp}
             case_config(spec, case, where)  # validates the simulator parameters of the case
+            for i, p in enumerate(pushes):
+                t0 = cp.get(f"pushes.{i}.time_s", p.get("time_s", 0.0))
+                if t0 >= duration:
+                    raise _err(where, f"pushes.{i}.time_s", f"{t0:g} s is not before the end of "
+                                                            f"the case (duration_s {duration:g})")
             case["hash"] = hashlib.sha256(json.dumps(
                 [_version(), base_hash, cp, case["seed"]], sort_keys=True,
                 default=repr).encode()).hexdigest()[:20]
