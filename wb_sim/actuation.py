@@ -183,13 +183,15 @@ class Actuation:
             keep &= ~pulling
         return sign * np.maximum(p, 0.0)
 
-    def check_initial_positions(self, robot: RobotModel, qj: np.ndarray) -> None:
-        """With limits enforced, the initial posture must respect them."""
+    def check_initial_positions(self, robot: RobotModel, qj: np.ndarray,
+                                key: str = "initial.joint_positions") -> None:
+        """With limits enforced, the initial posture (or a named pose: ``key`` names its
+        parameter) must respect them."""
         if not self.limits_enabled:
             return
         for name, x, lo, hi in zip(robot.joint_names, qj, self.lower, self.upper):
             if not lo - 1e-9 <= x <= hi + 1e-9:
                 raise ConfigError(
-                    f"parameter 'initial.joint_positions': joint '{name}' starts at {x:.4g}, "
+                    f"parameter '{key}': joint '{name}' starts at {x:.4g}, "
                     f"outside its limits [{lo:.4g}, {hi:.4g}] (set its initial position, or "
                     f"joints.position_limits: false)")

@@ -256,7 +256,7 @@ class Simulator:
                     f"{did_you_mean(name, robot.joint_names)}; the model's actuated joints "
                     f"are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
-        self.actuation.check_initial_positions(robot, positions)
+        self.actuation.check_initial_positions(robot, positions, f"{prefix}.joint_positions")
         robot.set_joint_positions(q, positions)
         q.setflags(write=False)
         return q
@@ -382,7 +382,7 @@ class Simulator:
         if pose is None:
             q = self.q0
         else:
-            if pose not in self.named_poses:
+            if not isinstance(pose, str) or pose not in self.named_poses:
                 raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
                                    f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
             q = self.named_poses[pose]
@@ -854,6 +854,9 @@ class Simulator:
             q[:3] = _vector(position, "position", 3, "m, world frame")
         if quaternion is not None:
             quat = _vector(quaternion, "quaternion", 4, "x, y, z, w")
+            big = float(np.max(np.abs(quat)))
+            if big > 1.0:  # scaled first: the norm of a 1e200 quaternion overflows to inf
+                quat = quat / big
             norm = float(np.linalg.norm(quat))
             if not norm > 1e-9:
                 raise CommandError("set_base_state: the quaternion is zero (x, y, z, w)")

@@ -258,6 +258,8 @@ def arm():
     (lambda s: s.apply_external_wrench("forearm", np.array([1j, 0, 0])), ("force", "real")),
     (lambda s: s.apply_external_wrench("forearm", [1, 0]), ("3-vectors",)),
     (lambda s: s.apply_external_wrench("forearm", [1, 0, 0], [0, math.inf, 0]), ("non-finite",)),
+    (lambda s: s.reset(pose=["a"]), ("reset: no named pose ['a']",)),
+    (lambda s: s.reset(pose=1), ("reset: no named pose 1",)),
 ])
 def test_bad_api_arguments_are_command_errors_and_change_nothing(arm, call, fragments):
     q, v, t = arm.q.copy(), arm.v.copy(), arm.t
@@ -296,3 +298,23 @@ def test_the_demo_keeps_memory_flat_for_any_duration(monkeypatch, capsys):
     assert demo.main(["--duration", "1.5"]) == 0
     assert seen and all(d.maxlen is not None and d.maxlen <= 1000 for d in seen)
     assert "done: 1500 steps" in capsys.readouterr().out
+
+
+def test_a_huge_finite_quaternion_is_normalised_not_zeroed():
+    """A 1e200 quaternion (issue 27): its norm overflows to inf, and it was stored as
+    zeros (base_quaternion then said identity while odometry and the IMU said zeros)."""
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    sim.set_base_state(quaternion=[0.0, 0.0, 1e200, 1e200])
+    expected = np.array([0.0, 0.0, 1.0, 1.0]) / math.sqrt(2.0)
+    np.testing.assert_allclose(sim.q[3:7], expected, atol=1e-15)
+    np.testing.assert_allclose(sim.state.base_quaternion, expected, atol=1e-15)
+    sim.step(np.zeros(sim.nj))
+    assert np.isfinite(sim.q).all() and abs(np.linalg.norm(sim.q[3:7]) - 1.0) < 1e-12
+
+
+def test_a_named_pose_beyond_the_joint_limits_is_reported_under_its_own_key():
+    params = dict(ARM, **{"poses": ["up"], "poses.up.joint_names": ["elbow"],
+                          "poses.up.joint_positions": [50.0]})
+    with raises(wb_sim.ConfigError, "parameter 'poses.up.joint_positions'", "joint 'elbow'",
+                "outside its limits"):
+        wb_sim.Simulator.from_params(params)
