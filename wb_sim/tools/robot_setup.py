@@ -7,33 +7,38 @@ It reads the URDF (a path, ``example-robot-data:<path under robots/>`` or
 writes a ``wb_sim: ros__parameters:`` file that ``Simulator.from_yaml`` and
 ``wb_sim_run --robot FILE.yaml`` load as it is. The rules, each printed with what it found:
 
-* **pose**: the SRDF's ``group_state`` named ``standing`` (then ``half_sitting``, then any
-  name with "stand" or "home"), else the neutral pose (0, clipped into the joint limits);
-  every SRDF group state becomes a named pose (``poses.*``).
+* **pose**: the SRDF's ``group_state`` named ``standing`` (then ``half_sitting``, ``stand``,
+  ``home``, ``ready``, then any name with "stand" or "home"), else the neutral pose (0; a
+  joint whose range excludes 0 starts 0.05 rad inside it); every SRDF group state becomes a
+  named pose (``poses.*``, a floating base's with its own base height).
 * **feet**: the URDF collision geometry at that pose, with the base at the origin; each
-  limb (a subtree hanging from the root link) whose lowest point is within ``--foot-tol``
-  (3 cm) of the robot's lowest point gets one contact surface, on the link holding that
-  lowest point. A sphere becomes ``shape: sphere`` (on a frame of the link at its centre
-  if the URDF has one), a box whose bottom face lies in the z = 0 plane of a frame of the
-  link becomes ``shape: box`` (size, offset), anything else (meshes: their convex hull,
-  capsules, cylinders, boxes off any frame) ``shape: points``: the corners of the
-  polygon of its lowest face (the points within 3 mm of its lowest point, their
-  convex outline, at most 8).
+  limb (the subtree of a joint hanging from the root link) whose lowest point is within
+  ``--foot-tol`` (3 cm) of the robot's lowest point gets one contact surface, on the link
+  holding that lowest point, named after it. A sphere becomes ``shape: sphere`` (on a frame
+  of the link at its centre if the URDF has one; a mesh whose lowest 10 mm fit a sphere
+  within 1 mm too), a box whose bottom face lies in the z = 0 plane of a frame of the link
+  ``shape: box`` (size, offset), anything else (meshes, capsules, cylinders, several
+  shapes, a box off every frame) ``shape: points``: 4 corners of the outline of its lowest
+  face (the points within 3 mm of its lowest point).
 * **floating or fixed**: floating when two limbs or more reach the ground and the root
   link itself is at least 5 cm above it (legs); fixed otherwise (an arm stands on its
   base link, or has one limb); ``--floating`` / ``--fixed`` override.
-* **base height**: the lowest sole 1 mm above the ground (a floating base; a fixed
-  base is mounted at the world origin).
-* **gains**: per joint, the reflected inertia at the pose ``I = 1 / (M^-1)_ii`` (the
-  inertia the joint drives with every other joint and the base free: the smallest it
-  meets, so the rule is safe) with the armature; ``kp = I w^2``, ``kd = 2 I w``
-  (critically damped) with ``w = 2 pi f``, ``f = physics_rate / 20`` (50 Hz at 1 kHz,
-  ``w dt = 0.31``: the explicit PD's ``kp dt^2 / I + 2 kd dt / I = 1.4 < 4``, with room
-  for a step of command delay), floored at ``--min-kp`` for joints that carry a robot's
-  weight better stiff. Written as ``wb_sim_pd_controller`` ``kp`` / ``kd`` and as the
-  node's drive gains ``command.kp`` / ``command.kd``.
+* **base height**: the lowest sole 1 mm above the ground (a floating base; a fixed base
+  is mounted at the world origin and has no contact surfaces).
+* **gains**: per joint, the reflected inertia at the pose ``I = 1 / (M^-1)_ii`` (what the
+  joint drives with the other joints and the base free: the smallest it meets);
+  ``kp = I w^2``, ``kd = 2 I w`` (critically damped), ``w = 2 pi f``, ``f = physics rate
+  / 20`` (50 Hz at 1 kHz: one joint alone has ``kp dt^2 / I + 2 kd dt / I = 1.36``, the
+  explicit PD diverges at 4). Joints are coupled through M: where the largest eigenvalue
+  of ``M^-1 (kp dt^2 + 2 kd dt)`` (base free) exceeds 3, ``w`` is lowered for the joints of
+  that mode (the most for those that move most in it) until it does not. Written as
+  ``wb_sim_pd_controller`` ``kp`` / ``kd`` and as the node's drive gains ``command.kp`` /
+  ``command.kd`` (the same law evaluated at every physics step).
 * **effort limits**: the URDF's; a joint without one gets the largest the URDF gives any
-  joint (or ``--default-effort``), written as ``joints.effort_limit``.
+  joint (or ``--default-effort``; 1000 N*m if it gives none), written as
+  ``joints.effort_limit``.
+* **collision**: off (only the feet touch the ground, fast); ``--collision`` turns on the
+  other links' collision with the ground (slower with meshes).
 """
 
 from __future__ import annotations
@@ -49,10 +54,11 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
-from ..contact.geometry import farthest_points, geometry_points, mesh_vertices
 from ..errors import ConfigError, ModelError, WbSimError
 from ..robot import RobotModel, resolve_data_path, resolve_urdf_path
 
+#: a joint whose neutral (0) or SRDF value is outside its limits starts this far inside, rad or m
+LIMIT_MARGIN = 0.05
 #: the SRDF group states tried as the standing pose, in this order
 STANDING_NAMES = ("standing", "half_sitting", "stand", "home", "ready")
 #: the lowest sole starts this far above the ground, m
@@ -161,19 +167,29 @@ def standing_pose_name(states: dict) -> str | None:
 # ----------------------------------------------------------------------------
 
 
+def _into_limits(robot: RobotModel, x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to the micro-radian the YAML writes, inside the limits (a value
+    outside goes LIMIT_MARGIN inside, or to the middle of a narrower range)."""
+    lo, hi = robot.position_lower, robot.position_upper
+    margin = np.minimum(LIMIT_MARGIN, (hi - lo) / 2)
+    x = np.where(x < lo, lo + margin, np.where(x > hi, hi - margin, x))
+    x = np.round(x, 6)
+    return np.clip(x, np.ceil(lo * 1e6) / 1e6, np.floor(hi * 1e6) / 1e6)
+
+
 def neutral_positions(robot: RobotModel) -> np.ndarray:
-    """0 for every joint, clipped into its limits."""
-    return np.clip(np.zeros(robot.nj), robot.position_lower, robot.position_upper)
+    """0 for every joint, moved into its limits where 0 is outside them."""
+    return _into_limits(robot, np.zeros(robot.nj))
 
 
 def pose_positions(robot: RobotModel, values: dict[str, float]) -> np.ndarray:
     """Joint positions: the neutral ones with ``values`` (joints the model lacks, such as
-    an SRDF's fixed or mimic joints, ignored), clipped into the limits."""
+    an SRDF's fixed or mimic joints, ignored), inside the limits."""
     x = neutral_positions(robot)
     for name, v in values.items():
         if name in robot.joint_names:
             x[robot.joint_names.index(name)] = v
-    return np.clip(x, robot.position_lower, robot.position_upper)
+    return _into_limits(robot, x)
 
 
 def _limbs(model: pin.Model, root_joint: int) -> dict[int, int]:
@@ -186,17 +202,47 @@ def _limbs(model: pin.Model, root_joint: int) -> dict[int, int]:
     return limb
 
 
-def _bottom_points(geom, link: str) -> np.ndarray:
-    """Points (k, 3) of a geometry's surface in its own frame and their radius."""
+def _bottom_points(geom, link: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(points (k, 3) in the geometry's frame, their radius (k,) or None): a sphere's
+    centre with its radius, a capsule's axis every 5 mm with its radius, a box's corners,
+    a cylinder's rims (64 points each), a mesh's vertices. (wb_sim.contact has its own
+    for the contact points, private to the contact wing.)"""
     import coal
     if isinstance(geom, coal.Sphere):
         return np.zeros((1, 3)), np.array([float(geom.radius)])
-    if isinstance(geom, (coal.Box, coal.Capsule, coal.Cylinder)):
-        return geometry_points(geom, link, 256, 0.01)
-    try:
-        return mesh_vertices(geom, link, "meshes"), None
-    except ModelError:
-        return geometry_points(geom, link, 256, 0.01)
+    if isinstance(geom, coal.Capsule):
+        hl = float(geom.halfLength)
+        z = np.linspace(-hl, hl, max(2, int(math.ceil(2 * hl / 0.005)) + 1))
+        return np.column_stack([0 * z, 0 * z, z]), np.full(len(z), float(geom.radius))
+    if isinstance(geom, coal.Box):
+        h = np.asarray(geom.halfSide, dtype=float)
+        return np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1)
+                         for sz in (-1, 1)]) * h, None
+    if isinstance(geom, coal.Cylinder):
+        r, hl = float(geom.radius), float(geom.halfLength)
+        a = 2 * math.pi * np.arange(64) / 64
+        rim = np.column_stack([r * np.cos(a), r * np.sin(a)])
+        return np.vstack([np.column_stack([rim, np.full(64, z)]) for z in (-hl, hl)]), None
+    if hasattr(geom, "vertices") and hasattr(geom, "num_vertices"):  # meshes (BVH)
+        return np.asarray(geom.vertices(), dtype=float), None
+    if hasattr(geom, "points") and hasattr(geom, "num_points"):  # convex
+        return np.asarray(geom.points(), dtype=float), None
+    raise ModelError(f"link '{link}': collision geometry of kind {type(geom).__name__} is not "
+                     f"supported by wb_sim_robot (spheres, capsules, boxes, cylinders, meshes)")
+
+
+def _spread(P: np.ndarray, k: int) -> np.ndarray:
+    """Indices of k of the points P (n, 2 or 3), spread: the one farthest from their
+    centroid first, then each time the one farthest from those taken (all if n <= k)."""
+    if len(P) <= k:
+        return np.arange(len(P))
+    taken = [int(np.argmax(np.linalg.norm(P - P.mean(axis=0), axis=1)))]
+    d = np.linalg.norm(P - P[taken[0]], axis=1)
+    while len(taken) < k:
+        i = int(np.argmax(d))
+        taken.append(i)
+        d = np.minimum(d, np.linalg.norm(P - P[i], axis=1))
+    return np.array(taken)
 
 
 def _fit_sphere(P: np.ndarray) -> tuple[np.ndarray, float] | None:
@@ -290,7 +336,7 @@ def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) ->
             outline = low[ConvexHull(low[:, :2]).vertices]
         except (QhullError, ValueError):
             outline = low
-    outline = outline[np.sort(farthest_points(outline, MAX_FOOT_POINTS))]
+    outline = outline[np.sort(_spread(outline[:, :2], MAX_FOOT_POINTS))]
     outline = outline.copy()
     outline[:, 2] = zmin  # one plane: the sole
     oMb = oMj * jMb
@@ -329,7 +375,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             rate: float = 1000.0, foot_tol: float = FOOT_TOL, min_kp: float = 0.0,
             default_effort: float | None = None, armature: float = 0.0,
             xacro_args: dict | None = None, stability: float | None = None,
-            divisor: float | None = None) -> Setup:
+            divisor: float | None = None, collision: bool = False) -> Setup:
     """Guess a configuration for the robot of ``urdf`` (a path or ``scheme:name``)."""
     notes = []
     path = resolve_urdf_path(urdf)
@@ -378,9 +424,9 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
     by_link: dict[str, list] = {}
     for g in gmodel.geometryObjects:
         by_link.setdefault(model.frames[g.parentFrame].name, []).append(g)
-    if not by_link:
-        raise ModelError(f"'{path}': no <collision> geometry: no feet to find (write the "
-                         f"contact surfaces by hand)")
+    if not by_link and floating is not False:
+        raise ModelError(f"'{path}': no <collision> geometry: no feet to find (give --fixed "
+                         f"for an arm, or write the contact surfaces by hand)")
     lowest: dict[str, float] = {}
     joint_of: dict[str, int] = {}
     for link, geoms in by_link.items():
@@ -391,7 +437,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             z = P @ oMg.rotation[2] + oMg.translation[2]
             zs.append(float((z - (radius if radius is not None else 0.0)).min()))
         lowest[link], joint_of[link] = min(zs), geoms[0].parentJoint
-    zmin = min(lowest.values())
+    zmin = min(lowest.values(), default=0.0)
     limb = _limbs(model, 1)
     limb_low: dict[int, tuple[float, str]] = {}
     for link, z in lowest.items():
@@ -410,7 +456,8 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
                          f"link '{robot.root_link}' is {(root_low - zmin) * 100:.0f} cm above it "
                          f"(legs; --fixed overrides)")
         else:
-            why = (f"only {len(ground_limbs)} limb reaches the ground" if len(ground_limbs) < 2
+            why = ({0: "no limb below the root link reaches the ground",
+                    1: "one limb reaches the ground"}[len(ground_limbs)] if len(ground_limbs) < 2
                    else f"the root link '{robot.root_link}' is at the ground")
             notes.append(f"fixed base: {why} (an arm on its base; --floating overrides)")
     else:
@@ -432,7 +479,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             raise ModelError(f"'{path}': no limb reaches below the root link at the pose: no "
                              f"feet found (give --fixed for an arm)")
         sole = min(f.lowest for f in feet)
-        base_position = [0.0, 0.0, CLEARANCE - sole]
+        base_position = [0.0, 0.0, math.ceil((CLEARANCE - sole) * 1e6) / 1e6]
         notes.append(f"base height {base_position[2]:.6f} m: the lowest sole "
                      f"{CLEARANCE * 1e3:g} mm above the ground")
         uneven = [f"{f.name} +{(f.lowest - sole) * 1e3:.1f} mm" for f in feet
@@ -485,7 +532,8 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
                  f"explicit PD diverges at 4; it is {lam:.2f})"
                  + (f"; lowered for {len(lowered)} joints, down to "
                     f"{w.min() / 2 / math.pi:.3g} Hz ({gm.joint_names[int(np.argmin(w))]})"
-                    if lowered else "")                 + (f"; kp floored at {min_kp:g}" if min_kp > 0 else ""))
+                    if lowered else "")
+                 + (f"; kp floored at {min_kp:g}" if min_kp > 0 else ""))
 
     # --- effort limits
     eff = np.array(robot.effort_limit, dtype=float)
@@ -512,7 +560,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             robot.set_joint_positions(qp, x)
             pin.forwardKinematics(model, data, qp)
             low = min(_surface_lowest(model, data, f.params) for f in feet)
-            entry["base_position"] = [0.0, 0.0, CLEARANCE - low]
+            entry["base_position"] = [0.0, 0.0, math.ceil((CLEARANCE - low) * 1e6) / 1e6]
         poses[_surface_name(name, set(poses))] = entry
     if poses:
         notes.append(f"named poses from the SRDF: {', '.join(poses)}"
@@ -525,7 +573,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
                  base_position=base_position, feet=feet, poses=poses, kp=kp.tolist(),
                  kd=kd.tolist(), inertia=inertia.tolist(), effort_limit=effort_limit,
                  mimic=mimic, imu_frame=imu, srdf=str(srdf_path) if srdf_path else "",
-                 rate=rate, notes=notes)
+                 rate=rate, collision=collision and floating, notes=notes)
 
 
 # ----------------------------------------------------------------------------
@@ -539,6 +587,12 @@ def _num(x: float) -> str:
         return "0.0"
     s = f"{x:.6g}" if abs(x) >= 1e-3 else f"{x:.4e}"
     return s if any(c in s for c in ".e") else s + ".0"
+
+
+def _pos(x: float) -> str:
+    """A position: at most 6 decimals, exactly as computed (the values were rounded so)."""
+    s = f"{float(x):.6f}".rstrip("0")
+    return s + "0" if s.endswith(".") else s
 
 
 def _list(xs, fmt=_num) -> str:
@@ -585,16 +639,16 @@ def render_yaml(s: Setup, output: Path | None = None, source: str = "") -> str:
     lines += ["    initial:",
               f"      # pose '{s.pose_name}'" + ("; the lowest sole 1 mm above the ground" if s.floating else ""),
               f"      joint_names: {_names(s.joint_names)}",
-              f"      joint_positions: {_list(s.joint_positions)}",
-              f"      base_position: {_list(s.base_position)}",
+              f"      joint_positions: {_list(s.joint_positions, _pos)}",
+              f"      base_position: {_list(s.base_position, _pos)}",
               "      base_rpy: [0.0, 0.0, 0.0]"]
     if s.poses:
         lines.append(f"    poses: {_names(s.poses)}")
         for name, p in s.poses.items():
             lines.append(f"    poses.{name}.joint_names: {_names(p['joint_names'])}")
-            lines.append(f"    poses.{name}.joint_positions: {_list(p['joint_positions'])}")
+            lines.append(f"    poses.{name}.joint_positions: {_list(p['joint_positions'], _pos)}")
             if "base_position" in p:
-                lines.append(f"    poses.{name}.base_position: {_list(p['base_position'])}")
+                lines.append(f"    poses.{name}.base_position: {_list(p['base_position'], _pos)}")
     if s.imu_frame:
         lines += ["    imu:", f"      frame: {s.imu_frame}"]
     lines += ["    joints:", "      position_limits: true", "      effort_limits: true",
@@ -642,6 +696,8 @@ def main(argv=None) -> int:
     parser.add_argument("--min-kp", type=float, default=0.0, help="floor of kp, N*m/rad (default 0)")
     parser.add_argument("--default-effort", type=float,
                         help="effort limit of joints the URDF gives none (default: its largest)")
+    parser.add_argument("--collision", action="store_true",
+                        help="the other links' collision geometry meets the ground too (slower)")
     parser.add_argument("--xacro-arg", action="append", default=[], metavar="NAME:=VALUE",
                         help="an argument of a .xacro file (repeatable)")
     args = parser.parse_args(argv)
@@ -654,7 +710,8 @@ def main(argv=None) -> int:
             xargs[k] = v
         s = analyse(args.urdf, args.srdf, floating=args.floating, rate=args.rate,
                     foot_tol=args.foot_tol, min_kp=args.min_kp,
-                    default_effort=args.default_effort, xacro_args=xargs or None)
+                    default_effort=args.default_effort, xacro_args=xargs or None,
+                    collision=args.collision)
     except (WbSimError, OSError) as e:
         print(f"wb_sim_robot: {e}", file=sys.stderr)
         return 2
