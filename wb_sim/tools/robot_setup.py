@@ -113,6 +113,7 @@ class Setup:
     srdf: str
     rate: float
     collision: bool = False
+    armature: float = 0.0
     notes: list = field(default_factory=list)
 
 
@@ -375,7 +376,8 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             rate: float = 1000.0, foot_tol: float = FOOT_TOL, min_kp: float = 0.0,
             default_effort: float | None = None, armature: float = 0.0,
             xacro_args: dict | None = None, stability: float | None = None,
-            divisor: float | None = None, collision: bool = False) -> Setup:
+            divisor: float | None = None, collision: bool = False,
+            delay_steps: int = 0) -> Setup:
     """Guess a configuration for the robot of ``urdf`` (a path or ``scheme:name``)."""
     notes = []
     path = resolve_urdf_path(urdf)
@@ -502,7 +504,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
     # the joint's reflected inertia: what it drives with the other joints and the base free
     inertia = 1.0 / np.diag(Minv)
     stability = STABILITY if stability is None else stability
-    divisor = RATE_DIVISOR if divisor is None else divisor
+    divisor = RATE_DIVISOR * (1 + delay_steps) if divisor is None else divisor
     w0 = 2 * math.pi * rate / divisor
     dt = 1.0 / rate
 
@@ -524,10 +526,15 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
     kp = np.maximum(inertia * w * w, min_kp)
     kd = 2.0 * inertia * w
     lowered = [n for n, x in zip(gm.joint_names, w) if x < 0.99 * w0]
+    if armature > 0:
+        notes.append(f"armature {armature:g} kg*m^2 on every joint (--armature): joints.armature, "
+                     f"in the gains' inertia too")
     notes.append(f"gains: kp = I w^2, kd = 2 I w (critically damped), I = 1 / (M^-1)_ii at the pose "
                  f"(the joint's reflected inertia, the rest free, {inertia.min():.3g} to "
-                 f"{inertia.max():.3g} kg*m^2), w = 2 pi x {rate / RATE_DIVISOR:g} Hz (the physics "
-                 f"rate / {RATE_DIVISOR:g}), lowered where the coupled joints need it: the largest "
+                 f"{inertia.max():.3g} kg*m^2), w = 2 pi x {rate / divisor:g} Hz (the physics "
+                 f"rate / {divisor:g}"
+                 + (f": 20 x (1 + {delay_steps} steps of command delay)" if delay_steps else "")
+                 + "), lowered where the coupled joints need it: the largest "
                  f"eigenvalue of M^-1 (kp dt^2 + 2 kd dt), base free, kept <= {STABILITY:g} (the "
                  f"explicit PD diverges at 4; it is {lam:.2f})"
                  + (f"; lowered for {len(lowered)} joints, down to "
@@ -573,7 +580,7 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
                  base_position=base_position, feet=feet, poses=poses, kp=kp.tolist(),
                  kd=kd.tolist(), inertia=inertia.tolist(), effort_limit=effort_limit,
                  mimic=mimic, imu_frame=imu, srdf=str(srdf_path) if srdf_path else "",
-                 rate=rate, collision=collision and floating, notes=notes)
+                 rate=rate, collision=collision and floating, armature=armature, notes=notes)
 
 
 # ----------------------------------------------------------------------------
@@ -655,6 +662,8 @@ def render_yaml(s: Setup, output: Path | None = None, source: str = "") -> str:
               "      urdf_dynamics: true"]
     if s.mimic:
         lines.append("      mimic: independent")
+    if s.armature > 0:
+        lines.append(f"      armature: [{_num(s.armature)}]              # kg*m^2, --armature (the gains count it)")
     if s.effort_limit is not None:
         lines.append(f"      effort_limit: {_list(s.effort_limit)}   # N*m, see the header")
     lines += ["    command:                              # the node's drives (joint_commands positions)",
@@ -696,6 +705,13 @@ def main(argv=None) -> int:
     parser.add_argument("--min-kp", type=float, default=0.0, help="floor of kp, N*m/rad (default 0)")
     parser.add_argument("--default-effort", type=float,
                         help="effort limit of joints the URDF gives none (default: its largest)")
+    parser.add_argument("--armature", type=float, default=0.0,
+                        help="motor reflected inertia of every joint, kg*m^2, written as "
+                             "joints.armature and counted by the gains (default 0: none)")
+    parser.add_argument("--delay-steps", type=int, default=0,
+                        help="steps of command delay the torque loop must survive: the drives' "
+                             "frequency is divided by 1 + N (default 0; the node's drives, "
+                             "wb_sim_run's default, see no delay)")
     parser.add_argument("--collision", action="store_true",
                         help="the other links' collision geometry meets the ground too (slower)")
     parser.add_argument("--xacro-arg", action="append", default=[], metavar="NAME:=VALUE",
@@ -711,7 +727,8 @@ def main(argv=None) -> int:
         s = analyse(args.urdf, args.srdf, floating=args.floating, rate=args.rate,
                     foot_tol=args.foot_tol, min_kp=args.min_kp,
                     default_effort=args.default_effort, xacro_args=xargs or None,
-                    collision=args.collision)
+                    collision=args.collision, armature=args.armature,
+                    delay_steps=args.delay_steps)
     except (WbSimError, OSError) as e:
         print(f"wb_sim_robot: {e}", file=sys.stderr)
         return 2
