@@ -56,7 +56,8 @@ SECONDS = 10.0
 
 
 def write_config(urdf: str, path, *extra) -> str:
-    require_robot_data(urdf)
+    if ":" in urdf:  # a robot from PyPI, not a file
+        require_robot_data(urdf)
     assert robot_setup.main([urdf, "-o", str(path), *extra]) == 0
     return str(path)
 
@@ -172,3 +173,51 @@ def test_armature_and_delay_steps_make_a_delayed_torque_loop_stand(tmp_path):
         monitor.watch(sim)
     verdict = monitor.verdict()
     assert verdict.stands and verdict.base_drop < 0.01, verdict.summary()
+
+
+TOY = """<robot name="toy">
+  <link name="body">
+    <inertial><mass value="6"/><inertia ixx="0.05" iyy="0.05" izz="0.05" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><box size="0.3 0.3 0.1"/></geometry></collision>
+  </link>
+{legs}
+</robot>"""
+LEG = """  <joint name="{s}_hip" type="revolute">
+    <parent link="body"/><child link="{s}_leg"/><origin xyz="0 {y} -0.05"/><axis xyz="0 1 0"/>
+    <limit lower="-1" upper="1" effort="{effort}" velocity="10"/>
+  </joint>
+  <link name="{s}_leg">
+    <inertial><origin xyz="0 0 -0.2"/><mass value="1"/>
+      <inertia ixx="0.01" iyy="0.01" izz="0.001" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0 0 -0.2"/><geometry><cylinder radius="0.02" length="0.3"/></geometry></collision>
+  </link>
+  <joint name="{s}_ankle" type="fixed"><parent link="{s}_leg"/><child link="{s}_foot"/>
+    <origin xyz="0 0 -0.38"/></joint>
+  <link name="{s}_foot">
+    <inertial><mass value="0.3"/><inertia ixx="0.001" iyy="0.001" izz="0.001" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0.02 0 -0.01"/><geometry><box size="0.16 0.08 0.02"/></geometry></collision>
+  </link>
+  <joint name="{s}_sole_joint" type="fixed"><parent link="{s}_foot"/><child link="{s}_sole"/>
+    <origin xyz="0 0 -0.02"/></joint>
+  <link name="{s}_sole"/>"""
+
+
+def test_a_box_sole_in_a_frame_becomes_a_box_and_a_missing_effort_limit_is_filled(tmp_path, capsys):
+    """A URDF written here: two legs ending in boxes whose bottom face is the z = 0 plane of
+    the sole frames; one hip without an effort limit (0 in the URDF)."""
+    urdf = tmp_path / "toy.urdf"
+    urdf.write_text(TOY.format(legs=LEG.format(s="l", y=0.1, effort=40) + "\n"
+                               + LEG.format(s="r", y=-0.1, effort=0)))
+    path = write_config(str(urdf), tmp_path / "toy.yaml")
+    err = capsys.readouterr().err
+    assert "effort limits: none in the URDF for r_hip: 40 N*m" in err
+    ros = read_yaml_params(path)
+    assert ros["urdf_path"] == str(urdf)  # relative to the YAML, resolved on reading
+    assert ros["floating_base"] is True and ros["contact_surfaces"] == ["l_foot", "r_foot"]
+    assert ros["l_foot.frame"] == "l_sole" and ros["l_foot.shape"] == "box"
+    assert ros["l_foot.size"] == pytest.approx([0.16, 0.08])
+    assert ros["l_foot.offset"] == pytest.approx([0.02, 0.0])
+    assert ros["joints.effort_limit"] == [40.0, 40.0]
+    assert ros["initial.base_position"][2] == pytest.approx(0.45 + 0.001)
+    sim = wb_sim.Simulator.from_yaml(path)
+    assert sim.contact_points_state().depth.max() == pytest.approx(-1e-3, abs=2e-6)
