@@ -221,3 +221,24 @@ def test_a_box_sole_in_a_frame_becomes_a_box_and_a_missing_effort_limit_is_fille
     assert ros["initial.base_position"][2] == pytest.approx(0.45 + 0.001)
     sim = wb_sim.Simulator.from_yaml(path)
     assert sim.contact_points_state().depth.max() == pytest.approx(-1e-3, abs=2e-6)
+
+
+def test_a_xacro_with_its_arguments(tmp_path):
+    """A .xacro (the toy's legs from a macro, the hip effort from an argument): expanded with
+    --xacro-arg, which the written file keeps as xacro.args."""
+    from helpers.extras import require_modules
+    require_modules("xacro", why="pip install xacro (the test extra)")
+    leg = LEG.format(s="${s}", y="${y}", effort="$(arg effort)")
+    text = TOY.format(legs='<xacro:arg name="effort" default="1"/>\n'
+                           '<xacro:macro name="leg" params="s y">' + leg + "</xacro:macro>\n"
+                           '<xacro:leg s="l" y="0.1"/><xacro:leg s="r" y="-0.1"/>')
+    text = text.replace('<robot name="toy">',
+                        '<robot name="toy" xmlns:xacro="http://www.ros.org/wiki/xacro">')
+    (tmp_path / "toy.urdf.xacro").write_text(text)
+    path = write_config(str(tmp_path / "toy.urdf.xacro"), tmp_path / "toy.yaml",
+                        "--xacro-arg", "effort:=25")
+    ros = read_yaml_params(path)
+    assert ros["xacro.args"] == ["effort:=25"]
+    sim = wb_sim.Simulator.from_yaml(path)
+    assert list(sim.actuation.effort_limit) == [25.0, 25.0]
+    assert sim.surface_names == ("l_foot", "r_foot")
