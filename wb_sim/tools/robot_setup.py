@@ -265,10 +265,29 @@ def _fit_sphere(P: np.ndarray) -> tuple[np.ndarray, float] | None:
     return c, r
 
 
+def _unique(model: pin.Model, name: str) -> bool:
+    """Whether one frame only has this name (wb_sim names frames by name alone: a joint
+    and a link of the same name are ambiguous to it)."""
+    return sum(f.name == name for f in model.frames) == 1
+
+
 def _frames_on_joint(model: pin.Model, joint: int) -> list:
-    """The frames on ``joint``, links (BODY frames) first."""
-    frames = [f for f in model.frames if f.parentJoint == joint and f.name != "universe"]
+    """The frames on ``joint`` that a name alone designates, links (BODY frames) first."""
+    frames = [f for f in model.frames if f.parentJoint == joint and f.name != "universe"
+              and _unique(model, f.name)]
     return sorted(frames, key=lambda f: f.type != pin.FrameType.BODY)
+
+
+def _link_frame(model: pin.Model, link: str, joint: int):
+    """The frame a surface of ``link`` is written in: the link's own if its name is unique,
+    else the first frame on its joint that is (a link named like a joint)."""
+    if _unique(model, link):
+        return model.frames[model.getFrameId(link)]
+    frames = _frames_on_joint(model, joint)
+    if not frames:
+        raise ModelError(f"link '{link}': its name is also another frame's, and no frame on its "
+                         f"joint has a name of its own: name the contact surface's frame by hand")
+    return frames[0]
 
 
 def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) -> tuple[dict, str]:
@@ -276,8 +295,9 @@ def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) ->
     joint ``joint``), and why that shape."""
     import coal
     oMj = data.oMi[joint]
-    body = model.frames[model.getFrameId(link)]
+    body = _link_frame(model, link, joint)
     jMb = body.placement
+    ref = body.name  # the frame the surface is written in
     # one sphere: the sphere itself
     if len(geoms) == 1 and isinstance(geoms[0].geometry, coal.Sphere):
         g = geoms[0]
@@ -288,8 +308,8 @@ def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) ->
                 return ({"frame": f.name, "shape": "sphere", "radius": r, "center": [0.0, 0.0, 0.0]},
                         f"a sphere of radius {r * 1e3:.1f} mm, frame {f.name} at its centre")
         center = jMb.actInv(c)
-        return ({"frame": link, "shape": "sphere", "radius": r, "center": list(center)},
-                f"a sphere of radius {r * 1e3:.1f} mm, centre {np.round(center, 4).tolist()} in {link}")
+        return ({"frame": ref, "shape": "sphere", "radius": r, "center": list(center)},
+                f"a sphere of radius {r * 1e3:.1f} mm, centre {np.round(center, 4).tolist()} in {ref}")
     # one mesh that is a sphere (its hull's vertices fit one within SPHERE_FIT): that sphere
     if len(geoms) == 1 and not isinstance(geoms[0].geometry, (coal.Box, coal.Capsule, coal.Cylinder)):
         g = geoms[0]
@@ -300,9 +320,9 @@ def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) ->
         if fit is not None:
             c, r = fit
             center = jMb.actInv(g.placement.act(c))
-            return ({"frame": link, "shape": "sphere", "radius": r, "center": list(center)},
+            return ({"frame": ref, "shape": "sphere", "radius": r, "center": list(center)},
                     f"a mesh whose lowest {CAP_DEPTH * 1e3:g} mm are a sphere of radius "
-                    f"{r * 1e3:.1f} mm (within {SPHERE_FIT * 1e3:g} mm), centre {np.round(center, 4).tolist()} in {link}")
+                    f"{r * 1e3:.1f} mm (within {SPHERE_FIT * 1e3:g} mm), centre {np.round(center, 4).tolist()} in {ref}")
     # one box whose bottom face lies in a frame's z = 0 plane, axes aligned: a box
     if len(geoms) == 1 and isinstance(geoms[0].geometry, coal.Box):
         g = geoms[0]
@@ -345,7 +365,7 @@ def _foot_surface(model, data, link: str, joint: int, geoms: list, name: str) ->
     local = (outline - oMb.translation) @ oMb.rotation
     kinds = sorted({type(g.geometry).__name__ for g in geoms})
     span = np.ptp(outline[:, :2], axis=0) if len(outline) > 1 else np.zeros(2)
-    return ({"frame": link, "shape": "points", "points": local.ravel().tolist()},
+    return ({"frame": ref, "shape": "points", "points": local.ravel().tolist()},
             f"{len(outline)} points outlining the lowest face ({span[0] * 1e3:.0f} x "
             f"{span[1] * 1e3:.0f} mm) of its {'/'.join(kinds)} collision geometry")
 
@@ -416,7 +436,8 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
         clipped = [n for n, x in zip(robot.joint_names, positions) if x != 0.0]
         notes.append("pose: the neutral pose (no SRDF standing pose"
                      + (f" in {srdf_path.name}" if srdf_path else ", no SRDF") + ")"
-                     + (f"; clipped into the limits: {', '.join(clipped)}" if clipped else ""))
+                     + (f"; 0 is outside the limits of {', '.join(clipped)}: "
+                        f"{LIMIT_MARGIN:g} inside them" if clipped else ""))
     q = pin.neutral(model)
     robot.set_joint_positions(q, positions)
     pin.forwardKinematics(model, data, q)
@@ -455,9 +476,10 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
     if floating is None:
         floating = legs
         if legs:
+            above = (f"is {(root_low - zmin) * 100:.0f} cm above it" if math.isfinite(root_low)
+                     else "has no collision geometry")
             notes.append(f"floating base: {len(ground_limbs)} limbs reach the ground and the root "
-                         f"link '{robot.root_link}' is {(root_low - zmin) * 100:.0f} cm above it "
-                         f"(legs; --fixed overrides)")
+                         f"link '{robot.root_link}' {above} (legs; --fixed overrides)")
         else:
             why = ({0: "no limb below the root link reaches the ground",
                     1: "one limb reaches the ground"}[len(ground_limbs)] if len(ground_limbs) < 2
@@ -574,7 +596,22 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
         notes.append(f"named poses from the SRDF: {', '.join(poses)}"
                      + (" (each with its soles 1 mm above the ground)" if floating else ""))
 
-    imu = next((f.name for f in model.frames if "imu" in f.name.lower()), robot.root_link)
+    imu = next((f.name for f in model.frames if "imu" in f.name.lower() and _unique(model, f.name)),
+               robot.root_link)
+    shared = sorted({f.name for f in model.frames if not _unique(model, f.name)})
+    if not floating:
+        imu = ""  # as config/panda.yaml: an arm's base does not move
+        notes.append("no IMU (a fixed base; imu.frame adds one)")
+    elif shared:
+        # the IMU reads its chain through pinocchio's buildReducedModel, which refuses a model
+        # with two frames of one name (wb_sim/sensors.py): no IMU rather than a failing file
+        notes.append(f"no IMU: the URDF gives a joint and a link the same name ({', '.join(shared[:3])}"
+                     f"{', ...' if len(shared) > 3 else ''}), which the IMU's reduced model "
+                     f"refuses; imu.frame: {imu} once it does not")
+        imu = ""
+    else:
+        notes.append(f"IMU on {imu}" + (" (a frame named imu)" if "imu" in imu.lower()
+                                        else " (the root link: no frame named imu)"))
     urdf_out = urdf if ":" in urdf and len(urdf.partition(":")[0]) > 1 else str(path.resolve())
     return Setup(urdf_path=urdf_out, floating=floating, pose_name=pose_name or "neutral",
                  joint_names=list(robot.joint_names), joint_positions=positions.tolist(),
