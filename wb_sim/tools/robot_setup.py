@@ -48,6 +48,7 @@ import math
 import os
 import sys
 import textwrap
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,6 +401,16 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
             divisor: float | None = None, collision: bool = False,
             delay_steps: int = 0) -> Setup:
     """Guess a configuration for the robot of ``urdf`` (a path or ``scheme:name``)."""
+    with warnings.catch_warnings():  # the mimic joints: the notes say it once
+        warnings.filterwarnings("ignore", message=".*mimics.*", category=UserWarning)
+        return _analyse(urdf, srdf, floating=floating, rate=rate, foot_tol=foot_tol,
+                        min_kp=min_kp, default_effort=default_effort, armature=armature,
+                        xacro_args=xacro_args, stability=stability, divisor=divisor,
+                        collision=collision, delay_steps=delay_steps)
+
+
+def _analyse(urdf, srdf, *, floating, rate, foot_tol, min_kp, default_effort, armature,
+             xacro_args, stability, divisor, collision, delay_steps) -> Setup:
     notes = []
     path = resolve_urdf_path(urdf)
     text = path.read_text() if path.suffix != ".xacro" else ""
@@ -579,6 +590,15 @@ def analyse(urdf: str, srdf: str | None = None, *, floating: bool | None = None,
                      f"({'--default-effort' if default_effort is not None else 'the largest the URDF gives' if len(given) else 'a default'})")
     else:
         notes.append("effort limits: the URDF's")
+    # a pose gravity alone pulls harder than a limit allows cannot be held (a fixed base: the
+    # whole load; a floating one: the subtree's weight, the feet's share comes on top)
+    g = pin.computeGeneralizedGravity(gmodel_, gmodel_.createData(), gq)[gm.idx_v]
+    over = [f"{n} {abs(x):.0f} > {e:g} N*m" for n, x, e in zip(gm.joint_names, g, eff)
+            if abs(x) > e]
+    if over:
+        notes.append(f"WARNING: gravity at the pose needs more than the effort limit of "
+                     f"{', '.join(over)}: the pose cannot be held (give an SRDF with another "
+                     f"pose, or edit initial.*)")
 
     # --- named poses: the SRDF's group states
     poses = {}
