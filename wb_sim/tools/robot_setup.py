@@ -37,8 +37,15 @@ writes a ``wb_sim: ros__parameters:`` file that ``Simulator.from_yaml`` and
 * **effort limits**: the URDF's; a joint without one gets the largest the URDF gives any
   joint (or ``--default-effort``; 1000 N*m if it gives none), written as
   ``joints.effort_limit``.
+  A pose whose gravity torque exceeds a limit is flagged (WARNING): it cannot be held.
+* **IMU**: a floating base's, on the first frame named like "imu", else the root link;
+  none on a fixed base, and none where the URDF names a joint and a link alike (the
+  IMU's reduced model refuses such a model; said).
 * **collision**: off (only the feet touch the ground, fast); ``--collision`` turns on the
   other links' collision with the ground (slower with meshes).
+* ``--armature A``: motor reflected inertia on every joint (``joints.armature``), counted by
+  the gains; ``--delay-steps N``: ``f`` divided by 1 + N, for a torque loop whose commands act
+  N steps late (G1 needs both to stand one step late; the node's drives see no delay).
 """
 
 from __future__ import annotations
