@@ -57,6 +57,7 @@ setup(
             "wb_sim_replay = wb_sim.ros.replay:main",
             "wb_sim_plot = wb_sim.tools.plot:main",
             "wb_sim_batch = wb_sim.tools.campaign.cli:main",
+            "wb_sim_robot = wb_sim.tools.robot_setup:main",
         ],
     },
 )
