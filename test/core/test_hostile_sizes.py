@@ -198,6 +198,6 @@ def test_a_fine_point_spacing_on_a_big_box_is_refused_before_sampling():
 def test_a_file_that_is_not_an_srdf_is_refused(tmp_path, text, match):
     srdf = tmp_path / "x.srdf"
     srdf.write_text(text)
-    _refused_fast(ModelError, rf"parameter 'collision.srdf_path': .*{match}",
+    _refused_fast(ConfigError, rf"parameter 'collision.srdf_path': .*{match}",
                   _one_joint(**{"collision.self_collision": True,
                                 "collision.srdf_path": str(srdf)}))

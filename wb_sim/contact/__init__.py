@@ -190,28 +190,6 @@ def check_point_spacing(urdf_xml: str, collision) -> None:
                     f"per geometry anyway), or leave the link out (collision.exclude_links)")
 
 
-def check_srdf(srdf_path: str) -> None:
-    """ModelError naming ``collision.srdf_path`` where its file is not an SRDF (a regular
-    file of XML whose root is <robot>): any XML, even <html>, was taken for one with no
-    pairs, and a FIFO would block."""
-    import xml.etree.ElementTree as ET
-
-    from ..errors import ModelError
-    from ..robot import resolve_data_path
-
-    path = resolve_data_path(srdf_path, "collision.srdf_path", "SRDF")
-    if not path.is_file():
-        raise ModelError(f"parameter 'collision.srdf_path': '{path}' is not a regular file")
-    try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as e:
-        raise ModelError(f"parameter 'collision.srdf_path': '{path}' is not valid XML: "
-                         f"{e}") from None
-    if root.tag != "robot":
-        raise ModelError(f"parameter 'collision.srdf_path': '{path}' is not an SRDF: its root "
-                         f"element is <{root.tag}>, expected <robot>")
-
-
 def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain,
                  model_step: pin.Model, data_step: pin.Data, notes: list[str]) -> ContactModel:
     """The simulator's one contact object: the law ``contact.model`` over the contact
@@ -227,8 +205,6 @@ def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain
     if not (collision.enabled or collision.self_collision):
         return law
     check_point_spacing(robot.urdf_xml, collision)
-    if collision.self_collision and collision.srdf_path:
-        check_srdf(collision.srdf_path)
     return build_whole_body_contact(robot, surfaces, collision, law,
                                     lambda merged: make_contact_model(contact, merged), ground,
                                     terrain, model_step, data_step, notes)

@@ -120,13 +120,20 @@ _SPLIT = np.repeat(np.eye(2), [9, 3], axis=0)  # (12, 2): sums a record's rotati
 
 def srdf_disabled_pairs(path: Path, links: set[str]) -> frozenset[frozenset[str]]:
     """The link pairs an SRDF file disables (``<disable_collisions link1= link2=>``).
-    ConfigError for a file that is not SRDF XML or a pair without both links,
-    ModelError naming the file and the link for a link not in ``links``."""
+    ConfigError for a file that is not an SRDF (not a regular file: a FIFO would block;
+    not XML; XML whose root is not <robot>: any XML, even <html>, was taken for an SRDF
+    with no pairs) or a pair without both links, ModelError naming the file and the link
+    for a link not in ``links``."""
+    if not Path(path).is_file():
+        raise ConfigError(f"parameter 'collision.srdf_path': '{path}' is not a regular file")
     try:
         root = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as e:
         raise ConfigError(f"parameter 'collision.srdf_path': cannot read SRDF '{path}': "
-                          f"{e}") from e
+                          f"it is not valid XML: {e}") from e
+    if root.tag != "robot":
+        raise ConfigError(f"parameter 'collision.srdf_path': '{path}' is not an SRDF: its root "
+                          f"element is <{root.tag}>, expected <robot>")
     pairs = set()
     for element in root.iter("disable_collisions"):
         a, b = element.get("link1"), element.get("link2")
