@@ -439,6 +439,12 @@ class RobotModel:
             raise ModelError(f"{where}frame '{name}' is not in the model"
                              f"{did_you_mean(name, self.frame_names())} (the frames are the "
                              f"URDF's links and joints; RobotModel.frame_names() lists them)")
+        # a link and a joint may share a name (ANYmal C, SO-100): the link is meant (the
+        # surfaces', the IMU's and the pushes' frames are bodies), then the first that is
+        for kind in (pin.FrameType.BODY, pin.FrameType.FIXED_JOINT, pin.FrameType.JOINT,
+                     pin.FrameType.OP_FRAME, pin.FrameType.SENSOR):
+            if self.model.existFrame(name, kind):
+                return self.model.getFrameId(name, kind)
         return self.model.getFrameId(name)
 
     def frame_names(self) -> list[str]:

@@ -105,7 +105,8 @@ class Imu:
         if locked:
             reduced = pin.buildReducedModel(model, locked, pin.neutral(model))
             reduced.gravity = model.gravity
-            self.frame_id = reduced.getFrameId(self.frame)
+            # by type too: a link and a joint may share the IMU frame's name
+            self.frame_id = reduced.getFrameId(self.frame, model.frames[self.frame_id].type)
             model = reduced
         self._model = model
         self._iq, self._iv = _index(iq), _index(iv)

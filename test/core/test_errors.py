@@ -439,3 +439,24 @@ def test_rclpy_check_can_fail():
     out = subprocess.run([sys.executable, "-c", script, "wb_sim"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode != 0 and "AssertionError" in out.stderr and "rclpy" in out.stderr
+
+
+def test_a_link_and_a_joint_of_the_same_name_resolve_to_the_link():
+    """ANYmal C and SO-100 name a joint as its child link: pinocchio's getFrameId then
+    refused with a plain ValueError (the IMU could not be built). The link is meant."""
+    import pinocchio as pin
+    urdf = ("""<robot name="r">
+      <link name="base"><inertial><mass value="1"/>
+        <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <link name="arm"><inertial><origin xyz="0.1 0 0"/><mass value="1"/>
+        <inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+      <joint name="arm" type="revolute"><parent link="base"/><child link="arm"/>
+        <axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="10" velocity="1"/></joint>
+    </robot>""")
+    sim = wb_sim.Simulator.from_params({"robot_description": urdf, "imu.frame": "arm",
+                                        "gravity": [0.0, 0.0, 0.0]})
+    fid = sim.robot.frame_id("arm")
+    assert sim.robot.model.frames[fid].type == pin.FrameType.BODY
+    sim.set_base_state(angular_velocity=[0.0, 0.0, 1.0])
+    sim.step(np.zeros(1))
+    np.testing.assert_allclose(sim.imu().angular_velocity, [0.0, 0.0, 1.0], atol=1e-12)
