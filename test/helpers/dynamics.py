@@ -1,9 +1,10 @@
-"""The step's contact-free dynamics computed densely, independently of wb_sim's code, to
-hold the simulator to: the floating base in MuJoCo-like free-joint coordinates (the base
-origin's velocity in world axes, the angular velocity in base axes) and the root body's
-velocity-product terms taken with the linearly implicit midpoint rule::
+"""The step's implicit velocity-product terms computed densely, independently of
+wb_sim's code, to hold the simulator to: the floating base in MuJoCo-like free-joint
+coordinates (the base origin's velocity in world axes, the angular velocity in base
+axes) and the root body's velocity-product terms taken with the linearly implicit
+midpoint rule::
 
-    (M + dt/2 D) a = tau - b(q, v),      D = d b_root / d v  (the root body's own terms)
+    (M + dt/2 D) dv = M dv_explicit,      D = d b_root / d v  (the root body's own terms)
 
 (docs/physics.md, "Integration"). ``D`` comes from pinocchio's bias forces of a model of
 the root body alone, by polarization: ``b`` is quadratic in ``v`` (``q`` fixed), so
@@ -47,21 +48,31 @@ def root_bias_jacobian(model: pin.Model, q: np.ndarray, v: np.ndarray) -> np.nda
                             for e in np.eye(6)])
 
 
-def implicit_acceleration(sim, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
-    """The mean acceleration of one contact-free step of ``sim`` from ``q``, ``v`` (the API's
-    free-flyer convention: base twist in base axes) under the generalized force ``tau``
-    (nv), in the API's convention."""
-    model = stepping_model(sim)
+def implicit_increment(model: pin.Model, q: np.ndarray, v: np.ndarray, dv: np.ndarray,
+                       dt: float) -> np.ndarray:
+    """The increment ``dv'`` with ``(M + dt/2 D) dv' = M dv``: the explicit increment
+    ``dv`` of a step of ``model`` (free-joint coordinates) from ``q``, ``v`` made implicit
+    in the root body's velocity-product terms (a dense solve)."""
     data = model.createData()
+    M = pin.crba(model, data, q)
+    M = np.triu(M) + np.triu(M, 1).T
+    D = np.zeros((model.nv, model.nv))
+    D[:6, :6] = root_bias_jacobian(model, q, v)
+    return np.linalg.solve(M + 0.5 * dt * D, M @ dv)
+
+
+def implicit_acceleration(sim, q: np.ndarray, v: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """The mean acceleration of one contact-free step of ``sim`` from ``q``, ``v`` under the
+    generalized force ``tau`` (nv), all in the API's free-flyer convention (base twist and
+    base wrench in base axes)."""
+    model = stepping_model(sim)
     R = pin.Quaternion(q[3:7]).matrix()
     v_step = np.array(v, dtype=float)
     v_step[:3] = R @ v[:3]  # the base origin's velocity in world axes
-    M = pin.crba(model, data, q)
-    M = np.triu(M) + np.triu(M, 1).T
-    b = pin.nonLinearEffects(model, data, q, v_step)
-    D = np.zeros((model.nv, model.nv))
-    D[:6, :6] = root_bias_jacobian(model, q, v_step)
-    a = np.linalg.solve(M + 0.5 * sim.dt * D, tau - b)
+    tau_step = np.array(tau, dtype=float)
+    tau_step[:3] = R @ tau[:3]  # the force on the base in world axes
+    a_explicit = pin.aba(model, model.createData(), q, v_step, tau_step)
+    a = implicit_increment(model, q, v_step, a_explicit * sim.dt, sim.dt) / sim.dt
     out = a.copy()
     out[:3] = R.T @ a[:3] - np.cross(v[3:6], v[:3])  # d/dt (R^T v_world)
     return out
