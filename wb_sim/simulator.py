@@ -152,8 +152,8 @@ class Simulator:
         self._data_step = self._model_step.createData()
         #: a floating base that is the whole robot (one rigid body: an object, a wheel, a
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
-        #: articulated robot the root body's share of them is a small part, that costs
-        #: 15-19 % of icub_stand's step and changes nothing measurable: they stay explicit
+        #: articulated robot the root body's share is a small part of them: implicit, it
+        #: cost 15-19 % of icub_stand's step and changed nothing measurable (explicit then)
         self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt) \
             if robot.floating_base and self._model_step.nv == 6 else None
 
@@ -788,7 +788,9 @@ class Simulator:
         mean acceleration of one step from there, ``(v' - v) / dt``, with the
         contact and limit impulses the step produces (the contact's deformation
         state taken as the current one); without contact and limits, ABA's
-        acceleration. Neither the state nor the contact readings change."""
+        acceleration (for a one-body floating base, with its velocity-product terms
+        implicit: :mod:`wb_sim.gyroscopic`). Neither the state nor the contact readings
+        change."""
         q, v = self._qv(q, self.v if v is None else v)
         tau = self.actuation.saturate(_vector(tau, "tau", self.nj, "joint torques in joint_names "
                                                                    "order"))
