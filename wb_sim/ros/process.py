@@ -4,13 +4,22 @@ name (the check itself is :func:`wb_sim.ros.node.refuse_duplicate_name`, which t
 runs before it publishes). This module imports :mod:`.node`, never the reverse.
 
 Threads: the physics loop runs on the main thread (:meth:`SimNode.run`); an executor
-thread serves services and parameters (:func:`_spin`); a third looks for another node
-of the same name for :data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop
-the loop cleanly (exit code 0); a refused start exits with 2 after one FATAL line.
+thread (:func:`_spin`) waits for the node's services, parameters and (public-API path)
+command messages and hands each ready callback to one of :data:`EXECUTOR_WORKERS` workers
+of a MultiThreadedExecutor, by callback group: the parameters and the commands in the
+node's default (mutually exclusive) group, the services and the SimulateSteps action in
+their own reentrant group (:attr:`.services.NodeServices.group`), so a long request (a
+stepping request, an action) never holds up the parameters or the commands, nor a cancel
+or another service; a third thread looks for another node of the same name for
+:data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop the loop cleanly (exit
+code 0) within :data:`STOP_DEADLINE_S` whatever a request is doing (a stepping request
+ends at its next step; past the deadline the process exits without the clean shutdown); a
+refused start exits with 2 after one FATAL line.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -18,7 +27,7 @@ import time
 
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
@@ -30,6 +39,12 @@ GIL_SWITCH_INTERVAL_S = 2.0e-4
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
 DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
+#: worker threads of the executor: a stepping service, a SimulateSteps goal, the other
+#: requests (reentrant group) and the parameters / commands (default group) at once
+EXECUTOR_WORKERS = 4
+#: after SIGINT or SIGTERM the process ends within this, s: past it (a callback that does
+#: not return), it exits at once with the node's exit code, without the clean shutdown
+STOP_DEADLINE_S = 0.9
 
 
 def watch_for_duplicate_name(node, until: float) -> None:
@@ -62,7 +77,10 @@ def main(args=None) -> int:
     stop_requested = threading.Event()
 
     def on_signal(*_):
-        stop_requested.set()
+        if not stop_requested.is_set():
+            stop_requested.set()
+            threading.Thread(target=_exit_after, args=(STOP_DEADLINE_S, lambda: node),
+                             daemon=True).start()
         if node is not None:
             node.stop()
 
@@ -77,7 +95,7 @@ def main(args=None) -> int:
             # descriptor's range) or of a name
             rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
             return 2
-        executor = SingleThreadedExecutor()
+        executor = MultiThreadedExecutor(num_threads=EXECUTOR_WORKERS)
         executor.add_node(node)
         stop_spinning = threading.Event()
         spinner = threading.Thread(target=_spin, args=(executor, node, stop_spinning),
@@ -91,7 +109,8 @@ def main(args=None) -> int:
         # the executor thread must be out of rclpy before the node and context go
         stop_spinning.set()
         spinner.join()
-        executor.shutdown(timeout_sec=1.0)
+        # the workers finish their callbacks: a stepping request ends at its next step
+        executor.shutdown(timeout_sec=0.5)
     finally:
         if node is not None:
             node.stop()
@@ -103,6 +122,21 @@ def main(args=None) -> int:
 def params_files(argv) -> tuple[str, ...]:
     """The ``--params-file`` arguments of a command line, in order."""
     return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
+
+
+def _exit_after(seconds: float, get_node) -> None:
+    """Thread body after SIGINT / SIGTERM: if the process still runs ``seconds`` later (a
+    callback that does not return, a middleware call that hangs), exit at once."""
+    time.sleep(seconds)
+    node = get_node()
+    code = getattr(node, "exit_code", 0) if node is not None else 0
+    try:
+        sys.stderr.write(f"[wb_sim] not stopped cleanly within {seconds:g} s of the signal: "
+                         f"exiting now (exit code {code})\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        os._exit(code)
 
 
 def _spin(executor, node, stop: threading.Event) -> None:
