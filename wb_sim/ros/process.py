@@ -39,9 +39,9 @@ GIL_SWITCH_INTERVAL_S = 2.0e-4
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
 DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
-#: worker threads of the executor: a stepping service, a SimulateSteps goal, the other
-#: requests (reentrant group) and the parameters / commands (default group) at once
-EXECUTOR_WORKERS = 4
+#: worker threads of the executor: the parameters / commands (default group), the short
+#: requests (one at a time), a stepping service, a SimulateSteps goal and its cancel at once
+EXECUTOR_WORKERS = 6
 #: after SIGINT or SIGTERM the process ends within this, s: past it (a callback that does
 #: not return), it exits at once with the node's exit code, without the clean shutdown
 STOP_DEADLINE_S = 0.9

@@ -15,7 +15,10 @@ checked before anything runs (:mod:`.sim_interfaces`).
 
 from __future__ import annotations
 
-from rclpy.callback_groups import ReentrantCallbackGroup
+import threading
+import time
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
 
@@ -26,6 +29,43 @@ from .sim_interfaces import Control, SimulationInterfaces, interfaces
 #: middleware keeps the newest 100 requests of that service and the older ones are never
 #: answered (their clients time out): DDS drops them without telling the node
 SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: at most this many service requests and action goals answered a second, all services
+#: together (the parameters' services excepted): rclpy's executor costs ~1 ms of CPU per
+#: request (its wait set over the node's ~30 entities, mostly with the interpreter lock
+#: held), so an observer polling at 370 Hz took ~40 % of a core from the physics; at
+#: this rate all requests together cost at most ~5 % (measured: docs/ros.md). Requests
+#: above it wait their turn in the queue (SERVICE_QOS: the newest 100 per service)
+REQUESTS_MAX_RATE_HZ = 50.0
+
+
+class RequestLimiter:
+    """Spaces the requests' callbacks at least ``1 / rate_hz`` apart: a callback waits for
+    its slot asleep (without the interpreter lock) on its worker; while it waits, the
+    requests' group runs nothing else, so the executor does not even take the next request
+    (no cost until its turn). ``served``: requests let through, for the stats."""
+
+    def __init__(self, rate_hz: float = REQUESTS_MAX_RATE_HZ):
+        self.period = 1.0 / rate_hz
+        self._next = 0.0
+        self._lock = threading.Lock()
+        self.served = 0
+
+    def wait(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.period
+            self.served += 1
+        if slot > now:
+            time.sleep(slot - now)
+
+    def wrap(self, callback):
+        """``callback`` (a service's) called after :meth:`wait`."""
+        def limited(request, response):
+            self.wait()
+            return callback(request, response)
+        limited.__name__ = getattr(callback, "__name__", "limited")
+        return limited
 
 
 class NodeServices:
@@ -36,13 +76,17 @@ class NodeServices:
     def __init__(self, node, control: Control, now_s):
         """``now_s()``: the simulated time, s (for the answers of ``~/step``)."""
         self.control, self._now_s = control, now_s
-        #: the requests' own callback group (the executor runs them on its workers, beside
-        #: the parameters and commands of the default group)
-        self.group = ReentrantCallbackGroup()
+        #: the requests' own callback groups (the executor runs them on its workers, beside
+        #: the parameters and commands of the default group): the short requests one at a
+        #: time, paced by :attr:`limiter`; the stepping ones (step_simulation, the action:
+        #: long) reentrant, so that a cancel or a short request is served meanwhile
+        self.group = MutuallyExclusiveCallbackGroup()
+        self.long_group = ReentrantCallbackGroup()
+        self.limiter = RequestLimiter()
         kw = {"qos_profile": SERVICE_QOS, "callback_group": self.group}
-        node.create_service(Trigger, "~/reset", self._on_reset, **kw)
-        node.create_service(SetBool, "~/pause", self._on_pause, **kw)
-        node.create_service(Trigger, "~/step", self._on_step, **kw)
+        node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
+        node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
+        node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
         self.sim_interfaces = None
         if interfaces() is None:
             node.get_logger().info(
@@ -50,7 +94,8 @@ class NodeServices:
                 "...) are off (a ROS 2 install has it; on a pip-only machine "
                 "tools/setup_venv.sh generates it)")
         else:
-            self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group)
+            self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
+                                                       self.long_group, self.limiter)
 
     def _on_reset(self, request, response):
         response.success = True

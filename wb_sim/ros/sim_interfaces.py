@@ -158,9 +158,15 @@ class SimulationInterfaces:
                 "set_simulation_state", "get_entities", "get_entity_state", "set_entity_state",
                 "get_named_poses", "get_simulator_features")
 
-    def __init__(self, node, control: Control, qos_profile=None, callback_group=None):
-        """``callback_group``: the group of every service and of the action (the node's
-        requests group, never the command intake's)."""
+    #: the services that may run long (many steps): in the reentrant long group
+    LONG = ("step_simulation",)
+
+    def __init__(self, node, control: Control, qos_profile=None, callback_group=None,
+                 long_group=None, limiter=None):
+        """``callback_group``: the group of the short services; ``long_group``: of the
+        stepping service and of the action (the node's requests groups, never the command
+        intake's); ``limiter``: a :class:`.services.RequestLimiter` pacing every service
+        and goal (None: none)."""
         found = interfaces()
         if found is None:
             raise ImportError("simulation_interfaces is not importable")
@@ -179,8 +185,12 @@ class SimulationInterfaces:
                  "get_simulator_features": srv.GetSimulatorFeatures}
         for name in self.SERVICES:
             kw = {} if qos_profile is None else {"qos_profile": qos_profile}
-            node.create_service(kinds[name], f"~/{name}", getattr(self, f"_{name}"),
-                                callback_group=callback_group, **kw)
+            callback = getattr(self, f"_{name}")
+            node.create_service(kinds[name], f"~/{name}",
+                                callback if limiter is None else limiter.wrap(callback),
+                                callback_group=long_group if name in self.LONG and long_group
+                                is not None else callback_group, **kw)
+        self._limiter = limiter
         from rclpy.action import ActionServer, CancelResponse
         from simulation_interfaces.action import SimulateSteps
         self._action_type = SimulateSteps
@@ -188,7 +198,7 @@ class SimulationInterfaces:
         # (an executor task); a cancel request is served meanwhile by another
         self.action = ActionServer(node, SimulateSteps, "~/simulate_steps", self._simulate_steps,
                                    cancel_callback=lambda _: CancelResponse.ACCEPT,
-                                   callback_group=callback_group)
+                                   callback_group=long_group or callback_group)
 
     # ------------------------------------------------------------------ helpers
 
@@ -253,6 +263,8 @@ class SimulationInterfaces:
         """The SimulateSteps action: ``steps`` steps while paused, feedback after each,
         cancellable between steps."""
         result = self._action_type.Result()
+        if self._limiter is not None:  # a goal is a request like any other
+            self._limiter.wait()
         total = int(goal.request.steps)
         refused = self.steps_error(total)
         if refused is not None:  # the same refusals as step_simulation
