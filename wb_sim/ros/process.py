@@ -7,10 +7,11 @@ Threads: the physics loop runs on the main thread (:meth:`SimNode.run`); an exec
 thread (:func:`_spin`) waits for the node's services, parameters and (public-API path)
 command messages and hands each ready callback to one of :data:`EXECUTOR_WORKERS` workers
 of a MultiThreadedExecutor, by callback group: the parameters and the commands in the
-node's default (mutually exclusive) group, the services and the SimulateSteps action in
-their own reentrant group (:attr:`.services.NodeServices.group`), so a long request (a
-stepping request, an action) never holds up the parameters or the commands, nor a cancel
-or another service; a third thread looks for another node of the same name for
+node's default (mutually exclusive) group, the short services one at a time in a group of
+their own (:attr:`.services.NodeServices.group`, paced), the stepping service and the
+SimulateSteps action in a reentrant one (:attr:`.services.NodeServices.long_group`), so
+a long request never holds up the parameters or the commands, nor a cancel or another
+service; a third thread looks for another node of the same name for
 :data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop the loop cleanly (exit
 code 0) within :data:`STOP_DEADLINE_S` whatever a request is doing (a stepping request
 ends at its next step; past the deadline the process exits without the clean shutdown); a

@@ -4,10 +4,12 @@ ROS 2 ``simulation_interfaces`` (:mod:`.sim_interfaces`) where that package impo
 Both act through the node's simulation control (:class:`.sim_interfaces.Control`: reset,
 pause, step while paused), so they agree on what each does.
 
-Where they run: every service and the action are in one reentrant callback group of their
-own (:attr:`NodeServices.group`), served by the workers of the node's MultiThreadedExecutor
-(:mod:`.process`), never in the group of the parameters and of the command subscriptions
-(the node's default group), and never on the physics thread. Each is bounded: the state
+Where they run: the short services in a mutually exclusive callback group of their own
+(:attr:`NodeServices.group`), the stepping service and the action in a reentrant one
+(:attr:`NodeServices.long_group`), served by the workers of the node's
+MultiThreadedExecutor (:mod:`.process`), never in the group of the parameters and of the
+command subscriptions (the node's default group), and never on the physics thread; all of
+them paced by :class:`RequestLimiter` (:data:`REQUESTS_MAX_RATE_HZ`). Each is bounded: the state
 queries take the simulator's lock for a copy, a stepping request takes it one step at a time
 and ends early when the node stops, the step counts and the ``get_entities`` filter are
 checked before anything runs (:mod:`.sim_interfaces`).
