@@ -383,42 +383,35 @@ def _poll(setup, client, rate_hz: float, seconds: float, measure):
 
 
 def test_the_cost_of_an_observer_in_free_running(tmp_path):
-    """What a ~370 Hz get_simulation_state poll costs, printed for the report (not
-    asserted tightly: a noisy 2-core machine): the node's CPU while paused (the
-    requests' own cost, alternated quiet / observed twice), and the headroom (real-time
-    factor reached at real_time_factor 0) quiet and observed, alternated twice."""
-    setup = SimSetup(tmp_path, "real_time_factor:=0.0", "command.timeout_s:=0.0")
+    """What a ~370 Hz get_simulation_state poll costs a node free running in real time,
+    printed for the report (not asserted tightly: a noisy 2-core machine): the node's CPU
+    (all its threads, /proc) and the real-time factor reached, quiet and observed,
+    alternated twice, 4 s each (the physics at real time costs the same CPU either way:
+    the difference is the requests' cost)."""
+    setup = SimSetup(tmp_path, "command.timeout_s:=0.0")
     pid = setup.node.pid
 
-    def cpu(seconds):
+    def measure(seconds):
         c0, t0 = _node_cpu_s(pid), time.monotonic()
-        setup.ros.spin_for(seconds)
-        return (_node_cpu_s(pid) - c0) / (time.monotonic() - t0)
+        n, sim_s = _clock_rate(setup, seconds)
+        wall = time.monotonic() - t0
+        return 100 * (_node_cpu_s(pid) - c0) / wall, sim_s / seconds
 
     try:
         client = _client(setup, si.GetSimulationState, "get_simulation_state")
-        _set_state(setup, S.STATE_PAUSED)
-        load = {"quiet": [], "observed": []}
+        runs = {"quiet": [], "observed": []}
         for _ in range(2):
             for kind, rate in (("quiet", 0), ("observed", 370.0)):
-                (share, answered) = _poll(setup, client, rate, 4.0, cpu)
-                load[kind].append((round(100 * share, 1), answered))
-        _set_state(setup, S.STATE_PLAYING)
-        rates = {"quiet": [], "observed": []}
-        for _ in range(2):
-            for kind, rate in (("quiet", 0), ("observed", 370.0)):
-                (sim, answered) = _poll(setup, client, rate, 3.0,
-                                        lambda t: _clock_rate(setup, t)[1] / t)
-                rates[kind].append(round(sim, 3))
+                setup.ros.spin_for(3.0 if rate == 0 else 0.0)  # the queue drains first
+                (cpu, rtf), answered = _poll(setup, client, rate, 4.0, measure)
+                runs[kind].append((round(cpu, 1), round(rtf, 3), answered))
                 if rate:
-                    assert answered > 50, answered
-        extra = np.mean([c for c, _ in load["observed"]]) - np.mean([c for c, _ in
-                                                                     load["quiet"]])
-        q, o = np.mean(rates["quiet"]), np.mean(rates["observed"])
-        print(f"\nobserver at 370 Hz, paused node: CPU (% of a core, answered) {load}: "
-              f"+{extra:.1f} % of a core; free running as fast as possible: {q:.2f} x real "
-              f"time quiet, {o:.2f} observed ({100 * (1 - o / q):+.1f} %) {rates}")
-        assert extra < 30, load  # bounded (it was ~40 % of a core before the pacing)
-        assert o > 0.3 * q, rates  # it keeps running
+                    assert answered > 20, answered
+        extra = np.mean([c for c, _, _ in runs["observed"]]) - np.mean(
+            [c for c, _, _ in runs["quiet"]])
+        print(f"\nobserver at 370 Hz, free running at real time: (node CPU % of a core, "
+              f"real-time factor, answered) {runs}: {extra:+.1f} % of a core")
+        assert extra < 30, runs  # bounded (~40 % of a core before the pacing)
+        assert min(r for _, r, _ in runs["observed"]) > 0.3, runs  # it keeps running
     finally:
         setup.close()

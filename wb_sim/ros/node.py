@@ -447,6 +447,12 @@ class SimNode(PolledNodeMixin, Node):
     def is_paused(self) -> bool:
         return self._paused.is_set()
 
+    def physics_free_running(self) -> bool:
+        """Whether the physics steps against the wall clock now (not paused, not lockstep):
+        then requests are paced (:class:`.services.RequestLimiter`), as their cost would
+        change the run."""
+        return not self._paused.is_set() and not self._lockstep
+
     def stepping_allowed(self) -> bool:
         """False once the node stops: a stepping request ends at its next step."""
         return not self._stop_requested and self.context.ok()

@@ -31,13 +31,15 @@ from .sim_interfaces import Control, SimulationInterfaces, interfaces
 #: middleware keeps the newest 100 requests of that service and the older ones are never
 #: answered (their clients time out): DDS drops them without telling the node
 SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-#: at most this many service requests and action goals answered a second, all services
-#: together (the parameters' services excepted): rclpy's executor costs ~1 ms of CPU per
-#: request (its wait set over the node's ~30 entities, mostly with the interpreter lock
-#: held), so an observer polling at 370 Hz took ~40 % of a core from the physics; at
-#: this rate all requests together cost at most ~5 % (measured: docs/ros.md). Requests
-#: above it wait their turn in the queue (SERVICE_QOS: the newest 100 per service)
-REQUESTS_MAX_RATE_HZ = 50.0
+#: while the physics runs free (not paused, not lockstep), at most this many service
+#: requests and action goals are answered a second, all services together (the
+#: parameters' services excepted): rclpy's executor costs ~1-2 ms of CPU per request (its
+#: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
+#: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
+#: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
+#: it wait their turn in the queue (SERVICE_QOS: the newest 100 per service). Paused or
+#: in lockstep nothing is paced: there the requests cannot change the outcome
+REQUESTS_MAX_RATE_HZ = 25.0
 
 
 class RequestLimiter:
@@ -46,13 +48,17 @@ class RequestLimiter:
     requests' group runs nothing else, so the executor does not even take the next request
     (no cost until its turn). ``served``: requests let through, for the stats."""
 
-    def __init__(self, rate_hz: float = REQUESTS_MAX_RATE_HZ):
+    def __init__(self, rate_hz: float = REQUESTS_MAX_RATE_HZ, active=lambda: True):
+        """``active()``: whether to pace now (checked at each request)."""
         self.period = 1.0 / rate_hz
+        self.active = active
         self._next = 0.0
         self._lock = threading.Lock()
         self.served = 0
 
     def wait(self) -> None:
+        if not self.active():
+            return
         with self._lock:
             now = time.monotonic()
             slot = max(now, self._next)
@@ -84,7 +90,7 @@ class NodeServices:
         #: long) reentrant, so that a cancel or a short request is served meanwhile
         self.group = MutuallyExclusiveCallbackGroup()
         self.long_group = ReentrantCallbackGroup()
-        self.limiter = RequestLimiter()
+        self.limiter = RequestLimiter(active=control.physics_free_running)
         kw = {"qos_profile": SERVICE_QOS, "callback_group": self.group}
         node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
         node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)

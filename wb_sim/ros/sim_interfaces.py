@@ -139,6 +139,8 @@ class Control(Protocol):
 
     def stepping_allowed(self) -> bool: ...  # False once the node stops
 
+    def physics_free_running(self) -> bool: ...  # running, not lockstep: requests paced
+
     def now_msg(self) -> Any: ...  # builtin_interfaces/Time of the current step
 
 
