@@ -303,12 +303,12 @@ def test_a_mixed_service_flood_leaves_the_clock_and_the_answers(s):
     wall = 5.0
     sim_s = (stamps[-1] - stamps[0]) / 1e9 if len(stamps) > 1 else 0.0
     print(f"\nflood: {sent} calls in 5 s, {answered} answered ({answered / wall:.0f}/s; "
-          f"the node answers at most {REQUESTS_MAX_RATE_HZ:g}/s, the parameters apart); "
+          f"free running, the node answers at most {REQUESTS_MAX_RATE_HZ:g}/s); "
           f"/clock {len(stamps) / wall:.0f} msg/s, real-time factor {sim_s / wall:.2f} "
           f"(quiet before: {n0 / 2:.0f} msg/s, {sim0 / 2:.2f})")
     # every call answered (at most 20 in flight: the node's queues never overflow)
     assert answered == sent, f"{sent - answered} of {sent} calls unanswered"
-    assert answered > 5 * REQUESTS_MAX_RATE_HZ, answered
+    assert answered > 0.8 * 5 * REQUESTS_MAX_RATE_HZ, answered
     assert len(stamps) > 250, f"/clock: {len(stamps)} messages in 5 s\n{s.describe()}"
     assert all(b > a for a, b in zip(stamps, stamps[1:]))
     _healthy(s, "after the flood")

@@ -33,13 +33,17 @@ from .sim_interfaces import Control, SimulationInterfaces, interfaces
 SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 #: while the physics runs free (not paused, not lockstep), at most this many service
 #: requests and action goals are answered a second, all services together (the
-#: parameters' services excepted): rclpy's executor costs ~1-2 ms of CPU per request (its
+#: parameter services included): rclpy's executor costs ~1-2 ms of CPU per request (its
 #: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
 #: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
 #: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
 #: it wait their turn in the queue (SERVICE_QOS: the newest 100 per service). Paused or
 #: in lockstep nothing is paced: there the requests cannot change the outcome
 REQUESTS_MAX_RATE_HZ = 25.0
+#: rclpy's parameter services (``~/get_parameters``, ...): moved to the requests' group and
+#: paced as they are (a flood of get_parameters halved the real-time factor)
+PARAMETER_SERVICES = ("describe_parameters", "get_parameter_types", "get_parameters",
+                      "list_parameters", "set_parameters", "set_parameters_atomically")
 
 
 class RequestLimiter:
@@ -95,6 +99,7 @@ class NodeServices:
         node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
         node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
         node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
+        self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
             node.get_logger().info(
@@ -104,6 +109,18 @@ class NodeServices:
         else:
             self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
                                                        self.long_group, self.limiter)
+
+    def _pace_parameter_services(self, node) -> None:
+        """rclpy's parameter services (made with the node, in its default group): into the
+        requests' group, paced (``Service.callback`` and ``callback_group`` are public
+        attributes; a group knows its entities through ``add_entity``)."""
+        prefix = node.get_fully_qualified_name().strip("/") + "/"
+        for srv in list(node.services):
+            name = srv.srv_name.lstrip("/")  # rclpy gives 'wb_sim/get_parameters'
+            if name.startswith(prefix) and name[len(prefix):] in PARAMETER_SERVICES:
+                srv.callback = self.limiter.wrap(srv.callback)
+                self.group.add_entity(srv)
+                srv.callback_group = self.group
 
     def _on_reset(self, request, response):
         response.success = True
