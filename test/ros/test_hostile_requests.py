@@ -271,6 +271,30 @@ def test_a_signal_ends_the_node_within_a_second_whatever_a_request_does(tmp_path
         setup.close()
 
 
+def test_of_two_nodes_of_one_name_started_close_together_the_first_goes_on(tmp_path):
+    """A second node named /wb_sim started 1 s after the first (within the 10 s in which
+    both look for a namesake): the second refuses (exit code 2), the first goes on (both
+    stopped before)."""
+    from helpers.ros import sim_node_argv
+    setup = SimSetup(tmp_path, "command.timeout_s:=0.0")
+    try:
+        second = setup.start("second", sim_node_argv("command.timeout_s:=0.0"))
+        try:
+            code = second.popen.wait(60)
+        except Exception:  # noqa: BLE001
+            code = None
+        assert code == 2, second.describe()
+        assert "already running" in second.log()
+        setup.ros.spin_for(3.0)  # the first one's watch has seen it too
+        assert setup.node.alive(), setup.describe()
+        assert "this one goes on" in setup.node.log() or "[FATAL]" not in setup.node.log()
+        _healthy(setup, "after a namesake")
+        n, _ = _clock_rate(setup, 1.0)
+        assert n > 100, n
+    finally:
+        setup.close()
+
+
 # ----------------------------------------------------------------------------- floods
 
 def test_a_mixed_service_flood_leaves_the_clock_and_the_answers(s):

@@ -39,7 +39,7 @@ GIL_SWITCH_INTERVAL_S = 2.0e-4
 #: how long after its creation the node looks for another node of its name, s: DDS
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
-DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
+DUPLICATE_CHECK_S = 10.0  # of two started closer than this the later refuses (StartTimes)
 #: worker threads of the executor: the parameters / commands (default group), the short
 #: requests (one at a time), a stepping service, a SimulateSteps goal and its cancel at once
 EXECUTOR_WORKERS = 6
@@ -48,13 +48,57 @@ EXECUTOR_WORKERS = 6
 STOP_DEADLINE_S = 0.9
 
 
-def watch_for_duplicate_name(node, until: float) -> None:
+#: hidden topic (``~/_started``, transient local) on which each node gives its start time
+#: (wall clock, s), so that of two nodes of one name seen within DUPLICATE_CHECK_S of each
+#: other only the later one refuses (both stopped, the one already running included)
+STARTED_TOPIC = "~/_started"
+#: how long a node that sees a namesake waits for its start time, s
+STARTED_WAIT_S = 2.0
+
+
+class StartTimes:
+    """This node's start time on :data:`STARTED_TOPIC`, and the others' seen there."""
+
+    def __init__(self, node, mine: float):
+        """``mine``: when this process started (``time.time()``)."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Float64
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.mine = mine
+        self.others: list[float] = []
+        self._pub = node.create_publisher(Float64, STARTED_TOPIC, qos)
+        self._sub = node.create_subscription(Float64, STARTED_TOPIC, self._on_started, qos)
+        self._pub.publish(Float64(data=self.mine))
+
+    def _on_started(self, msg) -> None:
+        if msg.data != self.mine:
+            self.others.append(msg.data)
+
+    def started_after_me(self) -> bool | None:
+        """True if a namesake started after this node, False if one started before it,
+        None if none has said (yet)."""
+        if not self.others:
+            return None
+        return min(self.others) > self.mine
+
+
+def watch_for_duplicate_name(node, until: float, started: StartTimes | None = None) -> None:
     """Thread body: until ``until`` (monotonic), look for another node of this name; if
-    one shows up, log FATAL and stop the node with exit code 2 (the node that was there
-    first keeps running)."""
+    one shows up, log FATAL and stop the node with exit code 2, unless ``started`` tells
+    that the other one started later (it refuses itself: the node that was there first
+    keeps running)."""
     try:
         refuse_duplicate_name(node, until)
     except ConfigError as e:
+        deadline = time.monotonic() + STARTED_WAIT_S
+        while started is not None and started.started_after_me() is None and \
+                time.monotonic() < deadline and node.context.ok():
+            time.sleep(0.05)
+        if started is not None and started.started_after_me():
+            node.get_logger().warning(
+                f"{e}; that one started after this one and refuses to run: this one goes on")
+            return
         node.get_logger().fatal(f"cannot start: {e}")
         node.exit_code = 2
         node.stop()
@@ -88,7 +132,7 @@ def main(args=None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
-        created = time.monotonic()
+        created, created_wall = time.monotonic(), time.time()
         try:  # a node of the same name already discovered: refused before publishing
             node = SimNode(params_files=params_files(sys.argv if args is None else args))
         except (WbSimError, ParameterException, NameValidationException) as e:
@@ -102,8 +146,9 @@ def main(args=None) -> int:
         spinner = threading.Thread(target=_spin, args=(executor, node, stop_spinning),
                                    daemon=True)
         spinner.start()
+        started = StartTimes(node, created_wall)
         threading.Thread(target=watch_for_duplicate_name,
-                         args=(node, created + DUPLICATE_CHECK_S), daemon=True).start()
+                         args=(node, created + DUPLICATE_CHECK_S, started), daemon=True).start()
         if not stop_requested.is_set():
             node.run()
         node.get_logger().info(f"stopped at t = {node.now_s():.3f} s")
