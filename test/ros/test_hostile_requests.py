@@ -15,7 +15,9 @@ work, and SIGINT / SIGTERM end the node within a second whatever a request does.
 * a mixed flood of services (as fast as one client can, several services) and a burst
   of 300 calls: /clock keeps coming, the node answers; the real-time factor is printed;
 * an observer polling ``get_simulation_state`` at ~370 Hz does not change a lockstep run
-  (bit-identical states); in free running its cost in headroom is printed.
+  (bit-identical states); in free running its cost (the node's CPU, the real-time factor)
+  is printed;
+* of two nodes of one name started 1 s apart only the later refuses (both stopped).
 
 Run with ``-s`` to see the figures.
 """
