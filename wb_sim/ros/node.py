@@ -449,9 +449,25 @@ class SimNode(PolledNodeMixin, Node):
     def is_paused(self) -> bool:
         return self._paused.is_set()
 
+    def physics_free_running(self) -> bool:
+        """Whether the physics steps against the wall clock now (not paused, not lockstep):
+        then requests are paced (:class:`.services.RequestLimiter`), as their cost would
+        change the run."""
+        return not self._paused.is_set() and not self._lockstep
+
+    def stepping_allowed(self) -> bool:
+        """False once the node stops: a stepping request ends at its next step."""
+        return not self._stop_requested and self.context.ok()
+
     def step_paused(self, steps: int) -> tuple[bool, str]:
-        """``steps`` physics steps while paused, publishing after each."""
-        for _ in range(steps):
+        """``steps`` physics steps while paused, publishing after each (a requests thread;
+        the lock is taken for one step at a time). Ends early, with the reason, when the
+        node stops (SIGINT) or the simulation is resumed meanwhile."""
+        for done in range(steps):
+            if not self.stepping_allowed():
+                return False, f"the node is stopping: {done} of {steps} steps done"
+            if not self._paused.is_set():
+                return False, f"the simulation was resumed: {done} of {steps} steps done"
             with self._lock:
                 ok, why = self._step_once()
                 self._publish(every=True)

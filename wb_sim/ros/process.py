@@ -4,13 +4,23 @@ name (the check itself is :func:`wb_sim.ros.node.refuse_duplicate_name`, which t
 runs before it publishes). This module imports :mod:`.node`, never the reverse.
 
 Threads: the physics loop runs on the main thread (:meth:`SimNode.run`); an executor
-thread serves services and parameters (:func:`_spin`); a third looks for another node
-of the same name for :data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop
-the loop cleanly (exit code 0); a refused start exits with 2 after one FATAL line.
+thread (:func:`_spin`) waits for the node's services, parameters and (public-API path)
+command messages and hands each ready callback to one of :data:`EXECUTOR_WORKERS` workers
+of a MultiThreadedExecutor, by callback group: the commands in the node's default
+(mutually exclusive) group, the short services (the parameters' included) one at a time
+in a group of their own (:attr:`.services.NodeServices.group`, paced), the stepping service and the
+SimulateSteps action in a reentrant one (:attr:`.services.NodeServices.long_group`), so
+a long request never holds up the parameters or the commands, nor a cancel or another
+service; a third thread looks for another node of the same name for
+:data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop the loop cleanly (exit
+code 0) within :data:`STOP_DEADLINE_S` whatever a request is doing (a stepping request
+ends at its next step; past the deadline the process exits without the clean shutdown); a
+refused start exits with 2 after one FATAL line.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -18,7 +28,7 @@ import time
 
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
@@ -30,16 +40,66 @@ GIL_SWITCH_INTERVAL_S = 2.0e-4
 #: how long after its creation the node looks for another node of its name, s: DDS
 #: discovery of a running node's name took 0.4-2.6 s on the loaded 2-core machine, and
 #: more than 4 s once at a load average of 15
-DUPLICATE_CHECK_S = 10.0  # two nodes started closer than this may both refuse
+DUPLICATE_CHECK_S = 10.0  # of two started closer than this the later refuses (StartTimes)
+#: worker threads of the executor: the parameters / commands (default group), the short
+#: requests (one at a time), a stepping service, a SimulateSteps goal and its cancel at once
+EXECUTOR_WORKERS = 6
+#: after SIGINT or SIGTERM the process ends within this, s: past it (a callback that does
+#: not return), it exits at once with the node's exit code, without the clean shutdown
+STOP_DEADLINE_S = 0.9
 
 
-def watch_for_duplicate_name(node, until: float) -> None:
+#: hidden topic (``~/_started``, transient local) on which each node gives its start time
+#: (wall clock, s), so that of two nodes of one name seen within DUPLICATE_CHECK_S of each
+#: other only the later one refuses (both stopped, the one already running included)
+STARTED_TOPIC = "~/_started"
+#: how long a node that sees a namesake waits for its start time, s
+STARTED_WAIT_S = 2.0
+
+
+class StartTimes:
+    """This node's start time on :data:`STARTED_TOPIC`, and the others' seen there."""
+
+    def __init__(self, node, mine: float):
+        """``mine``: when this process started (``time.time()``)."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+        from std_msgs.msg import Float64
+        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.mine = mine
+        self.others: list[float] = []
+        self._pub = node.create_publisher(Float64, STARTED_TOPIC, qos)
+        self._sub = node.create_subscription(Float64, STARTED_TOPIC, self._on_started, qos)
+        self._pub.publish(Float64(data=self.mine))
+
+    def _on_started(self, msg) -> None:
+        if msg.data != self.mine:
+            self.others.append(msg.data)
+
+    def started_after_me(self) -> bool | None:
+        """True if a namesake started after this node, False if one started before it,
+        None if none has said (yet)."""
+        if not self.others:
+            return None
+        return min(self.others) > self.mine
+
+
+def watch_for_duplicate_name(node, until: float, started: StartTimes | None = None) -> None:
     """Thread body: until ``until`` (monotonic), look for another node of this name; if
-    one shows up, log FATAL and stop the node with exit code 2 (the node that was there
-    first keeps running)."""
+    one shows up, log FATAL and stop the node with exit code 2, unless ``started`` tells
+    that the other one started later (it refuses itself: the node that was there first
+    keeps running)."""
     try:
         refuse_duplicate_name(node, until)
     except ConfigError as e:
+        deadline = time.monotonic() + STARTED_WAIT_S
+        while started is not None and started.started_after_me() is None and \
+                time.monotonic() < deadline and node.context.ok():
+            time.sleep(0.05)
+        if started is not None and started.started_after_me():
+            node.get_logger().warning(
+                f"{e}; that one started after this one and refuses to run: this one goes on")
+            return
         node.get_logger().fatal(f"cannot start: {e}")
         node.exit_code = 2
         node.stop()
@@ -64,14 +124,17 @@ def main(args=None) -> int:
     stop_requested = threading.Event()
 
     def on_signal(*_):
-        stop_requested.set()
+        if not stop_requested.is_set():
+            stop_requested.set()
+            threading.Thread(target=_exit_after, args=(STOP_DEADLINE_S, lambda: node),
+                             daemon=True).start()
         if node is not None:
             node.stop()
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
-        created = time.monotonic()
+        created, created_wall = time.monotonic(), time.time()
         try:  # a node of the same name already discovered: refused before publishing
             node = SimNode(params_files=params_files(sys.argv if args is None else args))
         except (WbSimError, ParameterException, NameValidationException) as e:
@@ -79,21 +142,23 @@ def main(args=None) -> int:
             # descriptor's range) or of a name
             rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {e}")
             return 2
-        executor = SingleThreadedExecutor()
+        executor = MultiThreadedExecutor(num_threads=EXECUTOR_WORKERS)
         executor.add_node(node)
         stop_spinning = threading.Event()
         spinner = threading.Thread(target=_spin, args=(executor, node, stop_spinning),
                                    daemon=True)
         spinner.start()
+        started = StartTimes(node, created_wall)
         threading.Thread(target=watch_for_duplicate_name,
-                         args=(node, created + DUPLICATE_CHECK_S), daemon=True).start()
+                         args=(node, created + DUPLICATE_CHECK_S, started), daemon=True).start()
         if not stop_requested.is_set():
             node.run()
         node.get_logger().info(f"stopped at t = {node.now_s():.3f} s")
         # the executor thread must be out of rclpy before the node and context go
         stop_spinning.set()
         spinner.join()
-        executor.shutdown(timeout_sec=1.0)
+        # the workers finish their callbacks: a stepping request ends at its next step
+        executor.shutdown(timeout_sec=0.5)
     finally:
         if node is not None:
             node.stop()
@@ -105,6 +170,21 @@ def main(args=None) -> int:
 def params_files(argv) -> tuple[str, ...]:
     """The ``--params-file`` arguments of a command line, in order."""
     return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
+
+
+def _exit_after(seconds: float, get_node) -> None:
+    """Thread body after SIGINT / SIGTERM: if the process still runs ``seconds`` later (a
+    callback that does not return, a middleware call that hangs), exit at once."""
+    time.sleep(seconds)
+    node = get_node()
+    code = getattr(node, "exit_code", 0) if node is not None else 0
+    try:
+        sys.stderr.write(f"[wb_sim] not stopped cleanly within {seconds:g} s of the signal: "
+                         f"exiting now (exit code {code})\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+    finally:
+        os._exit(code)
 
 
 def _spin(executor, node, stop: threading.Event) -> None:

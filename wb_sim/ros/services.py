@@ -3,17 +3,81 @@ ROS 2 ``simulation_interfaces`` (:mod:`.sim_interfaces`) where that package impo
 
 Both act through the node's simulation control (:class:`.sim_interfaces.Control`: reset,
 pause, step while paused), so they agree on what each does.
+
+Where they run: the short services in a mutually exclusive callback group of their own
+(:attr:`NodeServices.group`), the stepping service and the action in a reentrant one
+(:attr:`NodeServices.long_group`), served by the workers of the node's
+MultiThreadedExecutor (:mod:`.process`), never in the group of the parameters and of the
+command subscriptions (the node's default group), and never on the physics thread; all of
+them paced by :class:`RequestLimiter` (:data:`REQUESTS_MAX_RATE_HZ`). Each is bounded: the state
+queries take the simulator's lock for a copy, a stepping request takes it one step at a time
+and ends early when the node stops, the step counts and the ``get_entities`` filter are
+checked before anything runs (:mod:`.sim_interfaces`).
 """
 
 from __future__ import annotations
 
+import threading
+import time
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
 
 from .sim_interfaces import Control, SimulationInterfaces, interfaces
 
-#: services: a burst of calls (scripts resetting in a loop) is queued, not dropped
+#: services: a burst of calls (scripts resetting in a loop) is queued, not dropped, up to
+#: this depth per service; above it (a client sending faster than the node answers) the
+#: middleware keeps the newest 100 requests of that service and the older ones are never
+#: answered (their clients time out): DDS drops them without telling the node
 SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: while the physics runs free (not paused, not lockstep), at most this many service
+#: requests and action goals are answered a second, all services together (the
+#: parameter services included): rclpy's executor costs ~1-2 ms of CPU per request (its
+#: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
+#: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
+#: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
+#: it wait their turn in the queue (SERVICE_QOS: the newest 100 per service). Paused or
+#: in lockstep nothing is paced: there the requests cannot change the outcome
+REQUESTS_MAX_RATE_HZ = 25.0
+#: rclpy's parameter services (``~/get_parameters``, ...): moved to the requests' group and
+#: paced as they are (a flood of get_parameters halved the real-time factor)
+PARAMETER_SERVICES = ("describe_parameters", "get_parameter_types", "get_parameters",
+                      "list_parameters", "set_parameters", "set_parameters_atomically")
+
+
+class RequestLimiter:
+    """Spaces the requests' callbacks at least ``1 / rate_hz`` apart: a callback waits for
+    its slot asleep (without the interpreter lock) on its worker; while it waits, the
+    requests' group runs nothing else, so the executor does not even take the next request
+    (no cost until its turn). ``served``: requests let through, for the stats."""
+
+    def __init__(self, rate_hz: float = REQUESTS_MAX_RATE_HZ, active=lambda: True):
+        """``active()``: whether to pace now (checked at each request)."""
+        self.period = 1.0 / rate_hz
+        self.active = active
+        self._next = 0.0
+        self._lock = threading.Lock()
+        self.served = 0
+
+    def wait(self) -> None:
+        if not self.active():
+            return
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.period
+            self.served += 1
+        if slot > now:
+            time.sleep(slot - now)
+
+    def wrap(self, callback):
+        """``callback`` (a service's) called after :meth:`wait`."""
+        def limited(request, response):
+            self.wait()
+            return callback(request, response)
+        limited.__name__ = getattr(callback, "__name__", "limited")
+        return limited
 
 
 class NodeServices:
@@ -24,9 +88,18 @@ class NodeServices:
     def __init__(self, node, control: Control, now_s):
         """``now_s()``: the simulated time, s (for the answers of ``~/step``)."""
         self.control, self._now_s = control, now_s
-        node.create_service(Trigger, "~/reset", self._on_reset, qos_profile=SERVICE_QOS)
-        node.create_service(SetBool, "~/pause", self._on_pause, qos_profile=SERVICE_QOS)
-        node.create_service(Trigger, "~/step", self._on_step, qos_profile=SERVICE_QOS)
+        #: the requests' own callback groups (the executor runs them on its workers, beside
+        #: the parameters and commands of the default group): the short requests one at a
+        #: time, paced by :attr:`limiter`; the stepping ones (step_simulation, the action:
+        #: long) reentrant, so that a cancel or a short request is served meanwhile
+        self.group = MutuallyExclusiveCallbackGroup()
+        self.long_group = ReentrantCallbackGroup()
+        self.limiter = RequestLimiter(active=control.physics_free_running)
+        kw = {"qos_profile": SERVICE_QOS, "callback_group": self.group}
+        node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
+        node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
+        node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
+        self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
             node.get_logger().info(
@@ -34,7 +107,20 @@ class NodeServices:
                 "...) are off (a ROS 2 install has it; on a pip-only machine "
                 "tools/setup_venv.sh generates it)")
         else:
-            self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS)
+            self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
+                                                       self.long_group, self.limiter)
+
+    def _pace_parameter_services(self, node) -> None:
+        """rclpy's parameter services (made with the node, in its default group): into the
+        requests' group, paced (``Service.callback`` and ``callback_group`` are public
+        attributes; a group knows its entities through ``add_entity``)."""
+        prefix = node.get_fully_qualified_name().strip("/") + "/"
+        for srv in list(node.services):
+            name = srv.srv_name.lstrip("/")  # rclpy gives 'wb_sim/get_parameters'
+            if name.startswith(prefix) and name[len(prefix):] in PARAMETER_SERVICES:
+                srv.callback = self.limiter.wrap(srv.callback)
+                self.group.add_entity(srv)
+                srv.callback_group = self.group
 
     def _on_reset(self, request, response):
         response.success = True

@@ -27,7 +27,99 @@ What wb_sim supports, as ``get_simulator_features`` lists it:
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Protocol
+
+try:  # the regular-expression parser of the standard library (3.11: re._parser)
+    from re import _constants as _sre_c
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre_c  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
+
+#: most physics steps one ``~/step_simulation`` request or ``~/simulate_steps`` goal may
+#: ask for: 1000 s of simulated time at 1 kHz; above it the request is refused with
+#: RESULT_OPERATION_FAILED naming ``steps`` (2^64 - 1 was accepted and held the node)
+MAX_STEPS_PER_REQUEST = 1_000_000
+#: longest ``get_entities`` filter, characters
+FILTER_MAX_CHARS = 256
+#: the most backtracking paths a ``get_entities`` filter may have over the entity name:
+#: (alternatives of its branches multiplied) x (name length + 2)^(variable repeats + 1);
+#: Python's re holds the interpreter lock for the whole match and cannot be interrupted,
+#: so a filter is checked before it runs (1e5 paths: a few ms at worst)
+FILTER_MAX_PATHS = 100_000
+
+
+def filter_error(pattern: str, subject: str) -> str | None:
+    """Why ``pattern`` may not run as a ``get_entities`` filter on ``subject``, or None.
+
+    The safe subset: at most :data:`FILTER_MAX_CHARS` characters; no backreference
+    (matching with them is NP-hard); no repeat of a group that itself holds a repeat or
+    an alternation (``(a*)*``, ``(a|a)*``: exponential backtracking); and few enough
+    variable repeats and alternatives that the backtracking over ``subject`` stays below
+    :data:`FILTER_MAX_PATHS` (``.*.*.*.*.*.*$x`` is polynomial, but of a high degree).
+    Character classes, anchors, literals, counted repeats of one character and
+    lookarounds of the same subset are allowed."""
+    if len(pattern) > FILTER_MAX_CHARS:
+        return f"longer than {FILTER_MAX_CHARS} characters ({len(pattern)})"
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except re.error as e:
+        return f"not a regular expression: {e}"
+    repeats = {_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT}
+    repeats |= {getattr(_sre_c, "POSSESSIVE_REPEAT")} if hasattr(_sre_c,
+                                                                  "POSSESSIVE_REPEAT") else set()
+    refs = {_sre_c.GROUPREF, _sre_c.GROUPREF_EXISTS}
+    refs |= {getattr(_sre_c, "GROUPREF_IGNORE")} if hasattr(_sre_c, "GROUPREF_IGNORE") else set()
+    count = {"repeats": 0, "alternatives": 1}
+
+    def walk(items, in_repeat: bool) -> str | None:
+        for op, av in items:
+            if op in refs:
+                return "backreferences are not supported"
+            if op in repeats:
+                lo, hi, body = av
+                variable = lo != hi
+                if in_repeat and (variable or hi > 1):
+                    return ("a repeated group holds another repeat (nested quantifiers, "
+                            "exponential backtracking)")
+                if variable:
+                    count["repeats"] += 1
+                why = walk(body, in_repeat or hi > 1)
+                if why:
+                    return why
+            elif op == _sre_c.BRANCH:
+                if in_repeat:
+                    return ("a repeated group holds an alternation (exponential "
+                            "backtracking): use a character class")
+                count["alternatives"] *= len(av[1])
+                for branch in av[1]:
+                    why = walk(branch, in_repeat)
+                    if why:
+                        return why
+            elif op == _sre_c.SUBPATTERN:
+                why = walk(av[-1], in_repeat)
+                if why:
+                    return why
+            elif op in (_sre_c.ASSERT, _sre_c.ASSERT_NOT):
+                why = walk(av[1], in_repeat)
+                if why:
+                    return why
+            elif op == getattr(_sre_c, "ATOMIC_GROUP", None):
+                why = walk(av, in_repeat)
+                if why:
+                    return why
+        return None
+
+    why = walk(parsed, False)
+    if why:
+        return why
+    paths = count["alternatives"] * (len(subject) + 2) ** (count["repeats"] + 1)
+    if paths > FILTER_MAX_PATHS:
+        return (f"too many ways to backtrack ({count['repeats']} variable repeats, "
+                f"{count['alternatives']} alternatives: ~{paths:.0e} paths over the "
+                f"{len(subject)}-character entity name, at most {FILTER_MAX_PATHS:.0e})")
+    return None
 
 
 class Control(Protocol):
@@ -44,6 +136,10 @@ class Control(Protocol):
     def is_paused(self) -> bool: ...
 
     def step_paused(self, steps: int) -> tuple[bool, str]: ...  # steps while paused
+
+    def stepping_allowed(self) -> bool: ...  # False once the node stops
+
+    def physics_free_running(self) -> bool: ...  # running, not lockstep: requests paced
 
     def now_msg(self) -> Any: ...  # builtin_interfaces/Time of the current step
 
@@ -64,7 +160,15 @@ class SimulationInterfaces:
                 "set_simulation_state", "get_entities", "get_entity_state", "set_entity_state",
                 "get_named_poses", "get_simulator_features")
 
-    def __init__(self, node, control: Control, qos_profile=None):
+    #: the services that may run long (many steps): in the reentrant long group
+    LONG = ("step_simulation",)
+
+    def __init__(self, node, control: Control, qos_profile=None, callback_group=None,
+                 long_group=None, limiter=None):
+        """``callback_group``: the group of the short services; ``long_group``: of the
+        stepping service and of the action (the node's requests groups, never the command
+        intake's); ``limiter``: a :class:`.services.RequestLimiter` pacing every service
+        and goal (None: none)."""
         found = interfaces()
         if found is None:
             raise ImportError("simulation_interfaces is not importable")
@@ -73,6 +177,8 @@ class SimulationInterfaces:
         robot = control.sim.robot
         self.entity = robot.model.name or robot.root_link  # the URDF's robot name
         self._stopped = False  # STATE_STOPPED: paused at the initial state, until played
+        #: one stepping request at a time (service or action): a second one is refused
+        self._stepping = threading.Lock()
         kinds = {"reset_simulation": srv.ResetSimulation, "step_simulation": srv.StepSimulation,
                  "get_simulation_state": srv.GetSimulationState,
                  "set_simulation_state": srv.SetSimulationState,
@@ -80,13 +186,21 @@ class SimulationInterfaces:
                  "set_entity_state": srv.SetEntityState, "get_named_poses": srv.GetNamedPoses,
                  "get_simulator_features": srv.GetSimulatorFeatures}
         for name in self.SERVICES:
-            node.create_service(kinds[name], f"~/{name}", getattr(self, f"_{name}"),
-                                qos_profile=qos_profile)
+            kw = {} if qos_profile is None else {"qos_profile": qos_profile}
+            callback = getattr(self, f"_{name}")
+            node.create_service(kinds[name], f"~/{name}",
+                                callback if limiter is None else limiter.wrap(callback),
+                                callback_group=long_group if name in self.LONG and long_group
+                                is not None else callback_group, **kw)
+        self._limiter = limiter
         from rclpy.action import ActionServer, CancelResponse
         from simulation_interfaces.action import SimulateSteps
         self._action_type = SimulateSteps
+        # its execute callback runs on a worker of the node's MultiThreadedExecutor
+        # (an executor task); a cancel request is served meanwhile by another
         self.action = ActionServer(node, SimulateSteps, "~/simulate_steps", self._simulate_steps,
-                                   cancel_callback=lambda _: CancelResponse.ACCEPT)
+                                   cancel_callback=lambda _: CancelResponse.ACCEPT,
+                                   callback_group=long_group or callback_group)
 
     # ------------------------------------------------------------------ helpers
 
@@ -118,15 +232,31 @@ class SimulationInterfaces:
         message = self.control.reset_simulation()
         return self._ok(response, message + " (the simulated clock goes on)")
 
-    def _step_simulation(self, request, response):
+    def steps_error(self, steps: int) -> tuple[int, str] | None:
+        """(result code, message) refusing a stepping request of ``steps``, or None."""
+        R = self.msg.Result
         if not self.control.is_paused():
+            return (R.RESULT_INCORRECT_STATE,
+                    "not paused: set the simulation state to STATE_PAUSED first")
+        if steps < 1:
+            return R.RESULT_OPERATION_FAILED, f"steps must be >= 1, got {steps}"
+        if steps > MAX_STEPS_PER_REQUEST:
+            return (R.RESULT_OPERATION_FAILED,
+                    f"steps must be <= {MAX_STEPS_PER_REQUEST} per request, got {steps}")
+        return None
+
+    def _step_simulation(self, request, response):
+        refused = self.steps_error(int(request.steps))
+        if refused is not None:
+            return self._result(response, *refused)
+        if not self._stepping.acquire(blocking=False):
             return self._result(response, self.msg.Result.RESULT_INCORRECT_STATE,
-                                "not paused: set the simulation state to STATE_PAUSED first")
-        if request.steps < 1:
-            return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED,
-                                f"steps must be >= 1, got {request.steps}")
-        ok, why = self.control.step_paused(int(request.steps))
-        self._stopped = False
+                                "another step_simulation or simulate_steps request is running")
+        try:
+            ok, why = self.control.step_paused(int(request.steps))
+            self._stopped = False
+        finally:
+            self._stepping.release()
         if not ok:
             return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED, why)
         return self._ok(response)
@@ -135,24 +265,34 @@ class SimulationInterfaces:
         """The SimulateSteps action: ``steps`` steps while paused, feedback after each,
         cancellable between steps."""
         result = self._action_type.Result()
-        if not self.control.is_paused():
+        if self._limiter is not None:  # a goal is a request like any other
+            self._limiter.wait()
+        total = int(goal.request.steps)
+        refused = self.steps_error(total)
+        if refused is not None:  # the same refusals as step_simulation
+            goal.abort()
+            return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED, refused[1])
+        if not self._stepping.acquire(blocking=False):
             goal.abort()
             return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
-                                "not paused: set the simulation state to STATE_PAUSED first")
-        total = int(goal.request.steps)
-        feedback = self._action_type.Feedback()
-        for done in range(1, total + 1):
-            if goal.is_cancel_requested:
-                goal.canceled()
-                return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
-                                    f"cancelled after {done - 1} of {total} steps")
-            ok, why = self.control.step_paused(1)
-            if not ok:
-                goal.abort()
-                return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED, why)
-            feedback.completed_steps, feedback.remaining_steps = done, total - done
-            goal.publish_feedback(feedback)
-        self._stopped = False
+                                "another step_simulation or simulate_steps request is running")
+        try:
+            feedback = self._action_type.Feedback()
+            for done in range(1, total + 1):
+                if goal.is_cancel_requested:
+                    goal.canceled()
+                    return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
+                                        f"cancelled after {done - 1} of {total} steps")
+                ok, why = self.control.step_paused(1)
+                if not ok:
+                    goal.abort()
+                    return self._result(result, self.msg.Result.RESULT_OPERATION_FAILED,
+                                        f"after {done - 1} of {total} steps: {why}")
+                self._stopped = False
+                feedback.completed_steps, feedback.remaining_steps = done, total - done
+                goal.publish_feedback(feedback)
+        finally:
+            self._stepping.release()
         goal.succeed()
         return self._ok(result)
 
@@ -185,11 +325,12 @@ class SimulationInterfaces:
 
     def _get_entities(self, request, response):
         pattern = request.filters.filter
-        try:
-            match = not pattern or re.search(pattern, self.entity) is not None
-        except re.error as e:
+        why = filter_error(pattern, self.entity) if pattern else None
+        if why is not None:  # checked before it runs: re cannot be interrupted
+            shown = pattern if len(pattern) <= 60 else pattern[:60] + "..."
             return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED,
-                                f"filter {pattern!r} is not a regular expression: {e}")
+                                f"filters.filter {shown!r} refused: {why}")
+        match = not pattern or re.search(pattern, self.entity) is not None
         response.entities = [self.entity] if match else []
         return self._ok(response)
 
