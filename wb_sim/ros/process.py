@@ -90,21 +90,39 @@ def watch_for_duplicate_name(node, until: float, started: StartTimes | None = No
     that the other one started later (it refuses itself: the node that was there first
     keeps running)."""
     try:
-        refuse_duplicate_name(node, until)
-    except ConfigError as e:
-        deadline = time.monotonic() + STARTED_WAIT_S
-        while started is not None and started.started_after_me() is None and \
-                time.monotonic() < deadline and node.context.ok():
-            time.sleep(0.05)
-        if started is not None and started.started_after_me():
-            node.get_logger().warning(
-                f"{e}; that one started after this one and refuses to run: this one goes on")
+        while True:
+            try:
+                refuse_duplicate_name(node, until)
+                return
+            except ConfigError as e:
+                error = e
+            # a namesake: wait for its start time, or for it to go (a later one refuses
+            # itself at once, and its start time may leave the graph with it)
+            deadline = time.monotonic() + STARTED_WAIT_S
+            while started is not None and started.started_after_me() is None and \
+                    _namesakes(node) and time.monotonic() < deadline and node.context.ok():
+                time.sleep(0.05)
+            if started is not None and started.started_after_me():
+                node.get_logger().warning(
+                    f"{error}; that one started after this one and refuses to run: this one "
+                    f"goes on")
+                return
+            if started is not None and started.started_after_me() is None and \
+                    not _namesakes(node):
+                node.get_logger().warning(f"{error}; it has gone again: this one goes on")
+                continue  # and keeps watching until `until`
+            node.get_logger().fatal(f"cannot start: {error}")
+            node.exit_code = 2
+            node.stop()
             return
-        node.get_logger().fatal(f"cannot start: {e}")
-        node.exit_code = 2
-        node.stop()
     except Exception:  # noqa: BLE001 - the context went down under us
         pass
+
+
+def _namesakes(node) -> bool:
+    """Whether another node of this one's name and namespace is on the graph now."""
+    me = (node.get_name(), node.get_namespace())
+    return sum(1 for x in node.get_node_names_and_namespaces() if tuple(x) == me) > 1
 
 
 def main(args=None) -> int:
