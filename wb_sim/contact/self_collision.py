@@ -689,6 +689,10 @@ class SelfCollision:
         the opposite) from basis coordinates (k, 3)."""
         return np.einsum("kij,kj->ki", self.bases, force_g)
 
+    def signature(self) -> tuple:
+        """What a snapshot of its contacts fits: (spheres, pairs)."""
+        return (self.s, len(self.pa))
+
     def pair_links(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The links of each current contact: (first links, second links)."""
         ga, gb = self.sphere_geometry[self.sphere_a], self.sphere_geometry[self.sphere_b]
