@@ -76,7 +76,7 @@ def fibonacci_directions(k: int) -> np.ndarray:
                             np.cos(polar)])
 
 
-def _hull_vertices(V: np.ndarray) -> np.ndarray:
+def hull_vertices(V: np.ndarray) -> np.ndarray:
     from scipy.spatial import ConvexHull, QhullError
     V = np.unique(np.asarray(V, dtype=float), axis=0)
     for options in ("", "QJ"):
@@ -268,7 +268,7 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
             slots = contact_slots(g.geometry, name)
             hull = None
             if slots is None:
-                hull = _hull_vertices(mesh_vertices(g.geometry, name, ""))
+                hull = hull_vertices(mesh_vertices(g.geometry, name, ""))
                 slots = _slots(np.zeros((0, 3)), np.zeros(0))
             convex = convex_shape(g.geometry, hull, cfg.max_points)
             if convex is None:
@@ -286,7 +286,7 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
             if hull is not None:
                 bound = float(np.max(np.linalg.norm(hull - centre_g, axis=1)))
             else:
-                bound = _bound(g.geometry, centre_g)
+                bound = shape_reach(g.geometry, centre_g)
             out.append(LinkGeometry(
                 name, g.name, int(g.parentJoint), slots.centre @ R.T + M.translation,
                 slots.radius, c, (bhi - blo) / 2.0, bound, g.geometry, pin.SE3(M), convex,
@@ -294,7 +294,7 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
     return out
 
 
-def _bound(geometry, c: np.ndarray) -> float:
+def shape_reach(geometry, c: np.ndarray) -> float:
     """The radius of the sphere about c (geometry frame) holding a primitive."""
     import coal
 

@@ -100,28 +100,6 @@ def _rotate(rec: np.ndarray, v: np.ndarray) -> np.ndarray:
     return rec[:, 0:3] * v[:, 0:1] + rec[:, 3:6] * v[:, 1:2] + rec[:, 6:9] * v[:, 2:3]
 
 
-def rim_offsets(d: np.ndarray, axis: np.ndarray, perp: np.ndarray, rim: np.ndarray,
-                cos: np.ndarray, sin: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """(k, 3) the offsets of rim slots from their rims' centres (world): rim (cos u + sin
-    axis x u), u the unit direction of d (k, 3) in the plane normal to the unit axis, or
-    ``perp`` where d is along it (:func:`wb_sim.contact.manifold.rim_direction`); a
-    capsule's end (``cap``): rim d where d points out of it along its axis, else rim u."""
-    along = np.einsum("ij,ij->i", d, axis)
-    u = d - along[:, None] * axis
-    norm = np.sqrt(np.einsum("ij,ij->i", u, u))
-    small = norm <= 1e-12
-    if small.any():
-        u[small] = perp[small]
-        norm[small] = 1.0
-    u /= norm[:, None]
-    w = np.cross(axis, u)
-    out = rim[:, None] * (cos[:, None] * u + sin[:, None] * w)
-    out_of_end = cap & (along >= 0.0)
-    if out_of_end.any():
-        out[out_of_end] = rim[out_of_end, None] * d[out_of_end]
-    return out
-
-
 class CollisionPoints:
     """The slots of all primitive geometries (a mesh has none: :class:`TerrainContacts`),
     with the broad phase of every geometry against the plane (and heightfield) and the
@@ -167,7 +145,14 @@ class CollisionPoints:
         self.cap = stack("cap", (0,)).astype(bool)
         self.angle = stack("angle", (0,))
         self._cos, self._sin = np.cos(self.angle), np.sin(self.angle)
-        self._is_rim = self.rim > 0.0
+        self._has_rims = bool(np.any(self.rim > 0.0))
+        self._has_caps = bool(np.any(self.cap))
+        # each rim's own axes in its joint's frame: e1 (its perp), e2 = axis x e1, unit
+        # (_u1, _u2) and times its radius (_e1, _e2)
+        self._u1 = self.perp_local
+        self._u2 = np.cross(self.axis_local, self.perp_local) if self.m else np.zeros((0, 3))
+        self._e1 = self._u1 * self.rim[:, None]
+        self._e2 = self._u2 * self.rim[:, None]
         self.joint_ids = np.unique(self.geometry_joint)
         self.nv = model.nv
         njoints = model.njoints
@@ -268,20 +253,37 @@ class CollisionPoints:
         if not len(idx):
             self.clear()
             return 0
-        rec = rows[self.point_joint[idx]]  # (k, 12)
-        P = _rotate(rec, self.r_local[idx]) + rec[:, 9:12]
+        joints = self.point_joint[idx]
+        rec = rows[joints]  # (k, 12)
         normals = None
-        rims = self._is_rim[idx]
-        if self.terrain is not None:
-            _, normals = self.terrain.query(P, boxes=False)  # at the centres: the rims' normals
-        if rims.any():
-            r = np.flatnonzero(rims)
-            d = -(normals[r] if normals is not None
-                  else np.broadcast_to(self.ground.normal, (len(r), 3)))
-            i = idx[r]
-            P[r] += rim_offsets(d, _rotate(rec[r], self.axis_local[i]),
-                                _rotate(rec[r], self.perp_local[i]), self.rim[i], self._cos[i],
-                                self._sin[i], self.cap[i])
+        r_local = self.r_local[idx]
+        if self._has_rims:
+            # the rims' (and capsule ends') points, in the joint frames: d = R^T (-n) in
+            # each rim's own axes (e1, e2, axis) gives the direction u = (x e1 + y e2) / rho
+            # of its lowest point, and the slot at angle phi from it is at rim (cos phi u +
+            # sin phi axis x u) = rim ((c x - s y) e1 + (c y + s x) e2) / rho
+            if self.terrain is None:
+                dl = -self._U3[:, joints].T  # R_j^T n of every joint: the broad phase's
+            else:
+                P = _rotate(rec, r_local) + rec[:, 9:12]
+                _, normals = self.terrain.query(P, boxes=False)  # at the centres
+                dl = -np.stack([np.einsum("ij,ij->i", rec[:, 3 * a:3 * a + 3], normals)
+                                for a in range(3)], axis=1)
+            x = np.einsum("ij,ij->i", dl, self._u1[idx])
+            y = np.einsum("ij,ij->i", dl, self._u2[idx])
+            rho = np.sqrt(x * x + y * y)
+            flat = rho <= 1e-12  # along the axis: towards e1 (manifold.rim_direction's)
+            if flat.any():
+                x[flat], y[flat], rho[flat] = 1.0, 0.0, 1.0
+            c, s = self._cos[idx], self._sin[idx]
+            a, b = (c * x - s * y) / rho, (c * y + s * x) / rho
+            r_local = r_local + a[:, None] * self._e1[idx] + b[:, None] * self._e2[idx]
+            if self._has_caps:
+                ends = self.cap[idx] & (np.einsum("ij,ij->i", dl, self.axis_local[idx]) >= 0.0)
+                if ends.any():  # out of a capsule's end: its hemisphere's lowest point
+                    r_local[ends] = self.r_local[idx[ends]] + \
+                        self.rim[idx[ends], None] * dl[ends]
+        P = _rotate(rec, r_local) + rec[:, 9:12]
         if self.terrain is None:
             sdf = (P - self.ground.origin) @ self.ground.normal
         else:

@@ -288,18 +288,23 @@ class WholeBodyContact:
         nf, s0 = self.nf, pts.ns0
         self._uc = u_next[:, nf:s0]
         cand = coll.candidates
-        names, pos, fw, depth = [coll.links(cand)], [coll.position],             [coll.world_forces(force[nf + cand])], [coll.depth[cand]]
-        status = [np.asarray(self.merged.status)[nf + cand]]
+        status = np.asarray(self.merged.status)
+        # which geometry each contact belongs to (their links: the readings')
+        geometry, pos = [coll.point_geometry[cand]], [coll.position]
+        fw, depth = [coll.world_forces(force[nf + cand])], [coll.depth[cand]]
+        codes = [status[nf + cand]]
         if tc is not None and tc.k:
-            start = pts.starts[0]
-            sl = slice(start, start + tc.k)
-            names.append(tc.links())
+            sl = slice(pts.starts[0], pts.starts[0] + tc.k)
+            geometry.append(tc.geometry)
             pos.append(tc.position)
             fw.append(tc.world_forces(force[sl]))
             depth.append(tc.depth)
-            status.append(np.asarray(self.merged.status)[sl])
-        self._contacts = (sum(names, ()), np.concatenate(pos), np.concatenate(fw),
-                          np.concatenate(depth), np.concatenate(status))
+            codes.append(status[sl])
+        if len(geometry) == 1:
+            self._contacts = (geometry[0], pos[0], fw[0], depth[0], codes[0])
+        else:
+            self._contacts = (np.concatenate(geometry), np.concatenate(pos), np.concatenate(fw),
+                              np.concatenate(depth), np.concatenate(codes))
         self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
@@ -355,10 +360,11 @@ class WholeBodyContact:
         name (in ``surface``), world contact point, world force, depth, stick/slip."""
         if self.collision is None:
             return no_collision_points()
-        names, pos, force, depth, status = self._contacts
+        geometry, pos, force, depth, status = self._contacts
+        names = self._coll.link_names
         return ContactPointsReading(
-            surface=tuple(names), position=pos.copy(), force=force.copy(), depth=depth.copy(),
-            status=tuple(STATUS_NAMES[s] for s in status))
+            surface=tuple(names[g] for g in geometry), position=pos.copy(), force=force.copy(),
+            depth=depth.copy(), status=tuple(STATUS_NAMES[s] for s in status))
 
     def self_contacts_state(self) -> SelfContactsReading:
         """The self-collision pairs within the margin at the last step: the two links, the
@@ -391,7 +397,8 @@ class WholeBodyContact:
         return out
 
 
-_NO_CONTACTS = ((), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int8))
+_NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
+                np.zeros(0, dtype=np.int8))
 #: a block without contacts: (ids, deformation, warm start (tangential, world; the rest),
 #: readings (first links, second links, positions, forces, depths, status))
 _NO_BLOCK = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 0)),
