@@ -382,7 +382,7 @@ class WholeBodyContact:
         sc, tc = self.self_collision, self.terrain_contacts
         return (*self.feet.signature(),
                 ("collision points (collision.*)", 0 if self.collision is None else
-                 (self._coll.m, 0 if tc is None else tc.capacity)),
+                 self._coll.m + (0 if tc is None else tc.capacity)),
                 ("self-collision pairs (collision.self_collision)",
                  None if sc is None else sc.signature()))
 
