@@ -252,6 +252,12 @@ def convex_polygon(q: np.ndarray) -> np.ndarray:
     n = len(q)
     if n < 3:
         return np.arange(n)
+    if n > 24:  # qhull's (counter-clockwise in 2-D), cheaper than the loop below
+        from scipy.spatial import ConvexHull, QhullError
+        try:
+            return np.asarray(ConvexHull(q).vertices)
+        except (QhullError, ValueError):
+            pass  # collinear: the loop's answer
     order = sorted(range(n), key=lambda i: (q[i, 0], q[i, 1]))
 
     def cross(o, a, b):
@@ -565,10 +571,13 @@ def collide(a: Convex, Ra, ta, b: Convex, Rb, tb, margin: float):
 
 
 def contact_manifold(a: Convex, Ra, ta, b: Convex, Rb, tb, margin: float,
-                     plane: tuple[np.ndarray, np.ndarray] | None = None) -> Manifold | None:
+                     plane: tuple[np.ndarray, np.ndarray] | None = None,
+                     full_within: float | None = None) -> Manifold | None:
     """The contact manifold of shape a (placed by Ra, ta) against shape b (Rb, tb) within
     ``margin`` (see the module docstring), or None. ``plane`` = (a point, the unit
-    normal): b is that half-space instead (Rb, tb unused)."""
+    normal): b is that half-space instead (Rb, tb unused). ``full_within`` (m): shapes
+    farther apart than this get coal's closest points only (one point, that names no
+    feature: a manifold is what touching shapes need)."""
     if plane is not None:
         o, n = (np.asarray(x, dtype=float) for x in plane)
         Va, ca = support_feature(a, Ra, ta, -n)  # the polygon and a hull's deepest vertex
@@ -583,6 +592,9 @@ def contact_manifold(a: Convex, Ra, ta, b: Convex, Rb, tb, margin: float,
     if hit is None:
         return None
     n, distance, pa, pb = hit
+    if full_within is not None and distance > full_within:
+        return Manifold(n, pa[None, :], pb[None, :], np.array([distance]),
+                        np.array([_code((3, 0, 0), (3, 0, 0))], dtype=np.int64), distance)
     Va, ca, ka = support_polygon(a, Ra, ta, -n)
     Vb, cb, kb = support_polygon(b, Rb, tb, n)
     e1 = _perpendicular(n)

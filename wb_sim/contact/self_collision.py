@@ -116,6 +116,11 @@ COVER_SURFACE = 200
 ROUND_POINTS = 64
 #: most sphere pairs in the contact problem at once (the deepest are kept)
 SELF_CAPACITY = 64
+#: m: an exact pair farther apart than this is one candidate (coal's closest points),
+#: nearer its manifold (what touching shapes need; a self-collision pair is handed over
+#: once it touches, now or after the step, so the manifold comes at the latest one step
+#: after the first touch)
+FULL_WITHIN = 1e-3
 #: an exact pair's contact identity has this bit (a sphere pair's is below it)
 EXACT_ID = 1 << 61
 _ID_MASK = EXACT_ID - 1
@@ -663,7 +668,8 @@ class SelfCollision:
             ga, gb = self.geometries[self.pa[p]], self.geometries[self.pb[p]]
             Ra, ta = _world(rows, ga)
             Rb, tb = _world(rows, gb)
-            man = contact_manifold(ga.convex, Ra, ta, gb.convex, Rb, tb, self.margin)
+            man = contact_manifold(ga.convex, Ra, ta, gb.convex, Rb, tb, self.margin,
+                                   full_within=FULL_WITHIN)
             if man is None:
                 continue
             low = min(low, man.distance)
@@ -881,7 +887,8 @@ def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
             A, Bg = sc.geometries[ga], sc.geometries[gb]
             Ma, Mb = data.oMi[A.joint] * A.placement, data.oMi[Bg.joint] * Bg.placement
             man = contact_manifold(A.convex, Ma.rotation, Ma.translation, Bg.convex,
-                                   Mb.rotation, Mb.translation, sc.margin)
+                                   Mb.rotation, Mb.translation, sc.margin,
+                                   full_within=FULL_WITHIN)
             for c, gap, pa, pb in zip(*(() if man is None else
                                        (man.codes, man.gap, man.point_a, man.point_b))):
                 p = (pa + pb) / 2.0
