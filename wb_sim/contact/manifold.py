@@ -15,20 +15,27 @@ pushes, ``b`` the other):
    (4 corners), edge (2) or corner; a cylinder's cap (:data:`CAP_POINTS` points of its rim:
    the one farthest along the direction and the others at equal angles from it), its
    side's line (the two rims' farthest points) or its rim's farthest point; a capsule's
-   side (its two end spheres' farthest points) or one end's; a sphere's farthest point;
-   a hull's vertices within :func:`hull_tolerance` of its support plane, as their convex
-   polygon (at most ``collision.max_points``).
-3. The two features projected on the plane normal to ``n`` and intersected: a polygon
-   clipped by a polygon (Sutherland-Hodgman), a segment by a polygon (Cyrus-Beck), two
-   segments' crossing (or their overlap when parallel), a single point.
-4. Each point of the intersection lifted back onto both features along ``n``: on a's
-   surface ``x_a``, on b's ``x_b``, its own gap ``(x_a - x_b) . n``. The features are flat
-   (faces, edges, points), so the gaps are exact; a mesh's polygon is flat where its hull's
-   faces are, and its vertices are exact points of the hull everywhere.
+   side (each end's surface point farthest along the direction) or one end's; a sphere's
+   farthest point; a hull's vertices within :func:`hull_tolerance` of its support plane,
+   as their convex polygon (at most ``collision.max_points``), and its deepest vertex.
+3. A vertex against anything, or two edges crossing: one contact, coal's two points (the
+   features name it). Else the two features projected on the plane normal to ``n`` and
+   intersected: a polygon clipped by a polygon (Sutherland-Hodgman), a segment by a
+   polygon (Cyrus-Beck), two parallel segments' overlap; a rounded hull's deepest vertex
+   where the other's polygon holds it.
+4. Each point of the intersection lifted back onto both shapes along ``n``: on a's
+   surface ``x_a``, on b's ``x_b``, its own gap ``(x_a - x_b) . n``: a feature's vertex is
+   itself, a point on a flat feature (a box's face or edge, a cylinder's cap or side) is
+   lifted onto it, a point on a hull's polygon or a capsule's side onto the true surface
+   (the line against its faces' planes, its cylinder and end spheres). Where the points
+   miss coal's deepest point (features within TOL_ANGLE of the normal but curved under
+   it), that point joins them: the deepest gap is always coal's distance.
 
 Every point carries a code: which vertices or edges of the two features made it (a box's
 corner, a rim point, an edge crossing an edge). It stays the same while those features
 touch, so the contact model can carry a contact's tangential state from step to step.
+``full_within``: shapes farther apart get coal's closest points only (self-collision's
+pairs that do not touch yet).
 
 :func:`reference_deepest` is the plain check: coal's own deepest point and distance, which
 the manifold's deepest gap equals (the tests hold one to the other).
