@@ -46,7 +46,8 @@ from ..parameters import Param
 from ..pin_views import copy_records, placement_view
 from ..terrain import box_distances, box_pose, tangent_bases, tangent_bases_reference
 from .geometry import LinkGeometry
-from .manifold import box_shape, contact_manifold, support_feature
+from .manifold import (box_shape, contact_manifold, directions, hull_tolerance, plane_basis,
+                       support_feature, vertex_code)
 from .points import Ground, twist_rows
 
 #: the ``collision.*`` parameters of the links against the ground (the self-collision
@@ -459,6 +460,32 @@ class TerrainContacts:
         self._bound_to = None
         self.dropped = 0
         self.active = bool(boxes) or bool(len(self.meshes))
+        # the meshes on the plane, all at once: their hulls' vertices in their joints' frames,
+        # grouped by mesh, and each vertex's identity as a contact with the plane (item 0)
+        self._plane_B = plane_basis(ground.normal)
+        self._plane_o = float(ground.normal @ ground.origin)
+        rows, geo, ids, tol = [], [], [], np.zeros(len(geometries))
+        self._mesh_rows: dict[int, np.ndarray] = {}
+        at = 0
+        for g in self.meshes:
+            geo_g = geometries[g]
+            M = geo_g.placement
+            V = geo_g.convex.vertices
+            rows.append(V @ M.rotation.T + M.translation)
+            geo.append(np.full(len(V), g))
+            ids.append([_mix(int(g) * self.n_items, vertex_code(c)) for c in range(len(V))])
+            tol[g] = hull_tolerance(geo_g.convex)
+            self._mesh_rows[int(g)] = np.arange(at, at + len(V))
+            at += len(V)
+        self._mesh_V = np.vstack(rows) if rows else np.zeros((0, 3))
+        self._mesh_Vg = {g: self._mesh_V[r] for g, r in self._mesh_rows.items()}  # per mesh
+        self._mesh_geometry = np.concatenate(geo).astype(int) if geo else np.zeros(0, dtype=int)
+        self._mesh_joint = self.geometry_joint[self._mesh_geometry]
+        self._mesh_ids = np.concatenate([np.array(i, dtype=np.int64) for i in ids]) if ids \
+            else np.zeros(0, dtype=np.int64)
+        self._mesh_tol = tol
+        self._dirs = directions(geometries[self.meshes[0]].convex.max_points) \
+            if len(self.meshes) else None
         self.clear()
 
     def clear(self) -> None:
@@ -505,8 +532,10 @@ class TerrainContacts:
             self.clear()
             return 0
         rows = self._records(data)
-        found = [self.pair_contacts(g, item, rows[self.geometries[g].joint])
-                 for g, item in pairs]
+        on_plane = [g for g, item in pairs if item == 0]
+        found = [self.meshes_on_plane(rows, on_plane)] if on_plane else []
+        found += [self.pair_contacts(g, item, rows[self.geometries[g].joint])
+                  for g, item in pairs if item != 0]
         found = [f for f in found if f is not None]
         if not found:
             self.clear()
@@ -537,6 +566,47 @@ class TerrainContacts:
         self.slot_depth = slot
         self.position, self.bases, self.J_cm = pos, B, J
         return k
+
+    def meshes_on_plane(self, rows: np.ndarray, meshes: list[int]):
+        """(ids, geometry, depth, contact points, normals) of the meshes ``meshes`` on the
+        plane, all at once: :func:`~wb_sim.contact.manifold.hull_on_plane`'s points (the
+        vertices within the hull's tolerance of its lowest, of those the first extreme
+        along each direction and the first lowest, within the margin), or None."""
+        n = self.ground.normal
+        # heights first (each joint's R^T n and n . t, one product per mesh), the world
+        # points of the candidates only
+        u = rows[:, :9].reshape(-1, 3, 3).dot(n)
+        c = rows[:, 9:12].dot(n) - self._plane_o
+        counts = np.array([len(self._mesh_rows[g]) for g in meshes])
+        idx = np.concatenate([self._mesh_rows[g] for g in meshes])
+        joints = [self.geometries[g].joint for g in meshes]
+        h = np.concatenate([self._mesh_Vg[g].dot(u[j]) + c[j] for g, j in zip(meshes, joints)])
+        starts = np.cumsum(counts) - counts
+        low = np.minimum.reduceat(h, starts)
+        ok = low < self.margin
+        if not ok.any():
+            return None
+        limit = low + self._mesh_tol[np.asarray(meshes)]
+        segment = np.repeat(np.arange(len(meshes)), counts)
+        cand = np.flatnonzero((h <= limit[segment]) & ok[segment])
+        seg = segment[cand]  # grouped, ascending
+        used, first = np.unique(seg, return_index=True)
+        row = np.searchsorted(used, seg)
+        rec = rows[self._mesh_joint[idx[cand]]]
+        Pc = _rotate(rec, self._mesh_V[idx[cand]]) + rec[:, 9:12]
+        vals = (Pc @ self._plane_B) @ self._dirs  # (c, K)
+        pos = np.arange(len(cand))
+        big = len(cand)
+        top = np.maximum.reduceat(vals, first, axis=0)[row]
+        extreme = np.minimum.reduceat(np.where(vals == top, pos[:, None], big), first, axis=0)
+        hc = h[cand]
+        lowest = np.minimum.reduceat(np.where(hc == low[used][row], pos, big), first)
+        chosen = np.unique(np.concatenate([extreme.ravel(), lowest]))  # rows of cand
+        chosen = chosen[hc[chosen] < self.margin]
+        vertex = idx[cand[chosen]]
+        k = len(chosen)
+        return (self._mesh_ids[vertex], self._mesh_geometry[vertex], -hc[chosen], Pc[chosen],
+                np.broadcast_to(n, (k, 3)))
 
     def pair_contacts(self, g: int, item: int, rec: np.ndarray):
         """(ids, geometry, depth, contact points, normals) of one pair within the

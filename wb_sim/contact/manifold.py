@@ -597,10 +597,9 @@ def contact_manifold(a: Convex, Ra, ta, b: Convex, Rb, tb, margin: float,
     feature: a manifold is what touching shapes need)."""
     if plane is not None:
         o, n = (np.asarray(x, dtype=float) for x in plane)
-        if a.kind == "hull" and float((ta - o) @ n) + float(np.min(a.vertices @ (Ra.T @ n))) \
-                >= margin:  # its lowest vertex: apart
-            return None
-        Va, ca = support_feature(a, Ra, ta, -n)  # the polygon and a hull's deepest vertex
+        if a.kind == "hull":
+            return hull_on_plane(a, Ra, ta, o, n, margin)
+        Va, ca = support_feature(a, Ra, ta, -n)
         gap = (Va - o) @ n
         keep = gap < margin
         if not keep.any():
@@ -654,6 +653,44 @@ def contact_manifold(a: Convex, Ra, ta, b: Convex, Rb, tb, margin: float,
         return None
     return Manifold(n, xa[keep], xb[keep], gap[keep], np.array(codes, dtype=np.int64)[keep],
                     distance)
+
+
+def hull_on_plane(a: Convex, R, t, o: np.ndarray, n: np.ndarray,
+                  margin: float) -> Manifold | None:
+    """A hull's manifold on the plane through o of unit normal n: its vertices within
+    :func:`hull_tolerance` of its lowest (heights ``h``), those of them extreme along
+    ``max_points`` directions of the plane (the plane's basis, :func:`plane_basis`: the
+    first of equal ones) and the lowest (the first of equal ones), those within the
+    margin. :class:`~wb_sim.contact.ground_collision.TerrainContacts` computes the same
+    for all meshes at once."""
+    P = a.vertices @ R.T + t
+    h = (P - o) @ n
+    low = float(h.min())
+    if low >= margin:
+        return None
+    near = np.flatnonzero(h <= low + hull_tolerance(a))
+    q = P[near] @ plane_basis(n)
+    sel = np.unique(np.append(np.argmax(q @ _directions(a.max_points), axis=0),
+                              np.argmin(h[near])))
+    sel = near[sel]
+    sel = sel[h[sel] < margin]
+    codes = np.array([_code(_vertex(c), _INSIDE) for c in sel], dtype=np.int64)
+    return Manifold(n, P[sel], P[sel] - h[sel, None] * n, h[sel], codes, low)
+
+
+def plane_basis(n: np.ndarray) -> np.ndarray:
+    """(3, 2) two unit vectors spanning the plane normal to the unit vector n."""
+    return _plane_basis(np.asarray(n, dtype=float))
+
+
+def vertex_code(c: int) -> int:
+    """The code of a shape's vertex c touching the inside of the other's feature."""
+    return _code(_vertex(c), _INSIDE)
+
+
+def directions(k: int) -> np.ndarray:
+    """(2, k) unit vectors at equal angles in a plane (the hull's polygon's)."""
+    return _directions(k)
 
 
 def _parallel(sa: np.ndarray, sb: np.ndarray) -> bool:

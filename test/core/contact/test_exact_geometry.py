@@ -27,6 +27,8 @@ from wb_sim.contact.ground_collision import reference_terrain
 from wb_sim.contact.manifold import (box_shape, contact_manifold, convex_shape, hull_shape,
                                      reference_deepest)
 
+from helpers.extras import require_robot_data
+
 G0 = 9.81
 BODY = ('<robot name="body"><link name="body"><inertial><mass value="{m}"/>'
         '<inertia ixx="{ixx}" iyy="{iyy}" izz="{izz}" ixy="0" ixz="0" iyz="0"/></inertial>'
@@ -237,6 +239,42 @@ def test_the_terrain_pairs_equal_their_plain_reference(make_humanoid):
             continue
         seen += 1
         assert sorted(ref) == tc.ids.tolist()
+        for row, i in enumerate(tc.ids):
+            depth, p, B, J = ref[int(i)]
+            assert tc.depth[row] == pytest.approx(depth, abs=1e-12)
+            np.testing.assert_allclose(tc.position[row], p, atol=1e-12)
+            np.testing.assert_allclose(tc.bases[row], B, atol=1e-12)
+            np.testing.assert_allclose(tc.J_cm[:, row], J, atol=1e-10)
+            contacts += 1
+    assert seen > 10 and contacts > 50
+
+
+def test_the_meshes_on_the_ground_all_at_once_equal_their_plain_reference():
+    """iCub's collision meshes (their hulls) at random poses over the ground: the contacts
+    TerrainContacts computes for all near meshes at once equal each mesh's manifold on the
+    plane, one by one (manifold.hull_on_plane): identities, depths, points, bases, Jacobian
+    rows; the deepest is coal's (the hull's lowest vertex)."""
+    require_robot_data("icub")
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("icub"),
+                                     overrides={"collision.enabled": True})
+    tc, coll, model = sim.contact.terrain_contacts, sim.collision, sim._model_step
+    data, ref_data = model.createData(), model.createData()
+    rng = np.random.default_rng(13)
+    seen = contacts = 0
+    for _ in range(40):
+        q = np.array(sim.q0)
+        q[7:] += rng.uniform(-0.8, 0.8, model.nq - 7)
+        q[2] = rng.uniform(0.05, 0.4)
+        quat = rng.normal(size=4)
+        q[3:7] = quat / np.linalg.norm(quat)
+        pin.computeJointJacobians(model, data, q)
+        near = coll.near.copy() if coll.any_near(data) else None
+        k = tc.contacts(data, near)
+        ref = reference_terrain(tc, model, ref_data, q, near)
+        assert sorted(ref) == tc.ids.tolist()
+        if not k:
+            continue
+        seen += 1
         for row, i in enumerate(tc.ids):
             depth, p, B, J = ref[int(i)]
             assert tc.depth[row] == pytest.approx(depth, abs=1e-12)
