@@ -66,8 +66,9 @@ PARAMETERS: tuple[Param, ...] = (
     Param("collision.exclude_links", "strs", [], "",
           "Links left out of the default set of collision.links (ground and self-collision)."),
     Param("collision.max_points", "int", 8, "",
-          "Most contact points where a convex mesh's face (its hull's) meets the ground or a "
-          "terrain box: the vertices of its support polygon, the deepest first.", lo=3, hi=64),
+          "Where a convex mesh (its hull) meets the ground, a terrain box or another shape: of "
+          "its vertices within 5 mm of the deepest, those extreme along this many directions "
+          "(its support polygon), and the deepest.", lo=3, hi=64),
     Param("collision.margin", "float", 0.02, "m",
           "Broad phase: geometries whose bounding box (sphere, on terrain) and points are "
           "farther than this from the terrain are skipped for the step. It must exceed the "
