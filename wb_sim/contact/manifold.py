@@ -261,43 +261,6 @@ def hull_tolerance(shape: Convex) -> float:
     return min(shape.extent * _SIN_TOL, HULL_TOLERANCE)
 
 
-def convex_polygon(q: np.ndarray) -> np.ndarray:
-    """Indices of the 2-D points q (n, 2) on their convex hull, counter-clockwise
-    (Andrew's monotone chain); collinear points left out; all of them (at most 2) when
-    they are collinear."""
-    n = len(q)
-    if n < 3:
-        return np.arange(n)
-    if n > 24:  # qhull's (counter-clockwise in 2-D), cheaper than the loop below
-        from scipy.spatial import ConvexHull, QhullError
-        try:
-            return np.asarray(ConvexHull(q).vertices)
-        except (QhullError, ValueError):
-            pass  # collinear: the loop's answer
-    order = sorted(range(n), key=lambda i: (q[i, 0], q[i, 1]))
-
-    def cross(o, a, b):
-        return ((q[a, 0] - q[o, 0]) * (q[b, 1] - q[o, 1])
-                - (q[a, 1] - q[o, 1]) * (q[b, 0] - q[o, 0]))
-
-    scale = float(np.ptp(q, axis=0).max()) or 1.0
-    eps = 1e-12 * scale * scale
-    lower: list[int] = []
-    for i in order:
-        while len(lower) >= 2 and cross(lower[-2], lower[-1], i) <= eps:
-            lower.pop()
-        lower.append(i)
-    upper: list[int] = []
-    for i in reversed(order):
-        while len(upper) >= 2 and cross(upper[-2], upper[-1], i) <= eps:
-            upper.pop()
-        upper.append(i)
-    ring = lower[:-1] + upper[:-1]
-    if len(ring) < 3:  # collinear: the two ends
-        return np.array([order[0], order[-1]])
-    return np.array(ring)
-
-
 # ----------------------------------------------------------------------------
 # Intersection of two features in the plane normal to n
 # ----------------------------------------------------------------------------
