@@ -263,9 +263,8 @@ def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
 
 
 #: the largest collision geometry (box side, radius, length), m, and the farthest a link's
-#: centre of mass or a geometry sits from its frame: beyond them, sampling the geometry at
-#: collision.point_spacing (>= 1 mm) or the dynamics overflow (a 1e300 box was an
-#: OverflowError at start)
+#: centre of mass or a geometry sits from its frame: beyond them the geometry and the
+#: dynamics overflow (a 1e300 box was an OverflowError at start)
 MAX_GEOMETRY_M = 100.0
 MAX_OFFSET_M = 1000.0
 

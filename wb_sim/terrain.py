@@ -226,12 +226,13 @@ class Terrain:
         """Only the ground plane (the contact models' single-basis fast path)."""
         return not self.boxes and self.heightfield is None
 
-    def query(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def query(self, P: np.ndarray, boxes: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """(signed distance (n,), unit normal (n, 3)) of points P (n, 3) to the union of
-        the ground and the items: the smallest distance wins, with its normal."""
+        the ground and the items: the smallest distance wins, with its normal.
+        ``boxes=False``: the ground and the heightfield only."""
         sdf = (P - self.ground_origin) @ self.ground_normal
         normal = np.broadcast_to(self.ground_normal, P.shape).copy()
-        items = [box_query(b, P) for b in self.boxes]
+        items = [box_query(b, P) for b in self.boxes] if boxes else []
         if self.heightfield is not None:
             items.append(self.heightfield.query(P))
         for d, n in items:
@@ -239,6 +240,28 @@ class Terrain:
             sdf = np.where(closer, d, sdf)
             normal[closer] = n[closer]
         return sdf, normal
+
+
+def box_distances(boxes: list[Box], P: np.ndarray) -> np.ndarray:
+    """(B, n) the exact signed distance of the points P (n, 3) to each of the boxes
+    (:func:`box_query`'s, all boxes at once)."""
+    if not boxes:
+        return np.zeros((0, len(P)))
+    C = np.array([b.centre for b in boxes])
+    H = np.array([b.half for b in boxes])
+    c, s = np.cos([b.yaw for b in boxes]), np.sin([b.yaw for b in boxes])
+    d = P[None, :, :] - C[:, None, :]  # (B, n, 3)
+    local = np.stack([c[:, None] * d[..., 0] + s[:, None] * d[..., 1],
+                      -s[:, None] * d[..., 0] + c[:, None] * d[..., 1], d[..., 2]], axis=2)
+    q = np.abs(local) - H[:, None, :]
+    outside = np.linalg.norm(np.maximum(q, 0.0), axis=2)
+    return np.where(outside > 0.0, outside, q.max(axis=2))
+
+
+def box_pose(box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """(rotation (3, 3), centre (3,)) of a box in the world."""
+    c, s = math.cos(box.yaw), math.sin(box.yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]), np.asarray(box.centre, float)
 
 
 def tangent_bases(normals: np.ndarray) -> np.ndarray:

@@ -246,7 +246,8 @@ def test_controller_none_waits_for_the_users_first_command_and_takes_their_confi
     assert "wb_sim_pd_controller" not in ln.log()
     assert "50000.0" in ln.ros2("param get --no-daemon --spin-time 2 /wb_sim contact.stiffness")
     # the physics waits: the initial state only (published while it waits), the clock at 0
-    silent = ln.ros2("topic echo --once --no-daemon --timeout 2 /clock rosgraph_msgs/msg/Clock",
+    # (a generous timeout: the CLI discovers the node from scratch, slow on a loaded machine)
+    silent = ln.ros2("topic echo --once --no-daemon --timeout 10 /clock rosgraph_msgs/msg/Clock",
                      check=False)
     assert "clock:" in silent and not re.search(r"sec: [1-9]", silent), silent
     # ten times in one second: a single message can be lost when the CLI's writer

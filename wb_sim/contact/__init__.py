@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..parameters import Param
 from . import ground_collision, self_collision
 from .compliant import STATUS_NAMES, CompliantContact
@@ -157,39 +156,6 @@ def make_contact_model(params, points) -> ContactModel:
     return CONTACT_MODELS[params.model](params, points)
 
 
-#: most points one collision box's edges may be sampled at (collision.point_spacing) before
-#: collision.max_points keeps the spread ones: a 100 m box at 1 mm took 34 s and 1 GB
-MAX_EDGE_SAMPLES = 50_000
-
-
-def check_point_spacing(urdf_xml: str, collision) -> None:
-    """ConfigError naming ``collision.point_spacing`` where a colliding link's box would be
-    sampled at more than :data:`MAX_EDGE_SAMPLES` edge points (before the geometry is
-    built; ``collision``: the validated group)."""
-    import math
-    import xml.etree.ElementTree as ET
-
-    spacing = collision.point_spacing
-    for link in ET.fromstring(urdf_xml).iter("link"):
-        name = link.get("name")
-        if (collision.links and name not in collision.links) or name in collision.exclude_links:
-            continue
-        for box in link.iterfind("collision/geometry/box"):
-            try:
-                size = [float(x) for x in box.get("size", "").split()]
-            except ValueError:
-                continue  # the URDF checks say what is wrong with it
-            n = 4 * sum(math.ceil(x / spacing) for x in size if math.isfinite(x) and x > 0)
-            if n > MAX_EDGE_SAMPLES:
-                need = 4 * sum(size) / MAX_EDGE_SAMPLES
-                raise ConfigError(
-                    f"parameter 'collision.point_spacing': {spacing:g} m samples link {name!r}'s "
-                    f"box ({' x '.join(f'{x:g}' for x in size)} m) at {n} edge points, more than "
-                    f"{MAX_EDGE_SAMPLES}; give a point_spacing of at least {need:.3g} m "
-                    f"(collision.max_points = {collision.max_points} keeps at most that many "
-                    f"per geometry anyway), or leave the link out (collision.exclude_links)")
-
-
 def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain,
                  model_step: pin.Model, data_step: pin.Data, notes: list[str]) -> ContactModel:
     """The simulator's one contact object: the law ``contact.model`` over the contact
@@ -204,7 +170,6 @@ def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain
     law = make_contact_model(contact, points)
     if not (collision.enabled or collision.self_collision):
         return law
-    check_point_spacing(robot.urdf_xml, collision)
     return build_whole_body_contact(robot, surfaces, collision, law,
                                     lambda merged: make_contact_model(contact, merged), ground,
                                     terrain, model_step, data_step, notes)

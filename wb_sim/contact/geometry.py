@@ -4,24 +4,26 @@ source that needs it.
 pinocchio loads the shapes (:meth:`wb_sim.robot.RobotModel.geometry_model`: coal
 objects, meshes through coal); this module turns them into what the contact code uses:
 
-* contact points with a radius for the ground (:func:`geometry_points`,
-  :mod:`wb_sim.contact.ground_collision`):
+* the *slots* of a primitive against the ground (:func:`contact_slots`,
+  :mod:`wb_sim.contact.ground_collision`): the points where it can touch a plane, each
+  with a radius, fixed to the link; a plane of any normal touches the shape first at one
+  of them, and a face resting on it at the face's own (a manifold):
 
   - sphere: its centre, with its radius;
-  - capsule: spheres of its radius along its axis (the ends, and one at least every
-    ``collision.point_spacing``);
-  - cylinder: points on its two rims (8 per rim at least, and enough that the rim's
-    polygon is within 1 mm of the circle, as ``max_points`` allows);
-  - box: its 8 corners and points along its edges (at least every ``point_spacing``);
-  - mesh: the vertices of its convex hull (scipy), reduced to ``collision.max_points``:
-    those extreme along as many directions spread over the sphere (what a plane of
-    each of those normals touches first), topped up by farthest-point sampling.
+  - capsule: its two ends, placed every step from the plane's normal: each end's point of
+    the surface lowest towards the plane (on its hemisphere or on the side's line; lying:
+    both, a line contact);
+  - box: its 8 corners (a face: 4 of them, an edge: 2);
+  - cylinder: :data:`~wb_sim.contact.manifold.CAP_POINTS` points on each rim, placed every
+    step from the plane's normal: the rim's point farthest along it (its true lowest
+    point: rolling, the cylinder meets the plane on its circle, not on a polygon) and the
+    others at equal angles from it (a cap resting on the plane: a square of its rim).
 
-  A point with a radius touches at its centre minus radius times the terrain's
-  normal, as a sphere foot does. Against a plane the lowest point of a sphere, a
-  capsule, a cylinder or a box is one of these; a mesh's sampled hull sinks between
-  its samples (iCub's, at 32 points: 5 mm typically, 12 mm at worst over every
-  direction).
+  A point with a radius touches at its centre minus radius times the terrain's normal,
+  as a sphere foot does.
+* the :class:`~wb_sim.contact.manifold.Convex` of every shape (a mesh: its convex hull),
+  whose exact contacts with a plane, a terrain box or another shape
+  :mod:`wb_sim.contact.manifold` computes through coal;
 * the vertices of meshes and convex shapes (:func:`mesh_vertices`), which
   self-collision fills with spheres (:mod:`wb_sim.contact.self_collision`);
 * which links collide (:func:`geometry_by_link`, :func:`collision_geometries`,
@@ -39,15 +41,8 @@ import pinocchio as pin
 
 from ..errors import ModelError
 
-#: points on each cylinder rim at least
-RIM_POINTS = 8
-#: a cylinder rim's polygon is at most this far inside its circle (while max_points
-#: allows), m
-RIM_SAGITTA = 1.0e-3
-
-
 # ----------------------------------------------------------------------------
-# Geometry -> points
+# Geometry -> slots
 # ----------------------------------------------------------------------------
 
 
@@ -81,18 +76,7 @@ def fibonacci_directions(k: int) -> np.ndarray:
                             np.cos(polar)])
 
 
-def hull_sample(H: np.ndarray, k: int) -> np.ndarray:
-    """Indices of at most ``k`` of the hull vertices H (n, 3): those extreme along ``k``
-    directions spread over the sphere (what a plane of each of those normals would
-    touch), topped up to ``k`` by farthest-point sampling."""
-    if len(H) <= k:
-        return np.arange(len(H))
-    extreme = np.unique(np.argmax((H - H.mean(axis=0)) @ fibonacci_directions(k).T, axis=0))
-    order = np.concatenate([extreme, np.setdiff1d(np.arange(len(H)), extreme)])
-    return np.sort(order[farthest_points(H[order], k, first=len(extreme))])
-
-
-def _hull_vertices(V: np.ndarray) -> np.ndarray:
+def hull_vertices(V: np.ndarray) -> np.ndarray:
     from scipy.spatial import ConvexHull, QhullError
     V = np.unique(np.asarray(V, dtype=float), axis=0)
     for options in ("", "QJ"):
@@ -103,51 +87,88 @@ def _hull_vertices(V: np.ndarray) -> np.ndarray:
     return V  # flat or degenerate: every distinct vertex
 
 
-def _edge_points(a: np.ndarray, b: np.ndarray, spacing: float) -> list[np.ndarray]:
-    """Points strictly between a and b, at most ``spacing`` apart."""
-    m = int(math.ceil(np.linalg.norm(b - a) / spacing - 1e-9))
-    return [a + (b - a) * (i / m) for i in range(1, m)]
+@dataclass(frozen=True)
+class Slots:
+    """The slots of one primitive (see the module docstring), in its geometry's frame:
+    slot i touches at ``centre[i] + rim[i] (cos angle[i] u + sin angle[i] (axis[i] x u))
+    - radius[i] n`` for a plane of normal n, u the unit direction of ``-n`` in the plane
+    normal to ``axis[i]`` (``perp[i]`` where -n is along the axis); ``rim`` is 0 but for a
+    cylinder's rims and a capsule's ends (``cap``: ``centre + rim u``, or ``centre - rim n``
+    where -n points out of the end along its ``axis``: the end's point of the surface
+    lowest towards the plane). Slot i's code in
+    :func:`wb_sim.contact.manifold.support_feature` is i."""
+
+    centre: np.ndarray  #: (k, 3)
+    radius: np.ndarray  #: (k,)
+    axis: np.ndarray  #: (k, 3) unit (a rim's), else 0
+    rim: np.ndarray  #: (k,) the rim's radius, else 0
+    angle: np.ndarray  #: (k,) rad
+    perp: np.ndarray  #: (k, 3) a unit vector normal to the axis (a rim's), else 0
+    cap: np.ndarray  #: (k,) bool: a capsule's end (axis: out of it)
 
 
-def geometry_points(geometry, link: str, max_points: int,
-                    spacing: float) -> tuple[np.ndarray, np.ndarray]:
-    """(points (k, 3) in the geometry's frame, radius (k,)) of a coal collision
-    geometry; ModelError naming the link for a kind that is not supported."""
+def _slots(centre, radius, axis=None, rim=None, angle=None, perp=None, cap=None) -> Slots:
+    centre = np.asarray(centre, dtype=float).reshape(-1, 3)
+    k = len(centre)
+    zeros3, zeros = np.zeros((k, 3)), np.zeros(k)
+    return Slots(centre, np.asarray(radius, dtype=float).reshape(k),
+                 zeros3 if axis is None else np.asarray(axis, dtype=float),
+                 zeros if rim is None else np.asarray(rim, dtype=float),
+                 zeros if angle is None else angle,
+                 zeros3 if perp is None else np.asarray(perp, dtype=float),
+                 np.zeros(k, dtype=bool) if cap is None else np.asarray(cap, dtype=bool))
+
+
+def contact_slots(geometry, link: str) -> Slots | None:
+    """The slots of a coal primitive (sphere, capsule, box, cylinder), geometry frame;
+    None for a mesh (its contacts come from :mod:`wb_sim.contact.manifold`); ModelError
+    naming the link for a kind that is not supported."""
+    import coal
+
+    from .manifold import CAP_POINTS
+
+    if isinstance(geometry, coal.Sphere):
+        return _slots(np.zeros((1, 3)), [float(geometry.radius)])
+    if isinstance(geometry, coal.Capsule):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        return _slots([[0.0, 0.0, -hl], [0.0, 0.0, hl]], [0.0, 0.0],
+                      axis=[[0.0, 0.0, -1.0], [0.0, 0.0, 1.0]], rim=[r, r],
+                      perp=[[1.0, 0.0, 0.0]] * 2, cap=[True, True])
+    if isinstance(geometry, coal.Box):
+        h = np.asarray(geometry.halfSide, dtype=float)
+        corners = [[h[0] if i & 1 else -h[0], h[1] if i & 2 else -h[1], h[2] if i & 4 else -h[2]]
+                   for i in range(8)]  # index bits: x, y, z positive (manifold.box_shape's)
+        return _slots(corners, np.zeros(8))
+    if isinstance(geometry, coal.Cylinder):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        k = 2 * CAP_POINTS
+        z = np.repeat([-hl, hl], CAP_POINTS)
+        centre = np.column_stack([np.zeros(k), np.zeros(k), z])
+        axis = np.tile([0.0, 0.0, 1.0], (k, 1))
+        perp = np.tile([1.0, 0.0, 0.0], (k, 1))  # manifold.rim_direction's fallback
+        angle = np.tile(2.0 * math.pi * np.arange(CAP_POINTS) / CAP_POINTS, 2)
+        return _slots(centre, np.zeros(k), axis, np.full(k, r), angle, perp)
+    mesh_vertices(geometry, link, "boxes, spheres, cylinders, capsules and meshes")
+    return None
+
+
+def shape_bounds(geometry, hull: np.ndarray | None) -> np.ndarray:
+    """(2, 3) the corners (low, high) of a box holding the shape, geometry frame."""
     import coal
 
     if isinstance(geometry, coal.Sphere):
-        return np.zeros((1, 3)), np.array([float(geometry.radius)])
+        r = float(geometry.radius)
+        return np.array([[-r] * 3, [r] * 3])
     if isinstance(geometry, coal.Capsule):
         r, hl = float(geometry.radius), float(geometry.halfLength)
-        count = min(max(2, int(math.ceil(2 * hl / spacing - 1e-9)) + 1), max_points)
-        z = np.linspace(-hl, hl, count)
-        return np.column_stack([np.zeros(count), np.zeros(count), z]), np.full(count, r)
+        return np.array([[-r, -r, -hl - r], [r, r, hl + r]])
     if isinstance(geometry, coal.Cylinder):
         r, hl = float(geometry.radius), float(geometry.halfLength)
-        # enough points that the polygon is within RIM_SAGITTA of the circle
-        need = math.pi / math.acos(max(-1.0, 1.0 - RIM_SAGITTA / r)) if r > 0 else 1.0
-        k = min(max(RIM_POINTS, int(math.ceil(need - 1e-9))), max(max_points // 2, 2))
-        a = 2 * math.pi * np.arange(k) / k
-        rim = np.column_stack([r * np.cos(a), r * np.sin(a)])
-        P = np.vstack([np.column_stack([rim, np.full(k, -hl)]),
-                       np.column_stack([rim, np.full(k, hl)])])
-        return P, np.zeros(len(P))
+        return np.array([[-r, -r, -hl], [r, r, hl]])
     if isinstance(geometry, coal.Box):
         h = np.asarray(geometry.halfSide, dtype=float)
-        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)])
-        corners = signs * h
-        pts = list(corners)
-        for i in range(8):
-            for j in range(i + 1, 8):
-                if np.count_nonzero(signs[i] != signs[j]) == 1:  # an edge
-                    pts += _edge_points(corners[i], corners[j], spacing)
-        P = np.array(pts)
-        P = P[farthest_points(P, max_points, first=8)]  # the corners first
-        return P, np.zeros(len(P))
-    vertices = mesh_vertices(geometry, link, "boxes, spheres, cylinders, capsules and meshes")
-    hull = _hull_vertices(vertices)
-    P = hull[hull_sample(hull, max_points)]
-    return P, np.zeros(len(P))
+        return np.array([-h, h])
+    return np.array([hull.min(axis=0), hull.max(axis=0)])
 
 
 def mesh_vertices(geometry, link: str, supported: str, feature: str = "") -> np.ndarray:
@@ -170,18 +191,27 @@ def mesh_vertices(geometry, link: str, supported: str, feature: str = "") -> np.
 
 @dataclass(frozen=True)
 class LinkGeometry:
-    """The contact points of one collision geometry, in its parent joint's frame."""
+    """One collision geometry of a link: its slots (a primitive's, in its parent joint's
+    frame; none for a mesh), its :class:`~wb_sim.contact.manifold.Convex` and bounds."""
 
     link: str
     name: str  #: the geometry's name (pinocchio's)
     joint: int  #: pinocchio joint id
-    points: np.ndarray  #: (k, 3) m, joint frame
+    points: np.ndarray  #: (k, 3) the slots' centres, m, joint frame
     radius: np.ndarray  #: (k,) m
     centre: np.ndarray  #: (3,) centre of the bounding box (and sphere), joint frame
     half: np.ndarray  #: (3,) half sizes of the bounding box, axes of the joint frame, m
-    bound: float  #: bounding sphere radius (points and their radii inside), m
-    shape: object = None  #: the coal geometry the points come from
+    bound: float  #: bounding sphere radius (the shape inside), m
+    shape: object = None  #: the coal geometry
     placement: pin.SE3 | None = None  #: joint <- geometry
+    convex: object = None  #: its manifold.Convex (a mesh: its convex hull), geometry frame
+    #: the slots' rims (:class:`Slots`), joint frame: axis (k, 3), rim (k,), angle (k,),
+    #: perp (k, 3)
+    axis: np.ndarray | None = None
+    rim: np.ndarray | None = None
+    angle: np.ndarray | None = None
+    perp: np.ndarray | None = None
+    cap: np.ndarray | None = None  #: (k,) bool: a capsule's end
 
 
 def geometry_by_link(robot, cfg) -> tuple[pin.GeometryModel, dict[str, list]]:
@@ -216,10 +246,12 @@ def self_collision_links(cfg, by_link: dict) -> dict[str, list]:
 
 def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
                          ) -> list[LinkGeometry]:
-    """The collision geometries of the links ``collision.*`` selects, as points.
-    ``surface_joints``: joint ids of the contact surfaces' frames (their links are
-    left out of the default set); ``by_link``: :func:`geometry_by_link`'s if already loaded;
-    ``cfg``: the ``collision`` group."""
+    """The collision geometries of the links ``collision.*`` selects, with their slots
+    and convex shapes. ``surface_joints``: joint ids of the contact surfaces' frames
+    (their links are left out of the default set); ``by_link``:
+    :func:`geometry_by_link`'s if already loaded; ``cfg``: the ``collision`` group."""
+    from .manifold import convex_shape
+
     if by_link is None:
         gmodel, by_link = geometry_by_link(robot, cfg)  # gmodel keeps the objects alive
     if cfg.links:
@@ -233,12 +265,46 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
         for g in by_link[name]:
             if g.parentJoint == 0:  # welded to the world: it never moves
                 continue
-            P, r = geometry_points(g.geometry, name, cfg.max_points, cfg.point_spacing)
+            slots = contact_slots(g.geometry, name)
+            hull = None
+            if slots is None:
+                hull = hull_vertices(mesh_vertices(g.geometry, name, ""))
+                slots = _slots(np.zeros((0, 3)), np.zeros(0))
+            convex = convex_shape(g.geometry, hull, cfg.max_points)
+            if convex is None:
+                raise ModelError(f"link '{name}': its collision mesh '{g.name}' is flat (no "
+                                 f"volume); leave the link out with collision.exclude_links")
             M = g.placement  # joint <- geometry
-            Pj = P @ M.rotation.T + M.translation
-            lo, hi = (Pj - r[:, None]).min(axis=0), (Pj + r[:, None]).max(axis=0)
-            c = (lo + hi) / 2.0
-            bound = float(np.max(np.linalg.norm(Pj - c, axis=1) + r))
-            out.append(LinkGeometry(name, g.name, int(g.parentJoint), Pj, r, c, (hi - lo) / 2.0,
-                                    bound, g.geometry, pin.SE3(M)))
+            R = M.rotation
+            lo, hi = shape_bounds(g.geometry, hull)
+            corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
+                                 hi[2] if i & 4 else lo[2]] for i in range(8)]) @ R.T \
+                + M.translation
+            blo, bhi = corners.min(axis=0), corners.max(axis=0)
+            c = (blo + bhi) / 2.0
+            centre_g = R.T @ (c - M.translation)  # the bounding centre, geometry frame
+            if hull is not None:
+                bound = float(np.max(np.linalg.norm(hull - centre_g, axis=1)))
+            else:
+                bound = shape_reach(g.geometry, centre_g)
+            out.append(LinkGeometry(
+                name, g.name, int(g.parentJoint), slots.centre @ R.T + M.translation,
+                slots.radius, c, (bhi - blo) / 2.0, bound, g.geometry, pin.SE3(M), convex,
+                slots.axis @ R.T, slots.rim, slots.angle, slots.perp @ R.T, slots.cap))
     return out
+
+
+def shape_reach(geometry, c: np.ndarray) -> float:
+    """The radius of the sphere about c (geometry frame) holding a primitive."""
+    import coal
+
+    if isinstance(geometry, coal.Sphere):
+        return float(np.linalg.norm(c)) + float(geometry.radius)
+    if isinstance(geometry, coal.Capsule):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        return max(float(np.linalg.norm(c - [0, 0, z])) for z in (-hl, hl)) + r
+    if isinstance(geometry, coal.Cylinder):
+        r, hl = float(geometry.radius), float(geometry.halfLength)
+        return max(math.hypot(math.hypot(c[0], c[1]) + r, abs(c[2] - z)) for z in (-hl, hl))
+    h = np.asarray(geometry.halfSide, dtype=float)
+    return float(np.linalg.norm(np.abs(c) + h))

@@ -2,12 +2,16 @@
 ``<collision>`` geometry against each other's, through the contact model the feet and
 the ground collision already use.
 
-**Geometry to spheres.** The whole-body collision's contact points
-(:mod:`wb_sim.contact.ground_collision`) are surface samples with a radius only for spheres and
-capsules (a box's corners, a cylinder's rims, a mesh's hull vertices): enough to find
-the lowest point of a convex shape over a plane, not to find two limbs crossing in
-their middles. Self-collision therefore gives every geometry a volume of spheres, fixed
-in its parent joint's frame (at most ``collision.self_spheres`` each):
+**Exact shapes.** Two geometries whose shapes :mod:`wb_sim.contact.manifold` knows
+(spheres, capsules, cylinders, boxes, meshes through their convex hulls: every URDF
+primitive but cones and ellipsoids) meet exactly, through coal: the normal and the
+deepest point from ``coal.collide``, a manifold of contact points where a face meets a
+face (a box's corner on another's face: one point; a face on a face: the clipped polygon),
+each with its own depth.
+
+**Geometry to spheres**, for a pair with a cone or an ellipsoid: every such pair's
+geometries get a volume of spheres, fixed in its parent joint's frame (at most
+``collision.self_spheres`` each):
 
 * sphere: itself;
 * capsule: spheres of its radius along its axis, close enough that every point of its
@@ -22,7 +26,7 @@ Inscribed spheres never reach outside the shape, so a self-contact never starts
 before the two shapes touch; they round its edges and corners off: each geometry's
 ``cover_gap`` (m) is how far its surface samples are from the spheres at worst
 (a capsule's dip; a box's corners, a cylinder's rim: centimetres; what the shapes
-may overlap there before they push back).
+may overlap there before they push back, in a pair met by spheres).
 
 **Pairs.** Every two geometries of two links with geometry (``collision.links``, or
 all but ``collision.exclude_links``; the contact surfaces' links included: the feet
@@ -31,15 +35,17 @@ meet each other), except links rigidly attached to each other or joined by one j
 the SRDF ``collision.srdf_path`` disables (``<disable_collisions link1= link2=>``,
 MoveIt's "Adjacent", "Never", "Default" pairs).
 
-**Broad phase.** Each geometry has a bounding sphere (its spheres inside). Once per
+**Broad phase.** Each geometry has a bounding sphere (its shape inside). Once per
 step, from the joint placements the step's ABA already left in pinocchio's data, one
 batched product gives every bounding centre in the world and a handful of numpy calls
 on preallocated buffers the pairs' squared distances against their thresholds: no
 allocation unless a pair's bounding spheres come within ``collision.margin``.
-Then (the narrow phase) the spheres of the close pairs are placed and every two of
-them compared.
+Then (the narrow phase) the close exact pairs are solved by coal and their manifolds
+clipped, the spheres of the other close pairs placed and every two of them compared.
 
-**The contact.** Spheres a (link A) and b (link B) overlapping by
+**The contact.** An exact pair's manifold point: its normal ``n`` (coal's, from B to
+A), its depth, its point ``p`` the middle of its two surface points; an identity from
+the pair and the features that made it. Spheres a (link A) and b (link B) overlapping by
 ``d = r_a + r_b - |c_a - c_b|`` (or within the margin of it) make one contact point:
 normal ``n = (c_a - c_b) / |c_a - c_b|`` (from B to A), point ``p`` the middle of the
 overlap on the line of centres, basis (t1, t2, n). Its Jacobian is the relative one,
@@ -73,14 +79,16 @@ from ..errors import ConfigError, ModelError
 from ..parameters import Param
 from ..pin_views import copy_records, placement_view
 from ..terrain import tangent_bases, tangent_bases_reference
-from .geometry import fibonacci_directions, mesh_vertices
+from .geometry import fibonacci_directions, hull_vertices, mesh_vertices, shape_reach
+from .manifold import contact_manifold
 from .points import twist_rows
 
 #: the self-collision ``collision.*`` parameters (the group's others: ground_collision)
 PARAMETERS: tuple[Param, ...] = (
     Param("collision.self_collision", "bool", False, "",
-          "Self-collision: the links' <collision> geometry, as spheres inside it "
-          "(collision.self_spheres), meets the other links' through the contact model, with "
+          "Self-collision: the links' <collision> geometry meets the other links' exactly "
+          "(through coal; a pair with a cone or an ellipsoid: as spheres inside the shapes, "
+          "collision.self_spheres) through the contact model, with "
           "equal and opposite forces on the two links. Never paired: two links rigidly "
           "attached or joined by one joint, and the pairs collision.srdf_path disables. "
           "Independent of collision.enabled. false: the links pass through each other."),
@@ -90,10 +98,11 @@ PARAMETERS: tuple[Param, ...] = (
           "'example-robot-data:<path under robots/>', as urdf_path; read only with "
           "collision.self_collision. A link it names that the model lacks is an error."),
     Param("collision.self_spheres", "int", 12, "",
-          "Self-collision: most spheres per collision geometry. Spheres and capsules are exact "
-          "(a capsule's surface dips at most 1 mm between its spheres where this allows); "
-          "boxes, cylinders and meshes (their convex hulls) get spheres inscribed in them, "
-          "which round their edges and corners off.", lo=1, hi=64),
+          "Self-collision of a pair with a cone or an ellipsoid (the others meet exactly): most "
+          "spheres per collision geometry. Spheres and capsules are exact (a capsule's surface "
+          "dips at most 1 mm between its spheres where this allows); boxes, cylinders, cones, "
+          "ellipsoids and meshes (their convex hulls) get spheres inscribed in them, which "
+          "round their edges and corners off.", lo=1, hi=64),
 )
 
 #: a capsule's spheres are close enough that its surface is at most this far from them, m
@@ -107,6 +116,14 @@ COVER_SURFACE = 200
 ROUND_POINTS = 64
 #: most sphere pairs in the contact problem at once (the deepest are kept)
 SELF_CAPACITY = 64
+#: m: an exact pair farther apart than this is one candidate (coal's closest points),
+#: nearer its manifold (what touching shapes need; a self-collision pair is handed over
+#: once it touches, now or after the step, so the manifold comes at the latest one step
+#: after the first touch)
+FULL_WITHIN = 1e-3
+#: an exact pair's contact identity has this bit (a sphere pair's is below it)
+EXACT_ID = 1 << 61
+_ID_MASK = EXACT_ID - 1
 _ONES3 = np.ones(3)
 _NO_IDS = np.zeros(0, dtype=np.int64)
 _SUM3 = np.tile(np.eye(3), (4, 1))  # (12, 3): sums entries 3 a + b over a
@@ -265,12 +282,18 @@ class SelfGeometry:
     radius: np.ndarray  #: (k,) m
     gap: float  #: farthest surface sample of the shape from its spheres, m
     centre: np.ndarray  #: (3,) bounding sphere centre, joint frame
-    bound: float  #: bounding sphere radius (the spheres inside), m
+    bound: float  #: bounding sphere radius (the shape inside), m
+    #: its manifold.Convex (a mesh: its convex hull), geometry frame: exact pairs; None (a
+    #: cone, an ellipsoid): its spheres
+    convex: object = None
+    placement: pin.SE3 | None = None  #: joint <- geometry
 
 
-def self_geometries(by_link: dict, max_spheres: int) -> tuple[list[SelfGeometry], list[str]]:
-    """The spheres of the geometries of the links ``by_link`` ({link: pinocchio geometry
-    objects}), and the names of those left out for having no volume."""
+def self_geometries(by_link: dict, max_spheres: int,
+                    exact: bool = True) -> tuple[list[SelfGeometry], list[str]]:
+    """The spheres (and, ``exact``, the convex shapes) of the geometries of the links
+    ``by_link`` ({link: pinocchio geometry objects}), and the names of those left out for
+    having no volume."""
     out, flat = [], []
     for link, objects in by_link.items():
         for g in objects:
@@ -283,8 +306,28 @@ def self_geometries(by_link: dict, max_spheres: int) -> tuple[list[SelfGeometry]
             lo, hi = (Cj - r[:, None]).min(axis=0), (Cj + r[:, None]).max(axis=0)
             c = (lo + hi) / 2.0
             bound = float(np.max(np.linalg.norm(Cj - c, axis=1) + r))
-            out.append(SelfGeometry(link, g.name, int(g.parentJoint), Cj, r, gap, c, bound))
+            convex = exact_shape(g.geometry, link) if exact else None
+            if convex is not None:  # the bounding sphere holds the shape, not only its spheres
+                cg = M.rotation.T @ (c - M.translation)
+                reach = (float(np.max(np.linalg.norm(convex.vertices - cg, axis=1)))
+                         if convex.kind == "hull" else shape_reach(g.geometry, cg))
+                bound = max(bound, reach)
+            out.append(SelfGeometry(link, g.name, int(g.parentJoint), Cj, r, gap, c, bound,
+                                    convex, pin.SE3(M)))
     return out, flat
+
+
+def exact_shape(geometry, link: str):
+    """The :class:`~wb_sim.contact.manifold.Convex` of a geometry self-collision meets
+    exactly (sphere, capsule, cylinder, box, a mesh's convex hull), or None."""
+    import coal
+
+    from .manifold import convex_shape
+    hull = None
+    if not isinstance(geometry, (coal.Sphere, coal.Capsule, coal.Cylinder, coal.Box,
+                                 coal.Cone, coal.Ellipsoid)):
+        hull = hull_vertices(mesh_vertices(geometry, link, "", " by self-collision"))
+    return convex_shape(geometry, hull)
 
 
 def adjacent(model: pin.Model, ja: int, jb: int) -> bool:
@@ -435,7 +478,21 @@ class SelfCollision:
         self.dropped = 0
         # the quiet test: the gaps at a reference configuration (their lower bound
         # ``slack``, m) and how far the joints have moved since (motion_weights)
-        self._w, self._w_v = motion_weights(model, self.sphere_joint, self.r_local, free_root)
+        #: (G,) whether a geometry has its exact shape; (P,) whether a pair meets exactly
+        #: (both have: :mod:`~wb_sim.contact.manifold` through coal), else by spheres
+        self.exact = np.array([g.convex is not None for g in geometries], dtype=bool)
+        self.exact_pair = (self.exact[self.pa] & self.exact[self.pb]) if P else \
+            np.zeros(0, dtype=bool)
+        # the levers: the spheres' centres, and where a shape is exact the farthest of its
+        # points (its bounding sphere's reach from the joint)
+        reach = [(g.joint, g.centre * ((np.linalg.norm(g.centre) + g.bound)
+                                       / max(float(np.linalg.norm(g.centre)), 1e-12))
+                  if np.linalg.norm(g.centre) > 0 else np.array([g.bound, 0.0, 0.0]))
+                 for g in geometries if g.convex is not None]
+        lever_joint = np.concatenate([self.sphere_joint, [j for j, _ in reach]]).astype(int)
+        lever_point = np.vstack([self.r_local, *[p[None, :] for _, p in reach]])
+        self._w, self._w_v = motion_weights(model, lever_joint, lever_point, free_root)
+        self._exact_low = math.inf  #: the exact pairs' smallest gap at the last narrow phase
         self._quiet_test = bool(np.isfinite(self._w).all() and np.isfinite(self._w_v).all())
         self._li_ref = np.zeros((model.njoints, 12))
         self._li_diff = np.zeros((model.njoints, 12))
@@ -490,6 +547,7 @@ class SelfCollision:
             return 0
         self.checked_steps += 1
         self._gaps = ()
+        self._exact_low = math.inf
         near = self.any_near(data)
         k = self.engage(v, h, activation, held) if near and self.narrow(data) else 0
         if not k:
@@ -500,12 +558,14 @@ class SelfCollision:
         return k
 
     def _lowest_gap(self) -> float:
-        """A lower bound of every gap between two spheres at the last broad and narrow
-        phases, m: the far pairs' bounding spheres' gap; in the close pairs, a sphere's
-        gap to the other side's bounding sphere if it was left out there (it bounds its
-        gap to every sphere inside), else the exact gaps of the spheres kept."""
+        """A lower bound of every gap between two shapes (spheres) at the last broad and
+        narrow phases, m: the far pairs' bounding spheres' gap; the exact pairs' smallest
+        distance (coal's; the margin for those farther apart); in the other close pairs, a
+        sphere's gap to the other side's bounding sphere if it was left out there (it
+        bounds its gap to every sphere inside), else the exact gaps of the spheres kept."""
         far = self._d2 >= 0.0
         low = float(np.min(np.sqrt(self._e2[far]) - self._bsum[far], initial=math.inf))
+        low = min(low, self._exact_low)
         if self._gaps:
             e2, keep, other, sphere, d2, rsum = self._gaps
             out = ~keep
@@ -576,14 +636,70 @@ class SelfCollision:
         return self._cache
 
     def narrow(self, data: pin.Data) -> int:
-        """After :meth:`any_near` found a close pair: places the spheres of the close
-        pairs, keeps those within the margin of the other geometry's bounding sphere, and
-        of every two of these (one of each side) those within the margin of touching:
-        the candidates (``cand_*``: sphere indices, ids ascending, depth, normal, contact
-        point). Returns their number (0: none); :meth:`engage` makes contacts of them."""
+        """After :meth:`any_near` found a close pair: the candidates (``cand_*``: the two
+        spheres (of an exact pair: each geometry's first), ids ascending, depth, normal,
+        contact point) of the close pairs: an exact pair's manifold
+        (:func:`~wb_sim.contact.manifold.contact_manifold`, the contact point the middle of
+        its two points); of the others, every two spheres (one of each side) within the
+        margin of touching, among those within the margin of the other geometry's bounding
+        sphere. Returns their number (0: none); :meth:`engage` makes contacts of them."""
         rows = self._records(data)
         self._data = data
         close = np.flatnonzero(self._d2 < 0.0)
+        exact = close[self.exact_pair[close]]
+        found = self._exact_candidates(exact, rows) if len(exact) else None
+        self._exact_low = math.inf if found is None else found[-1]
+        k = self._sphere_candidates(close[~self.exact_pair[close]], rows)
+        if found is None or not len(found[0]):
+            return k
+        a, b, ids, depth, normal, position, _ = found
+        if k:
+            a = np.concatenate([self.cand_a, a])
+            b = np.concatenate([self.cand_b, b])
+            ids = np.concatenate([self.cand_ids, ids])
+            depth = np.concatenate([self.cand_depth, depth])
+            normal = np.concatenate([self.cand_normal, normal])
+            position = np.concatenate([self.cand_position, position])
+        order = np.argsort(ids, kind="stable")
+        self.cand_a, self.cand_b, self.cand_ids = a[order], b[order], ids[order]
+        self.cand_depth, self.cand_normal = depth[order], normal[order]
+        self.cand_position = position[order]
+        return len(order)
+
+    def _exact_candidates(self, pairs: np.ndarray, rows: np.ndarray):
+        """(first spheres a, b, ids, depth, normal, contact point, the smallest gap (m,
+        the margin where none is within it)) of the exact pairs ``pairs``."""
+        rows_a, rows_b, ids, depth, normal, position = [], [], [], [], [], []
+        low = self.margin
+        for p in pairs:
+            ga, gb = self.geometries[self.pa[p]], self.geometries[self.pb[p]]
+            Ra, ta = _world(rows, ga)
+            Rb, tb = _world(rows, gb)
+            man = contact_manifold(ga.convex, Ra, ta, gb.convex, Rb, tb, self.margin,
+                                   full_within=FULL_WITHIN)
+            if man is None:
+                continue
+            low = min(low, man.distance)
+            k = len(man.gap)
+            rows_a.append(np.full(k, self._first[self.pa[p]]))
+            rows_b.append(np.full(k, self._first[self.pb[p]]))
+            ids.append([EXACT_ID | ((int(p) * 0x9E3779B97F4A7C15 ^ int(c)) & _ID_MASK)
+                        for c in man.codes])
+            depth.append(-man.gap)
+            normal.append(np.tile(man.normal, (k, 1)))
+            position.append((man.point_a + man.point_b) / 2.0)
+        if not ids:
+            return (np.zeros(0, dtype=int),) * 2 + (np.zeros(0, dtype=np.int64), np.zeros(0),
+                                                    np.zeros((0, 3)), np.zeros((0, 3)), low)
+        return (np.concatenate(rows_a), np.concatenate(rows_b),
+                np.concatenate(ids).astype(np.int64), np.concatenate(depth),
+                np.concatenate(normal), np.concatenate(position), low)
+
+    def _sphere_candidates(self, close: np.ndarray, rows: np.ndarray) -> int:
+        """The candidates of the close pairs met by spheres (sets ``cand_*``)."""
+        if not len(close):
+            self._gaps = ()
+            return self._no_candidates()
         sphere, other, pair, side_a, thr2, local, joints, r12, C = self._entries(close)
         W = (rows[joints] * r12).dot(_SUM3)  # the used spheres' centres, world
         d = W[local] - self.centres_world[other]
@@ -696,10 +812,21 @@ class SelfCollision:
         the opposite) from basis coordinates (k, 3)."""
         return np.einsum("kij,kj->ki", self.bases, force_g)
 
+    def signature(self) -> tuple:
+        """What a snapshot of its contacts fits: (spheres, pairs)."""
+        return (self.s, len(self.pa))
+
     def pair_links(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The links of each current contact: (first links, second links)."""
         ga, gb = self.sphere_geometry[self.sphere_a], self.sphere_geometry[self.sphere_b]
         return (tuple(self.link_names[g] for g in ga), tuple(self.link_names[g] for g in gb))
+
+
+def _world(rows: np.ndarray, g: SelfGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """(rotation, translation) of geometry g in the world from the placement records."""
+    rec = rows[g.joint]
+    Rj = rec[:9].reshape(3, 3).T
+    return Rj @ g.placement.rotation, Rj @ g.placement.translation + rec[9:12]
 
 
 def carry(old_ids: np.ndarray, old_world: np.ndarray, new_ids: np.ndarray,
@@ -750,10 +877,11 @@ def reference_self_near(sc: SelfCollision, data: pin.Data) -> np.ndarray:
 
 def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
                           q: np.ndarray) -> dict:
-    """Plain narrow phase of every two spheres of every pair (close or not):
-    {(sphere a, sphere b): (depth, contact point (3,), basis (3, 3), relative Jacobian
-    (3, nv) rows t1, t2, n)} for those within the margin, each link's point Jacobian from
-    pinocchio's joint Jacobian at ``q`` (LOCAL_WORLD_ALIGNED, shifted to the point)."""
+    """Plain narrow phase of every pair (close or not): {contact id: (depth, contact point
+    (3,), basis (3, 3), relative Jacobian (3, nv) rows t1, t2, n)} for those within the
+    margin: an exact pair's manifold (placed by ``data.oMi``), every two spheres of a
+    pair met by spheres; each link's point Jacobian from pinocchio's joint Jacobian at
+    ``q`` (LOCAL_WORLD_ALIGNED, shifted to the point)."""
     pin.computeJointJacobians(model, data, q)
 
     def point_jacobian(joint: int, p: np.ndarray) -> np.ndarray:
@@ -761,7 +889,21 @@ def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
         return Jj[:3] - pin.skew(p - data.oMi[joint].translation) @ Jj[3:]
 
     out = {}
-    for ga, gb in zip(sc.pa, sc.pb):
+    for pair, (ga, gb) in enumerate(zip(sc.pa, sc.pb)):
+        if sc.exact_pair[pair]:
+            A, Bg = sc.geometries[ga], sc.geometries[gb]
+            Ma, Mb = data.oMi[A.joint] * A.placement, data.oMi[Bg.joint] * Bg.placement
+            man = contact_manifold(A.convex, Ma.rotation, Ma.translation, Bg.convex,
+                                   Mb.rotation, Mb.translation, sc.margin,
+                                   full_within=FULL_WITHIN)
+            for c, gap, pa, pb in zip(*(() if man is None else
+                                       (man.codes, man.gap, man.point_a, man.point_b))):
+                p = (pa + pb) / 2.0
+                B = tangent_bases_reference(man.normal[None, :])[0]
+                J = B.T @ (point_jacobian(A.joint, p) - point_jacobian(Bg.joint, p))
+                ident = EXACT_ID | ((pair * 0x9E3779B97F4A7C15 ^ int(c)) & _ID_MASK)
+                out[ident] = (-gap, p, B, J)
+            continue
         for i in range(sc._first[ga], sc._first[ga + 1]):
             for j in range(sc._first[gb], sc._first[gb + 1]):
                 ja, jb = int(sc.sphere_joint[i]), int(sc.sphere_joint[j])
@@ -775,7 +917,7 @@ def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
                 p = cb + n * (sc.radius[j] - depth / 2.0)
                 B = tangent_bases_reference(n[None, :])[0]
                 J = B.T @ (point_jacobian(ja, p) - point_jacobian(jb, p))
-                out[(i, j)] = (depth, p, B, J)
+                out[i * sc.s + j] = (depth, p, B, J)
     return out
 
 

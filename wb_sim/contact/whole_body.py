@@ -1,14 +1,17 @@
 """The whole-body contact: the contact surfaces, the links against the ground
-(:mod:`~wb_sim.contact.ground_collision`) and the links against each other
+(:mod:`~wb_sim.contact.ground_collision`: the primitives' slots, and the pairs against the
+terrain's boxes and of the meshes) and the links against each other
 (:mod:`~wb_sim.contact.self_collision`) as one more contact model.
 
 While no collision point is within the margin, the contact model solves the feet
 alone, exactly as without collision. Otherwise a second instance of the same model
-solves the feet, the near collision points and the self-contacts together, in one
-problem (:class:`MergedPoints` presents them as one point set; the collision points'
-rows come after the feet's, the self-contacts' last). The collision points' and the
-self-contacts' state (deformation, warm starts, last readings) lives in
-:class:`WholeBodyContact`'s snapshot, so ``Simulator.get_state`` / ``set_state``
+solves the feet, the near collision points and the contacts of the pairs together, in
+one problem (:class:`MergedPoints` presents them as one point set: the feet's rows first,
+then the slots', then each *block* of pair contacts: the terrain's, then the
+self-contacts'). A slot's state (its tangential deformation) is kept by its index; a
+block's contacts come and go, and their deformation and warm start follow each by its
+identity, carried in world axes and turned onto its new tangent plane. All of it lives
+in :class:`WholeBodyContact`'s snapshot, so ``Simulator.get_state`` / ``set_state``
 continue bit-identically.
 """
 
@@ -24,7 +27,7 @@ from ..sensors import ContactPointsReading, SelfContactsReading
 from .base import no_collision_points, no_self_contacts
 from .compliant import STATUS_NAMES
 from .geometry import collision_geometries, geometry_by_link, self_collision_links
-from .ground_collision import CollisionPoints
+from .ground_collision import CollisionPoints, TerrainContacts
 from .points import ContactPoints, Ground
 from .self_collision import build_self_collision, carry, to_world
 
@@ -34,37 +37,41 @@ from .self_collision import build_self_collision, carry, to_world
 
 
 class MergedPoints:
-    """The contact surfaces' points (first), the collision points (after them) and the
-    self-collision slots (last, :attr:`SelfCollision.capacity` of them, with
-    ``collision.self_collision``) as the one point set a contact model solves: the
-    subset of :class:`ContactPoints`' interface the models use. Collision points outside
-    the margin and free self-collision slots have depth -inf (they never enter a solve)
-    and no Jacobian rows."""
+    """The contact surfaces' points (first), the collision slots (after them) and the
+    slots of the blocks of pair contacts (last, each block's ``capacity``: the terrain
+    pairs', then the self-contacts') as the one point set a contact model solves: the
+    subset of :class:`ContactPoints`' interface the models use. Slots outside the margin
+    and free block slots have depth -inf (they never enter a solve) and no Jacobian
+    rows."""
 
-    def __init__(self, feet: ContactPoints, coll: CollisionPoints, selfc=None):
-        self.feet, self.coll, self.selfc = feet, coll, selfc
+    def __init__(self, feet: ContactPoints, coll: CollisionPoints, blocks=()):
+        self.feet, self.coll = feet, coll
+        self.blocks = [b for b in blocks if b is not None]
         self.nf = feet.n
-        self.ns0 = feet.n + coll.m  #: the first self-collision slot
-        self.ns = selfc.capacity if selfc is not None else 0
-        self.n = self.ns0 + self.ns
+        self.ns0 = feet.n + coll.m  #: the first block slot
+        starts, at = [], self.ns0
+        for b in self.blocks:
+            starts.append(at)
+            at += b.capacity
+        self.starts = starts  #: the first slot of each block
+        self.ns = at - self.ns0
+        self.n = at
         self.model = feet.model
         self.nv = feet.nv
         self.joint_ids = next(ids for ids in (feet.joint_ids, coll.joint_ids,
-                                              selfc.joint_ids if selfc is not None else [1])
+                                              *(b.joint_ids for b in self.blocks), [1])
                               if len(ids))
         #: the rigid model's impulse unit is one point's share of the weight: the feet's
         self.reference_count = max(feet.n, 1)
         self.depth = np.full(self.n, -np.inf)
         self._row = np.full(coll.m, -1, dtype=int)
-        self._k_self = 0
+        self._ks = [0] * len(self.blocks)
 
     def refresh(self) -> None:
-        """After the feet's update and the collision and self-collision narrow phases."""
-        parts = [self.feet.depth, self.coll.depth]
-        if self.selfc is not None:
-            parts.append(self.selfc.slot_depth)
-            self._k_self = self.selfc.k
-        self.depth = np.concatenate(parts)
+        """After the feet's update and the narrow phases."""
+        self.depth = np.concatenate([self.feet.depth, self.coll.depth,
+                                     *(b.slot_depth for b in self.blocks)])
+        self._ks = [b.k for b in self.blocks]
         self._row = np.full(self.coll.m, -1, dtype=int)
         self._row[self.coll.candidates] = np.arange(len(self.coll.candidates))
 
@@ -73,37 +80,38 @@ class MergedPoints:
         if self.nf:
             out[:self.nf] = self.feet.normal_velocity(v)
         out[self.nf + self.coll.candidates] = self.coll.J_cm[2].dot(v)
-        if self._k_self:
-            out[self.ns0:self.ns0 + self._k_self] = self.selfc.J_cm[2].dot(v)
+        for b, start, k in zip(self.blocks, self.starts, self._ks):
+            if k:
+                out[start:start + k] = b.J_cm[2].dot(v)
         return out
 
     def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) rows t1 of all, t2 of all, n of all, for the points ``idx`` (sorted;
-        collision points among them must be within the margin, self-collision slots in
-        use); for all points (``None``, the plain references' call) the rows of the
-        others are zero."""
+        slots among them must be within the margin, block slots in use); for all points
+        (``None``, the plain references' call) the rows of the others are zero."""
         if idx is None:
             J = np.zeros((3, self.n, self.nv))
             if self.nf:
                 J[:, :self.nf] = self.feet.jacobian_component_major(
                     np.arange(self.nf)).reshape(3, self.nf, self.nv)
             J[:, self.nf + self.coll.candidates] = self.coll.J_cm
-            if self._k_self:
-                J[:, self.ns0:self.ns0 + self._k_self] = self.selfc.J_cm
+            for b, start, k in zip(self.blocks, self.starts, self._ks):
+                if k:
+                    J[:, start:start + k] = b.J_cm
             return J.reshape(-1, self.nv)
         idx = np.asarray(idx)
         f = idx[idx < self.nf]
         c = self._row[idx[(idx >= self.nf) & (idx < self.ns0)] - self.nf]
         if np.any(c < 0):
             raise AssertionError("a collision point outside the margin entered the solve")
-        blocks = [self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv),
-                  self.coll.J_cm[:, c]]
-        if self.ns:
-            sl = idx[idx >= self.ns0] - self.ns0
-            if np.any(sl >= self._k_self):
-                raise AssertionError("a free self-collision slot entered the solve")
-            blocks.append(self.selfc.J_cm[:, sl])
-        return np.concatenate(blocks, axis=1).reshape(-1, self.nv)
+        parts = [self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv),
+                 self.coll.J_cm[:, c]]
+        for b, start, k in zip(self.blocks, self.starts, self._ks):
+            sl = idx[(idx >= start) & (idx < start + b.capacity)] - start
+            if np.any(sl >= k):
+                raise AssertionError("a free block slot entered the solve")
+            parts.append(b.J_cm[:, sl])
+        return np.concatenate(parts, axis=1).reshape(-1, self.nv)
 
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) the same rows point-major (t1, t2, n per point)."""
@@ -119,22 +127,26 @@ class MergedPoints:
 
 class WholeBodyContact:
     """The contact model the simulator talks to with ``collision.enabled`` or
-    ``collision.self_collision``: the feet's model (``feet``) while no collision point
-    and no pair of self-collision spheres is within the margin, else a second instance
-    (``merged``) over :class:`MergedPoints`. Its interface is the
+    ``collision.self_collision``: the feet's model (``feet``) while no collision point,
+    no terrain pair and no self-collision pair is within the margin, else a second
+    instance (``merged``) over :class:`MergedPoints`. Its interface is the
     :class:`~wb_sim.contact.ContactModel` one for the contact surfaces' points (depth,
     status, forces and state are theirs), plus the collision points' and the
     self-contacts' readings."""
 
     def __init__(self, feet_model, merged_model, collision: CollisionPoints | None,
-                 merged_points: MergedPoints, data: pin.Data, self_collision=None):
+                 merged_points: MergedPoints, data: pin.Data, self_collision=None,
+                 terrain_contacts: TerrainContacts | None = None):
         self.feet, self.merged = feet_model, merged_model
-        #: the links' points against the ground (collision.enabled), or None
+        #: the links' slots against the ground (collision.enabled), or None
         self.collision = collision
+        #: the links' pairs against the terrain boxes, the meshes', or None
+        self.terrain_contacts = terrain_contacts
         #: the links against each other (collision.self_collision), or None
         self.self_collision = self_collision
         self.points = merged_points
         self._coll = merged_points.coll  # without collision.enabled: no geometry, never near
+        self._blocks = merged_points.blocks
         #: the contact surfaces' points
         self.surfaces = merged_points.feet
         #: there is always something that may touch: a link if not a foot
@@ -154,24 +166,23 @@ class WholeBodyContact:
         self._merged_last = False
         self._uc = np.zeros((2, self._coll.m))
         self._contacts = _NO_CONTACTS
-        self._self = _NO_SELF
+        self._dyn = tuple(_NO_BLOCK for _ in self._blocks)
         return u
 
     def clear_deformation(self) -> None:
-        """The collision points' ground deformation and the self-contacts' deformation
+        """The collision points' ground deformation and the pair contacts' deformation
         back to zero (the readings stay): a reset's trial step must not leave its
         deformation, as the feet's is dropped."""
         self._uc = np.zeros((2, self._coll.m))
-        if self._self is not _NO_SELF:
-            ids, _, ws_t, ws_rest, readings = self._self
-            self._self = (ids, np.zeros((len(ids), 3)), ws_t, ws_rest, readings)
+        self._dyn = tuple(st if st is _NO_BLOCK else
+                          (st[0], np.zeros((len(st[0]), 3)), *st[2:]) for st in self._dyn)
 
     def snapshot(self) -> tuple:
         return (self.feet.snapshot(), self.merged.snapshot(), self._merged_last, self._uc,
-                self._contacts, self._self)
+                self._contacts, self._dyn)
 
     def restore(self, snap: tuple) -> None:
-        feet, merged, self._merged_last, self._uc, self._contacts, self._self = snap
+        feet, merged, self._merged_last, self._uc, self._contacts, self._dyn = snap
         self.feet.restore(feet)
         self.merged.restore(merged)
 
@@ -202,11 +213,15 @@ class WholeBodyContact:
             return (f"contact surface '{feet.surface_names[feet.surface_of_point[worst]]}'",
                     depth[worst])
         if worst < self.points.ns0:
-            g = self._coll.point_geometry[worst - self.nf]
-            return f"link '{self._coll.link_names[g]}'", depth[worst]
-        slot = worst - self.points.ns0
-        a, b = self.self_collision.pair_links()
-        return f"links '{a[slot]}' and '{b[slot]}' (self-collision)", depth[worst]
+            return f"link '{self._coll.links([worst - self.nf])[0]}'", depth[worst]
+        for block, start in zip(self._blocks, self.points.starts):
+            if start <= worst < start + block.capacity:
+                slot = worst - start
+                if block is self.self_collision:
+                    a, b = block.pair_links()
+                    return f"links '{a[slot]}' and '{b[slot]}' (self-collision)", depth[worst]
+                return f"link '{block.links()[slot]}'", depth[worst]
+        return "?", depth[worst]
 
     def parameters(self) -> dict:
         return self.feet.parameters()
@@ -224,6 +239,9 @@ class WholeBodyContact:
             if key in ("solves", "nonconverged", "active_set_solves"):
                 out[key] = out.get(key, 0) + value
             out[f"collision_{key}"] = value
+        if self.terrain_contacts is not None:
+            #: terrain-pair contacts left out of a full problem (TERRAIN_CAPACITY)
+            out["terrain_contacts_dropped"] = self.terrain_contacts.dropped
         if self.self_collision is not None:
             sc = self.self_collision
             #: steps that ran the self-collision phases (the others: its quiet test), and
@@ -235,116 +253,138 @@ class WholeBodyContact:
     # -- the step
     def solve(self, Minv_upper, v_free, u, dt):
         coll, selfc, data = self._coll, self.self_collision, self._data
-        ground = coll.any_near(data) and coll.narrow(data)
+        tc = self.terrain_contacts
+        near = coll.any_near(data)
+        ground = near and coll.narrow(data)
+        terrain = tc is not None and tc.contacts(data, coll.near if near else None)
+        held = self._dyn[-1][0] if selfc is not None else None
         touch = selfc is not None and selfc.contacts(data, v_free, dt,
-                                                     self.merged.activation_margin, self._self[0])
-        if not (ground or touch):
+                                                     self.merged.activation_margin, held)
+        if not (ground or terrain or touch):
             if self._merged_last:  # hand the warm start back
                 self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
                 self._merged_last = False
             if self._contacts is not _NO_CONTACTS:
                 self._contacts = _NO_CONTACTS
                 self._uc = np.zeros((2, coll.m))
-            self._self = _NO_SELF
+            self._dyn = tuple(_NO_BLOCK for _ in self._blocks)
             if not self.nf:
                 return v_free, np.zeros((0, 3)), u
             return self.feet.solve(Minv_upper, v_free, u, dt)
         if not ground:
             coll.clear()  # the last narrow phase's candidates are not this step's
-        if not touch and selfc is not None:
+        if tc is not None and not terrain:
+            tc.clear()
+        if selfc is not None and not touch:
             selfc.clear()
         pts = self.points
         pts.refresh()
         if not self._merged_last:
             self.merged.set_warm_start(self.feet.warm_start())
             self._merged_last = True
-        parts = [u, self._uc]
-        if pts.ns:
-            parts.append(self._self_before(selfc))
+        parts = [u, self._uc, *self._blocks_before()]
         v_next, force, u_next = self.merged.solve(Minv_upper, v_free,
                                                   np.concatenate(parts, axis=1), dt)
         nf, s0 = self.nf, pts.ns0
         self._uc = u_next[:, nf:s0]
         cand = coll.candidates
-        fc = force[nf + cand]
-        self._contacts = (cand, coll.position.copy(), coll.world_forces(fc),
-                          coll.depth[cand].copy(), np.asarray(self.merged.status)[nf + cand])
-        if pts.ns:
-            self._self_after(selfc, u_next[:, s0:s0 + selfc.k], force[s0:s0 + selfc.k])
+        status = np.asarray(self.merged.status)
+        # which geometry each contact belongs to (their links: the readings')
+        geometry, pos = [coll.point_geometry[cand]], [coll.position]
+        fw, depth = [coll.world_forces(force[nf + cand])], [coll.depth[cand]]
+        codes = [status[nf + cand]]
+        if tc is not None and tc.k:
+            sl = slice(pts.starts[0], pts.starts[0] + tc.k)
+            geometry.append(tc.geometry)
+            pos.append(tc.position)
+            fw.append(tc.world_forces(force[sl]))
+            depth.append(tc.depth)
+            codes.append(status[sl])
+        if len(geometry) == 1:
+            self._contacts = (geometry[0], pos[0], fw[0], depth[0], codes[0])
+        else:
+            self._contacts = (np.concatenate(geometry), np.concatenate(pos), np.concatenate(fw),
+                              np.concatenate(depth), np.concatenate(codes))
+        self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
-    def _self_before(self, selfc) -> np.ndarray:
-        """(2, capacity) the self-contacts' tangential deformation for this step's slots,
-        and their warm start set in ``merged``: each contact's from the last step (by
-        its identity, turned onto its new tangent plane), zeros for new ones."""
-        k, s0 = selfc.k, self.points.ns0
-        ids, u_world, ws_t, ws_rest, _ = self._self
-        both = carry(ids, np.stack([u_world, ws_t], axis=1), selfc.ids, selfc.bases)
-        out = np.zeros((2, selfc.capacity))
-        out[:, :k] = both[:, 0].T
+    def _blocks_before(self) -> list[np.ndarray]:
+        """(2, capacity) per block: its contacts' tangential deformation for this step's
+        slots, and their warm start set in ``merged``: each contact's from the last step
+        (by its identity, turned onto its new tangent plane), zeros for new ones."""
         warm = np.array(self.merged.warm_start(), dtype=float)
-        rows = warm[s0:]
-        rows[...] = 0.0
-        rows[:k, :2] = both[:, 1]
-        if ws_rest.shape[1] and len(ids) and k:  # the rigid model's normal impulses
-            pos = np.minimum(np.searchsorted(ids, selfc.ids), len(ids) - 1)
-            match = ids[pos] == selfc.ids
-            rows[:k, 2:][match] = ws_rest[pos[match]]
+        out = []
+        for block, start, st in zip(self._blocks, self.points.starts, self._dyn):
+            k = block.k
+            ids, u_world, ws_t, ws_rest, _ = st
+            both = carry(ids, np.stack([u_world, ws_t], axis=1), block.ids, block.bases)
+            u_block = np.zeros((2, block.capacity))
+            u_block[:, :k] = both[:, 0].T
+            out.append(u_block)
+            rows = warm[start:start + block.capacity]
+            rows[...] = 0.0
+            rows[:k, :2] = both[:, 1]
+            if ws_rest.shape[1] and len(ids) and k:  # the rigid model's normal impulses
+                pos = np.minimum(np.searchsorted(ids, block.ids), len(ids) - 1)
+                match = ids[pos] == block.ids
+                rows[:k, 2:][match] = ws_rest[pos[match]]
         self.merged.set_warm_start(warm)
         return out
 
-    def _self_after(self, selfc, u_slots: np.ndarray, force: np.ndarray) -> None:
-        """Keep the self-contacts' deformation and warm start by identity, in world
+    def _blocks_after(self, u_next: np.ndarray, force: np.ndarray) -> None:
+        """Keep each block's contacts' deformation and warm start by identity, in world
         axes, and their readings."""
-        k = selfc.k
-        if not k:
-            self._self = _NO_SELF
-            return
-        s0 = self.points.ns0
-        warm = np.asarray(self.merged.warm_start())[s0:s0 + k]
-        status = np.asarray(self.merged.status)[s0:s0 + k]
-        links = selfc.pair_links()
-        readings = (links[0], links[1], selfc.position.copy(), selfc.world_forces(force),
-                    selfc.depth.copy(), status)
-        self._self = (selfc.ids, to_world(u_slots.T, selfc.bases),
-                      to_world(warm[:, :2], selfc.bases), warm[:, 2:].copy(), readings)
+        warm_all = np.asarray(self.merged.warm_start())
+        status_all = np.asarray(self.merged.status)
+        states = []
+        for block, start in zip(self._blocks, self.points.starts):
+            k = block.k
+            if not k:
+                states.append(_NO_BLOCK)
+                continue
+            sl = slice(start, start + k)
+            warm = warm_all[sl]
+            if block is self.self_collision:
+                links = block.pair_links()
+            else:
+                links = (block.links(), ())
+            readings = (links[0], links[1], block.position.copy(),
+                        block.world_forces(force[sl]), block.depth.copy(), status_all[sl])
+            states.append((block.ids, to_world(u_next[:, sl].T, block.bases),
+                           to_world(warm[:, :2], block.bases), warm[:, 2:].copy(), readings))
+        self._dyn = tuple(states)
 
     # -- readings of the collision points
-    def contacts(self) -> tuple:
-        """(point indices, world positions (k, 3), world forces (k, 3), depths (k,),
-        status codes (k,)) of the collision points within the margin at the last step."""
-        return self._contacts
-
     def collision_points_state(self) -> ContactPointsReading:
         """The collision points within the margin at the last step, as a reading: link
         name (in ``surface``), world contact point, world force, depth, stick/slip."""
         if self.collision is None:
             return no_collision_points()
-        idx, pos, force, depth, status = self._contacts
-        coll = self.collision
+        geometry, pos, force, depth, status = self._contacts
+        names = self._coll.link_names
         return ContactPointsReading(
-            surface=tuple(coll.link_names[coll.point_geometry[i]] for i in idx),
-            position=pos.copy(), force=force.copy(), depth=depth.copy(),
-            status=tuple(STATUS_NAMES[s] for s in status))
+            surface=tuple(names[g] for g in geometry), position=pos.copy(), force=force.copy(),
+            depth=depth.copy(), status=tuple(STATUS_NAMES[s] for s in status))
 
     def self_contacts_state(self) -> SelfContactsReading:
-        """The self-collision sphere pairs within the margin at the last step: the two
-        links, the world contact point, the world force on the first link (the second
-        gets the opposite), the depth and the stick/slip state."""
+        """The self-collision pairs within the margin at the last step: the two links, the
+        world contact point, the world force on the first link (the second gets the
+        opposite), the depth and the stick/slip state."""
         if self.self_collision is None:
             return no_self_contacts()
-        a, b, pos, force, depth, status = self._self[4]
+        a, b, pos, force, depth, status = self._dyn[-1][4]
         return SelfContactsReading(link_a=a, link_b=b, position=pos.copy(), force=force.copy(),
                                    depth=depth.copy(),
                                    status=tuple(STATUS_NAMES[s] for s in status))
 
     def signature(self) -> tuple:
         """((label, value), ...): what a snapshot of this model fits."""
-        sc = self.self_collision
+        sc, tc = self.self_collision, self.terrain_contacts
         return (*self.feet.signature(),
-                ("collision points (collision.*)", 0 if self.collision is None else self._coll.m),
-                ("self-collision spheres and pairs (collision.self_collision)",
-                 None if sc is None else (sc.s, len(sc.pa))))
+                ("collision points (collision.*)", 0 if self.collision is None else
+                 self._coll.m + (0 if tc is None else tc.capacity)),
+                ("self-collision pairs (collision.self_collision)",
+                 None if sc is None else sc.signature()))
 
     def collision_wrench(self) -> np.ndarray:
         """(6,) total [force, torque] of the ground on the collision points at the last
@@ -359,9 +399,10 @@ class WholeBodyContact:
 
 _NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
                 np.zeros(0, dtype=np.int8))
-#: no self-contact: (ids, deformation, warm start (tangential, world; the rest), readings)
-_NO_SELF = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 0)),
-            ((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int8)))
+#: a block without contacts: (ids, deformation, warm start (tangential, world; the rest),
+#: readings (first links, second links, positions, forces, depths, status))
+_NO_BLOCK = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 0)),
+             ((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int8)))
 
 
 def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, ground: Ground,
@@ -387,6 +428,8 @@ def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, groun
                                      cfg, notes, robot.floating_base)
     del gmodel
     coll = CollisionPoints(model_step, geometries, ground, terrain, cfg.margin)
-    merged_points = MergedPoints(feet_model.points, coll, selfc)
+    tc = TerrainContacts(model_step, geometries, ground, terrain, cfg.margin)
+    tc = tc if tc.active else None
+    merged_points = MergedPoints(feet_model.points, coll, (tc, selfc))
     return WholeBodyContact(feet_model, make_model(merged_points), coll if cfg.enabled else None,
-                            merged_points, data_step, selfc)
+                            merged_points, data_step, selfc, tc)

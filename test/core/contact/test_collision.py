@@ -26,8 +26,9 @@ import pinocchio as pin
 import pytest
 
 import wb_sim
-from wb_sim.contact.geometry import farthest_points, geometry_points
+from wb_sim.contact.geometry import contact_slots, farthest_points
 from wb_sim.contact.ground_collision import reference_narrow, reference_near
+from wb_sim.contact.manifold import CAP_POINTS, contact_manifold, hull_shape, support_feature
 from wb_sim.contact.compliant import reference_solve
 from wb_sim.errors import ConfigError, ModelError
 
@@ -35,9 +36,10 @@ from helpers.contact_reference import static_sink
 from helpers.extras import require_robot_data
 
 G0 = 9.81
-#: how deep iCub's meshes may sink between the 32 samples of their hulls (12 mm at worst
-#: over every direction, wb_sim/contact/geometry.py), m
-ICUB_HULL_ERROR = 0.013
+#: how much deeper the true shapes may be than their contact points, m: nothing (the slots
+#: and a hull's manifold hold each shape's lowest point: a cylinder's rim, not a polygon's
+#: vertex; a mesh's lowest vertex, not a sample's), but rounding
+SHAPE_ERROR = 1e-9
 #: what the rigid model's points may sink (its solver stops at a velocity tolerance), m
 RIGID_SINK = 1e-4
 
@@ -51,48 +53,48 @@ def _lying(make_humanoid, **overrides):
 # ----------------------------------------------------------------------------- geometry
 
 
-def test_each_primitive_becomes_points_on_its_surface():
+def test_each_primitive_becomes_slots_on_its_surface():
+    """A primitive's slots: the points where a plane of any normal first touches it (a
+    sphere's centre with its radius, a box's corners; a capsule's ends and a cylinder's
+    rim points, placed from the normal every step); a mesh has none (its convex hull
+    meets the ground through the manifold)."""
     import coal
-    spacing = 0.1
-    P, r = geometry_points(coal.Sphere(0.05), "s", 32, spacing)
-    assert P.tolist() == [[0.0, 0.0, 0.0]] and r.tolist() == [0.05]
-    P, r = geometry_points(coal.Capsule(0.03, 0.25), "c", 32, spacing)  # radius, length
-    assert len(P) == 4 and np.all(r == 0.03)  # ends at +-0.125 and a sphere every <= 0.1 m
-    np.testing.assert_allclose(P[:, 2], np.linspace(-0.125, 0.125, 4))
-    P, r = geometry_points(coal.Cylinder(0.012, 0.2), "y", 32, spacing)
-    assert len(P) == 16 and np.all(r == 0)  # 8 per rim: within 0.9 mm of a 12 mm circle
-    P, r = geometry_points(coal.Cylinder(0.05, 0.2), "y", 64, spacing)
-    assert len(P) == 2 * 16  # 16 per rim: within 1 mm of the 5 cm circle
-    assert 0.05 * (1 - math.cos(math.pi / 16)) < 1e-3 < 0.05 * (1 - math.cos(math.pi / 15))
-    np.testing.assert_allclose(np.hypot(P[:, 0], P[:, 1]), 0.05)
-    np.testing.assert_allclose(np.abs(P[:, 2]), 0.1)
-    P, r = geometry_points(coal.Box(0.3, 0.2, 0.1), "b", 64, spacing)
-    # 8 corners, 2 more on each 0.3 m edge (4 of them), 1 on each 0.2 m edge (4)
-    assert len(P) == 8 + 4 * 2 + 4 * 1
-    on_faces = np.isclose(np.abs(P), [0.15, 0.1, 0.05]).sum(axis=1)
-    assert np.all(on_faces >= 2)  # every point on an edge
-    P, _ = geometry_points(coal.Box(0.3, 0.2, 0.1), "b", 8, spacing)
-    assert len(P) == 8 and np.allclose(np.abs(P), [0.15, 0.1, 0.05])  # capped: the corners
-
-
-def test_a_mesh_becomes_a_bounded_spread_sample_of_its_convex_hull():
-    rng = np.random.default_rng(1)
-    surface = rng.normal(size=(600, 3))
-    surface /= np.linalg.norm(surface, axis=1)[:, None]
-    inside = rng.uniform(-0.5, 0.5, (400, 3))
+    s = contact_slots(coal.Sphere(0.05), "s")
+    assert s.centre.tolist() == [[0.0, 0.0, 0.0]] and s.radius.tolist() == [0.05]
+    s = contact_slots(coal.Capsule(0.03, 0.25), "c")  # radius, length
+    np.testing.assert_allclose(s.centre, [[0, 0, -0.125], [0, 0, 0.125]])
+    assert s.cap.all() and s.rim.tolist() == [0.03, 0.03] and not s.radius.any()
+    np.testing.assert_allclose(s.axis, [[0, 0, -1], [0, 0, 1]])  # out of each end
+    s = contact_slots(coal.Cylinder(0.05, 0.2), "y")
+    assert len(s.centre) == 2 * CAP_POINTS and not s.radius.any()
+    np.testing.assert_allclose(np.abs(s.centre[:, 2]), 0.1)
+    np.testing.assert_allclose(s.rim, 0.05)
+    np.testing.assert_allclose(s.axis, np.tile([0, 0, 1.0], (8, 1)))
+    np.testing.assert_allclose(s.angle[:CAP_POINTS], np.arange(CAP_POINTS) * math.pi / 2)
+    s = contact_slots(coal.Box(0.3, 0.2, 0.1), "b")
+    assert len(s.centre) == 8 and np.allclose(np.abs(s.centre), [0.15, 0.1, 0.05])
+    assert s.centre[5].tolist() == [0.15, -0.1, 0.05]  # index bits: x (1), y (2), z (4) +
 
     class Mesh:  # what coal's BVH meshes offer
-        num_vertices = 1000
+        num_vertices = 4
 
         @staticmethod
         def vertices():
-            return np.vstack([surface, inside])
+            return np.eye(3)
 
-    P, r = geometry_points(Mesh(), "m", 32, 0.1)
-    assert len(P) == 32 and np.all(r == 0)
-    np.testing.assert_allclose(np.linalg.norm(P, axis=1), 1.0)  # hull vertices only
-    gaps = np.linalg.norm(P[:, None] - P[None], axis=2) + 10 * np.eye(32)
-    assert gaps.min() > 0.3  # spread (32 even points on the unit sphere: ~0.63 apart)
+    assert contact_slots(Mesh(), "m") is None
+
+
+def test_a_mesh_meets_a_face_at_a_bounded_polygon_of_its_hull():
+    rng = np.random.default_rng(1)
+    surface = rng.normal(size=(600, 3))
+    surface /= np.linalg.norm(surface, axis=1)[:, None]
+    flat = np.vstack([surface * [1, 1, 0.2], [[x, y, -0.2] for x in (-1, 0, 1)
+                                               for y in (-1, 0, 1)]])
+    hull = hull_shape(np.vstack([flat, rng.uniform(-0.1, 0.1, (400, 3))]), max_points=6)
+    V, codes = support_feature(hull, np.eye(3), np.zeros(3), np.array([0.0, 0.0, -1.0]))
+    assert 3 <= len(V) <= 6 and np.allclose(V[:, 2], -0.2)  # the bottom face, reduced
+    np.testing.assert_array_equal(V, hull.vertices[codes])  # its vertices: exact points
     assert farthest_points(surface, 5).tolist() == farthest_points(surface, 5).tolist()
 
 
@@ -117,6 +119,8 @@ def test_bad_collision_parameters_get_typed_errors_naming_the_link(make_humanoid
         make_humanoid(**{"collision.enabled": True, "collision.exclude_links": ["tail"]})
     with pytest.raises(ConfigError, match="'collision.max_points'"):
         make_humanoid(**{"collision.enabled": True, "collision.max_points": 2})
+    with pytest.raises(ConfigError, match="collision.point_spacing"):  # gone: no samples
+        make_humanoid(**{"collision.enabled": True, "collision.point_spacing": 0.1})
     with pytest.raises(ConfigError, match="'collision.margin'"):
         make_humanoid(**{"collision.margin": 0.0})
 
@@ -232,17 +236,24 @@ def test_with_nothing_near_the_ground_the_trajectory_is_the_one_without_collisio
 
 def _depths(sim) -> tuple[float, float]:
     """(deepest contact point of every collision geometry at the current q, not only
-    the last step's candidates; deepest point of the true shapes: exact for spheres,
-    capsules, cylinders and boxes, every vertex for meshes), m below the ground."""
+    the last step's candidates: the deepest of its slots, or of a mesh's hull's manifold
+    on the ground; deepest point of the true shapes: exact for spheres, capsules,
+    cylinders and boxes, every vertex for meshes), m below the ground."""
     import coal
     coll = sim.collision
     data = sim._model_step.createData()
     pin.forwardKinematics(sim._model_step, data, sim.q)
-    points = shapes = -np.inf
+    ref = reference_narrow(coll, sim._model_step, sim._model_step.createData(), sim.q)
+    points = max((depth for depth, *_ in ref.values()), default=-np.inf)
+    shapes = -np.inf
+    plane = (np.zeros(3), np.array([0.0, 0.0, 1.0]))
     for g in coll.geometries:
         M = data.oMi[g.joint]
-        z = (g.points @ M.rotation.T + M.translation)[:, 2] - g.radius
-        points = max(points, float(-z.min()))
+        if not len(g.points):  # a mesh: its hull's manifold on the ground
+            W = M * g.placement
+            man = contact_manifold(g.convex, W.rotation, W.translation, None, None, None, 1.0,
+                                   plane=plane)
+            points = max(points, float(-man.gap.min()))
         W = M * g.placement  # world <- geometry
         c, a = W.translation[2], W.rotation[2, 2]  # centre height, axis' z component
         shape = g.shape
@@ -285,7 +296,7 @@ def humanoid_lying():
 def _assert_lies_at_rest(sim, base_range, shape_error):
     """At rest on the ground: no contact point deeper than the sink of the whole weight
     on one point (rigid: RIGID_SINK), no true shape deeper than that plus ``shape_error`` (what the points
-    miss of the shape: a rim polygon's sagitta, a sampled hull's)."""
+    miss of the shape: nothing now, SHAPE_ERROR)."""
     weight = sim.mass * G0
     k = sim.contact.parameters().get("stiffness")  # none: the rigid model
     # the whole weight on one point; rigid: no sink to speak of
@@ -293,6 +304,7 @@ def _assert_lies_at_rest(sim, base_range, shape_error):
     points, shapes = _depths(sim)
     assert points < sink
     assert shapes < sink + shape_error
+    assert shapes < points + shape_error  # the contact points hold the lowest point
     pts = sim.collision_points_state()
     assert pts.depth.max() < sink
     assert base_range[0] < sim.q[2] < base_range[1]
@@ -310,11 +322,14 @@ def _assert_lies_at_rest(sim, base_range, shape_error):
 def test_the_humanoid_pushed_over_comes_to_rest_lying_on_the_ground(humanoid_lying):
     sim = humanoid_lying
     # lying: the pelvis (a 0.14 x 0.24 x 0.12 m box) rests 6-12 cm up
-    pts = _assert_lies_at_rest(sim, (0.05, 0.13), shape_error=1.2e-3)  # rims: <= 1.15 mm
+    pts = _assert_lies_at_rest(sim, (0.05, 0.13), shape_error=SHAPE_ERROR)
     up = pin.Quaternion(sim.q[3:7]).matrix()[:, 2]  # the pelvis' up axis: about horizontal
     assert abs(up[2]) < 0.3
     loaded = pts.force[:, 2] > 0
-    assert loaded.sum() >= 10  # body, arms and legs on the ground
+    # body, arms and legs on the ground: 6 links (pelvis, head, thighs, forearms) on 9
+    # points (a face rests on its corners, a cylinder on its rims' lowest points: the
+    # samples along box edges and rim polygons are gone)
+    assert len(set(np.array(pts.surface)[loaded])) >= 6 and loaded.sum() >= 8
     assert {"torso", "head", "pelvis"} & set(np.array(pts.surface)[loaded])
 
 
@@ -328,7 +343,7 @@ def test_the_humanoid_lies_at_rest_at_other_rates_with_either_model(rate, model)
                                                     "contact.model": model,
                                                     "physics_rate_hz": float(rate)}),
         3.0, 300.0, 0.2)
-    pts = _assert_lies_at_rest(sim, (0.05, 0.13), shape_error=1.2e-3)
+    pts = _assert_lies_at_rest(sim, (0.05, 0.13), shape_error=SHAPE_ERROR)
     assert np.count_nonzero(pts.force[:, 2] > 0) >= 6
 
 
@@ -351,7 +366,7 @@ def test_icub_pushed_over_comes_to_rest_lying_on_its_collision_meshes():
                                      overrides={"collision.enabled": True})
     assert len(sim.collision.geometries) >= 30  # meshes, through their hulls
     _pushed_over(sim, 3.0, 150.0, 0.3)
-    pts = _assert_lies_at_rest(sim, (0.03, 0.2), shape_error=ICUB_HULL_ERROR)
+    pts = _assert_lies_at_rest(sim, (0.03, 0.2), shape_error=SHAPE_ERROR)
     assert sim.frame_pose("chest").translation[2] < 0.2  # face down on its chest
     assert np.count_nonzero(pts.force[:, 2] > 0) >= 6
 
