@@ -105,6 +105,17 @@ class MergedPoints:
             blocks.append(self.selfc.J_cm[:, sl])
         return np.concatenate(blocks, axis=1).reshape(-1, self.nv)
 
+    def torsion_jacobian(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(k, nv) the spin rows of the points ``idx`` (default: all): the contact
+        surfaces' (:meth:`ContactPoints.torsion_jacobian`); zero for the collision
+        points and self-contacts, which have no torsional friction."""
+        idx = np.arange(self.n) if idx is None else np.asarray(idx)
+        out = np.zeros((len(idx), self.nv))
+        feet = idx < self.nf
+        if feet.any():
+            out[feet] = self.feet.torsion_jacobian(idx[feet])
+        return out
+
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) the same rows point-major (t1, t2, n per point)."""
         J = self.jacobian_component_major(idx)
@@ -162,6 +173,8 @@ class WholeBodyContact:
         back to zero (the readings stay): a reset's trial step must not leave its
         deformation, as the feet's is dropped."""
         self._uc = np.zeros((2, self._coll.m))
+        self.feet.clear_deformation()  # the twist the models keep (torsional friction)
+        self.merged.clear_deformation()
         if self._self is not _NO_SELF:
             ids, _, ws_t, ws_rest, readings = self._self
             self._self = (ids, np.zeros((len(ids), 3)), ws_t, ws_rest, readings)
