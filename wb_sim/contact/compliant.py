@@ -157,6 +157,7 @@ class CompliantContact(SurfaceContact):
         #: (n,) torsional twist of each point (angle times contact.torsional_friction), m:
         #: the model's own state (the tangential u is the simulator's), replaced each step
         self._twist = np.zeros(n)
+        self._twisted = False  # whether _twist may be nonzero (saves a reduction a step)
         self._all_stick = np.ones(n, dtype=np.int8)
         self._max_depth = -math.inf if n else 0.0
         #: steps with points in the solve, and those that needed the active-set loop
@@ -166,7 +167,8 @@ class CompliantContact(SurfaceContact):
         # buffers of the common step (every point in the solve), per rows per point (3, or
         # 4 with torsion): the system matrix and B^-1 per row; rewritten each step, never
         # handed out
-        self._buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # (those of 4 rows made at the first step with torsional friction)
+        self._buffers = {3: (np.zeros((3 * n, 3 * n)), np.zeros((3, n)))}
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
@@ -194,13 +196,13 @@ class CompliantContact(SurfaceContact):
     def initial_state(self) -> np.ndarray:
         """Tangential ground deformation of every point at rest, (2, n) m, rows
         along the plane's tangents t1, t2. Clears the torsional twist (kept here)."""
-        self._twist = np.zeros(self.points.n)
+        self._twist, self._twisted = np.zeros(self.points.n), False
         return np.zeros((2, self.points.n))
 
     def clear_deformation(self) -> None:
         """The torsional twist back to zero (the tangential deformation is the
         simulator's ``u``): a reset's trial step must leave none."""
-        self._twist = np.zeros(self.points.n)
+        self._twist, self._twisted = np.zeros(self.points.n), False
 
     # ------------------------------------------------------------------ state
 
@@ -208,11 +210,11 @@ class CompliantContact(SurfaceContact):
         """What the next solve and the readings depend on besides (q, v, u): the
         torsional twist and the last depths and states. Cheap (references: the model
         never changes these arrays in place, it replaces them)."""
-        return (self._twist, self.depth, self._max_depth, self._status)
+        return (self._twist, self._twisted, self.depth, self._max_depth, self._status)
 
     def restore(self, snap: tuple) -> None:
         """Back to a :meth:`snapshot`."""
-        self._twist, self.depth, self._max_depth, self._status = snap
+        self._twist, self._twisted, self.depth, self._max_depth, self._status = snap
 
     def warm_start(self) -> np.ndarray:
         """(n, 3) what the next step starts from besides ``u``, in the rigid model's
@@ -230,7 +232,7 @@ class CompliantContact(SurfaceContact):
         rows = np.asarray(rows)
         if rows.ndim == 2 and rows.shape[1] > 2:
             twist[:len(rows)] = rows[:, 2]
-        self._twist = twist
+        self._twist, self._twisted = twist, bool(twist.any())
 
     # ------------------------------------------------------------------ readings
 
@@ -312,9 +314,12 @@ class CompliantContact(SurfaceContact):
         # i.e. (J h M^-1 J^T + B^-1) f = B^-1 f0 - w_free: h rides on BLAS's scale factor
         MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, rk): h M^-1 J^T
         # B^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so B^-1 = coef d^-1/2
-        coef = self._diag_coef[:r]
+        coef = self._diag_coef[r]
         if idx is None:
-            A_buf, diag_rows = self._buffer(r)
+            buf = self._buffers.get(r)
+            if buf is None:
+                buf = self._buffers[r] = (np.zeros((r * n, r * n)), np.zeros((r, n)))
+            A_buf, diag_rows = buf
             np.divide(coef, np.sqrt(ds), diag_rows)
             diag = diag_rows.reshape(-1)
         else:
@@ -358,10 +363,16 @@ class CompliantContact(SurfaceContact):
             self._twist = self._next_deformation(Jg[3 * k:], v_next, twist_k, F[3:], ds, codes,
                                                  None if slipping is None else slipping[1],
                                                  idx, n, h)[0]
-        elif self._twist.any():
-            self._twist = np.zeros(n)  # torsion off (or no friction): no twist is kept
+            self._twisted = True
+        elif self._twisted:
+            self._twist, self._twisted = np.zeros(n), False  # torsion off: no twist is kept
         if not self._springy:
             return v_next, force, np.zeros((2, n))
+        if codes is None and idx is None:  # all sticking: u' = u + h w'_t (the common case)
+            un = Jg[:2 * k].dot(v_next).reshape(2, k)
+            un *= h
+            un += uk
+            return v_next, force, un
         u_next = self._next_deformation(Jg[:2 * k], v_next, uk, F[:2], ds, codes,
                                         None if slipping is None else slipping[0], idx, n, h)
         return v_next, force, u_next
@@ -393,18 +404,10 @@ class CompliantContact(SurfaceContact):
         out[:, idx] = xn
         return out
 
-    def _buffer(self, r: int) -> tuple[np.ndarray, np.ndarray]:
-        """The all-points system matrix (rn, rn) and B^-1 rows (r, n) for r rows per point."""
-        buf = self._buffers.get(r)
-        if buf is None:
-            n = self.points.n
-            buf = self._buffers[r] = (np.zeros((r * n, r * n)), np.zeros((r, n)))
-        return buf
-
     def _nothing(self, n: int, v_free: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._status = np.zeros(n, dtype=np.int8)
-        if self._twist.any():
-            self._twist = np.zeros(n)
+        if self._twisted:
+            self._twist, self._twisted = np.zeros(n), False
         return v_free, np.zeros((n, 3)), np.zeros((2, n))
 
     def _coefficients(self, h: float) -> None:
@@ -415,8 +418,10 @@ class CompliantContact(SurfaceContact):
         self._springy = self._frictional and self.kt > 0.0
         root = math.sqrt(self.reference_depth)
         ct = root / bt if bt > 0 else 0.0
-        # rows t1, t2, n and the twist row (the tangential law at the lever arm)
-        self._diag_coef = np.array([[ct], [ct], [root / bn if bn > 0 else 0.0], [ct]])
+        # rows t1, t2, n and the twist row (the tangential law at the lever arm), by the
+        # number of rows per point
+        four = np.array([[ct], [ct], [root / bn if bn > 0 else 0.0], [ct]])
+        self._diag_coef = {3: four[:3].copy(), 4: four}
         self._target_t = -self.kt / bt if self._frictional else 0.0
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._coef_dt = h

@@ -153,6 +153,7 @@ class RigidContact(SurfaceContact):
         #: (n,) spin impulses of the last step (N*s along the rows l w_n; the torque impulse
         #: is l times it) and the next solve's warm start of them
         self._spin = np.zeros(n)
+        self._spun = False  # whether _spin may be nonzero (saves a reduction a step)
         self._all = np.arange(n)
         self._last = None
         #: steps whose solve stopped before the tolerance / solves in all
@@ -160,15 +161,16 @@ class RigidContact(SurfaceContact):
         self.solves = 0
         #: iterations of each solve (the last 100 000)
         self.iterations: list[int] = []
-        #: (active count, torsional rows) -> containers, solver, result (and the box rows)
-        self._problems: dict[tuple[int, bool], tuple] = {}
-        self._penalty: dict[tuple[int, bool], tuple[float, float]] = {}  # -> ADMM (rho, power)
+        #: active count k (or (k, True) with the spin rows) -> containers, solver, result,
+        #: box rows; and the ADMM penalty (rho, power) of its last solve
+        self._problems: dict = {}
+        self._penalty: dict = {}
         self._model = points.model  # the constraint containers need one (they carry the cones)
         #: weight share of one point, N (standard gravity): lambda_ref = it * dt
         # (a point set that says otherwise, the feet with collision points, keeps the feet's)
         self._weight_per_point = pin.computeTotalMass(points.model) * STANDARD_GRAVITY / max(
             getattr(points, "reference_count", n), 1)
-        self._normal_diag = {}  # system size -> flat indices of the normal rows' diagonal
+        self._normal_diag = {}  # problem key -> flat indices of the normal rows' diagonal
 
     # ------------------------------------------------------------------ interface
 
@@ -176,7 +178,7 @@ class RigidContact(SurfaceContact):
         """No deformation state: zeros (2, n) for the common interface. Clears the warm start."""
         self._impulse = np.zeros((self.points.n, 3))
         self._warm = self._impulse
-        self._spin = np.zeros(self.points.n)
+        self._spin, self._spun = np.zeros(self.points.n), False
         self._last = None
         self._problems.clear()
         self._penalty.clear()  # ADMM's penalty too: reset is deterministic
@@ -185,12 +187,12 @@ class RigidContact(SurfaceContact):
     def snapshot(self) -> tuple:
         """What the next solve and the readings depend on besides (q, v): the warm
         starts (impulses, spin impulses, ADMM penalties) and the last depths and impulses."""
-        return (self._warm, self._impulse, self._spin, dict(self._penalty), self.depth,
-                self._last)
+        return (self._warm, self._impulse, self._spin, self._spun, dict(self._penalty),
+                self.depth, self._last)
 
     def restore(self, snap: tuple) -> None:
         """Back to a :meth:`snapshot`."""
-        self._warm, self._impulse, self._spin, penalty, self.depth, self._last = snap
+        self._warm, self._impulse, self._spin, self._spun, penalty, self.depth, self._last = snap
         self._penalty = dict(penalty)
 
     @property
@@ -208,7 +210,7 @@ class RigidContact(SurfaceContact):
         warm = np.zeros((self.points.n, 3))
         warm[:len(rows)] = rows
         self._warm = warm
-        self._spin = np.zeros(self.points.n)  # (a warm start only: the solve finds it again)
+        self._spin, self._spun = np.zeros(self.points.n), False  # (a warm start only)
 
     def parameters(self) -> dict[str, float]:
         """The live parameters, by their ``contact.`` names."""
@@ -231,11 +233,11 @@ class RigidContact(SurfaceContact):
 
     # ------------------------------------------------------------------ the step
 
-    def _problem(self, k: int, torsion: bool):
+    def _problem(self, k: int, torsion: bool, key):
         """Constraint containers (they carry the friction cones and, with torsional
-        friction, a box row per point after the k cones), solver and result for ``k``
-        active points, built once per size."""
-        prob = self._problems.get((k, torsion))
+        friction, a box row per point after the k cones), solver, result and the box
+        rows for ``k`` active points, built once per size (``key``)."""
+        prob = self._problems.get(key)
         if prob is None:
             cms, cds = pin.StdVec_ConstraintModel(), pin.StdVec_ConstraintData()
             jid = int(self.points.joint_ids[0])
@@ -265,13 +267,14 @@ class RigidContact(SurfaceContact):
             settings.relative_feasibility_tol = 1e-14
             settings.relative_complementarity_tol = 1e-14
             settings.solve_ncp = True  # the NCP (De Saxce), not its convex relaxation
-            prob = self._problems[(k, torsion)] = (cms, cds, solver, settings, result, boxes)
+            prob = self._problems[key] = (cms, cds, solver, settings, result, boxes)
         return prob
 
     @staticmethod
-    def _set_spin_bounds(cms, cds, boxes, bound: np.ndarray) -> None:
+    def _set_spin_bounds(problem, bound: np.ndarray) -> None:
         """The torsional rows' boxes [-bound_i, bound_i] (the solver reads a box from
         the constraint's data, made from the model's limits: both are renewed)."""
+        cms, cds, boxes = problem[0], problem[1], problem[5]
         k = len(boxes)
         for i, box in enumerate(boxes):
             b = float(bound[i])
@@ -309,8 +312,8 @@ class RigidContact(SurfaceContact):
         k = int(np.count_nonzero(near))
         torsion = self.mu_t > 0.0 and self.mu > 0.0
         if k == 0:
-            if self._spin.any():
-                self._spin = np.zeros(pts.n)
+            if self._spun:
+                self._spin, self._spun = np.zeros(pts.n), False
             return v_free, np.zeros_like(self._impulse), u
         idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
@@ -321,10 +324,11 @@ class RigidContact(SurfaceContact):
         G0 = Jc.dot(MinvJt)
         unit = self._weight_per_point * dt  # lambda_ref, N*s
         G = G0 * unit  # the Delassus matrix for impulses in units of lambda_ref
+        key = (k, True) if torsion else k  # of the problem's containers and caches
         if self.regularization > 0:  # on the normal rows only: tangentially it would creep
-            normal_diag = self._normal_diag.get((k, size))
+            normal_diag = self._normal_diag.get(key)
             if normal_diag is None:
-                normal_diag = self._normal_diag[(k, size)] = (size + 1) * (3 * np.arange(k) + 2)
+                normal_diag = self._normal_diag[key] = (size + 1) * (3 * np.arange(k) + 2)
             G.flat[normal_diag] *= 1.0 + self.regularization
         vel = Jc.dot(v_free)
         ph = phi[idx] if k < pts.n else phi
@@ -334,53 +338,53 @@ class RigidContact(SurfaceContact):
         push = np.minimum(self.baumgarte_gain * (1.0 / dt) * -ph,
                           np.sqrt(2.0 * STANDARD_GRAVITY * np.maximum(-ph, 0.0)))
         g[2:3 * k:3] += np.where(ph >= 0.0, ph * (1.0 / dt), -push)
-        cms, cds, solver, settings, result, boxes = self._problem(k, torsion)
+        problem = self._problem(k, torsion, key)
         guess = self._warm[idx].ravel() * (1.0 / unit)
-        if torsion:
+        if not torsion:
+            lam, iterations, converged = self._solve_problem(G, g, guess, problem, key, k, None)
+        else:  # the spin rows' bounds: a fixed point of the normal impulses
             guess = np.concatenate([guess, self._spin[idx] * (1.0 / unit)])
             bound = np.maximum(guess[2:3 * k:3], 0.0)
-        iterations, converged = 0, True
-        admm = self.solver_name == "admm"
-        for _ in range(MAX_BOUND_PASSES if torsion else 1):
-            if torsion:
-                self._set_spin_bounds(cms, cds, boxes, bound)
-            lam, its, ok = self._solve_problem(G, g, guess, cms, cds, solver, settings, result,
-                                               admm, k, torsion, bound if torsion else None)
-            iterations += its
-            if not torsion:
-                converged = ok
-                break
-            lam_n = np.maximum(lam[2:3 * k:3], 0.0)
-            converged = ok and np.abs(lam_n - bound).max() <= self.tolerance
-            if converged:
-                break
-            bound, guess = lam_n, lam
+            iterations = 0
+            for _ in range(MAX_BOUND_PASSES):
+                self._set_spin_bounds(problem, bound)
+                lam, its, ok = self._solve_problem(G, g, guess, problem, key, k, bound)
+                iterations += its
+                lam_n = np.maximum(lam[2:3 * k:3], 0.0)
+                converged = ok and np.abs(lam_n - bound).max() <= self.tolerance
+                if converged:
+                    break
+                bound, guess = lam_n, lam
         lam = lam * unit  # N*s
         self.solves += 1
         self.nonconverged += not converged
         self.iterations.append(iterations)
         if len(self.iterations) > 200_000:
             del self.iterations[:100_000]
-        lam3 = lam[:3 * k].reshape(k, 3)
-        self._impulse[idx] = lam3
-        self._warm = self._impulse
         if torsion:
+            lam3 = lam[:3 * k].reshape(k, 3)
             spin = np.zeros(pts.n)
             spin[idx] = lam[3 * k:]
-            self._spin = spin
-        elif self._spin.any():
-            self._spin = np.zeros(pts.n)
-        self._last = (idx, lam3, vel[:3 * k], G0[:3 * k], lam)
+            self._spin, self._spun = spin, True
+            self._last = (idx, lam3, vel[:3 * k], G0[:3 * k], lam)
+        else:
+            lam3 = lam.reshape(k, 3)
+            if self._spun:
+                self._spin, self._spun = np.zeros(pts.n), False
+            self._last = (idx, lam3, vel, G0, lam)
+        self._impulse[idx] = lam3
+        self._warm = self._impulse
         v_next = MinvJt.dot(lam)
         v_next += v_free
         return v_next, self._impulse * (1.0 / dt), u
 
-    def _solve_problem(self, G, g, guess, cms, cds, solver, settings, result, admm, k, torsion,
-                       bound):
-        """One solve of the problem with the solver (PGS: called again until the normal
-        and box complementarity hold): (impulses in units of lambda_ref, iterations,
-        converged)."""
-        key = (k, torsion)
+    def _solve_problem(self, G, g, guess, problem, key, k, bound):
+        """One solve of the problem (``problem``: :meth:`_problem`'s, ``key`` its
+        cache key; ``bound``: the spin rows' bounds, or None without them) with the
+        solver (PGS: called again until the normal and box complementarity hold):
+        (impulses in units of lambda_ref, iterations, converged)."""
+        cms, cds, solver, settings, result, _ = problem
+        admm = self.solver_name == "admm"
         if admm and key in self._penalty:
             # start from the last solve's penalty (11 -> 7 iterations per step on icub_stand);
             # kept here rather than in pinocchio's result object, so a state snapshot has it
@@ -402,7 +406,7 @@ class RigidContact(SurfaceContact):
             s_n = c3[:, 2] + self.mu * np.hypot(c3[:, 0], c3[:, 1])
             diag = G.diagonal()
             residual = np.abs(np.minimum(lam[2:3 * k:3], s_n / diag[2:3 * k:3])).max()
-            if torsion:  # and the boxes': rho = clip(rho - c / G_ii, -bound, bound)
+            if bound is not None:  # and the boxes': rho = clip(rho - c / G_ii, -bound, bound)
                 rho, d = lam[3 * k:], diag[3 * k:]
                 step = np.divide(c[3 * k:], d, out=np.zeros(k), where=d > 0.0)
                 residual = max(residual, np.abs(rho - np.clip(rho - step, -bound, bound)).max())
