@@ -73,7 +73,7 @@ import math
 
 import numpy as np
 from scipy.linalg.lapack import dposv as _posv  # Cholesky solve of an SPD system
-from scipy.linalg.lapack import dpotrf as _potrf, dpotrs as _potrs
+from scipy.linalg.lapack import dgesv as _gesv, dpotrf as _potrf, dpotrs as _potrs
 
 from ..linalg import upper_sym_mm
 from ..parameters import Param
@@ -158,6 +158,10 @@ class CompliantContact(SurfaceContact):
         #: the model's own state (the tangential u is the simulator's), replaced each step
         self._twist = np.zeros(n)
         self._twisted = False  # whether _twist may be nonzero (saves a reduction a step)
+        #: (n, 2) the slip compliance sigma of each point's tangential and twist friction
+        #: at the last step (0: it stuck): the next step's Newton starts from it
+        self._sigma = np.zeros((n, 2))
+        self._slipped = False
         self._all_stick = np.ones(n, dtype=np.int8)
         self._max_depth = -math.inf if n else 0.0
         #: steps with points in the solve, and those that needed the active-set loop
@@ -197,6 +201,7 @@ class CompliantContact(SurfaceContact):
         """Tangential ground deformation of every point at rest, (2, n) m, rows
         along the plane's tangents t1, t2. Clears the torsional twist (kept here)."""
         self._twist, self._twisted = np.zeros(self.points.n), False
+        self._sigma, self._slipped = np.zeros((self.points.n, 2)), False
         return np.zeros((2, self.points.n))
 
     def clear_deformation(self) -> None:
@@ -210,16 +215,19 @@ class CompliantContact(SurfaceContact):
         """What the next solve and the readings depend on besides (q, v, u): the
         torsional twist and the last depths and states. Cheap (references: the model
         never changes these arrays in place, it replaces them)."""
-        return (self._twist, self._twisted, self.depth, self._max_depth, self._status)
+        return (self._twist, self._twisted, self._sigma, self._slipped, self.depth,
+                self._max_depth, self._status)
 
     def restore(self, snap: tuple) -> None:
         """Back to a :meth:`snapshot`."""
-        self._twist, self._twisted, self.depth, self._max_depth, self._status = snap
+        (self._twist, self._twisted, self._sigma, self._slipped, self.depth, self._max_depth,
+         self._status) = snap
 
     def warm_start(self) -> np.ndarray:
-        """(n, 3) what the next step starts from besides ``u``, in the rigid model's
-        layout (t1, t2, n): columns t1, t2 are 0 (the active set needs no warm start:
-        friction opposes each step's own slip), column n holds the torsional twist.
+        """(n, 3) the state the next step starts from besides ``u``, in the rigid
+        model's layout (t1, t2, n): columns t1, t2 are 0 (the friction law needs no
+        warm start: friction opposes each step's own slip; the slip compliances that
+        start its Newton stay with this instance), column n holds the torsional twist.
         The whole-body contact hands it over between its two instances by point."""
         out = np.zeros((self.points.n, 3))
         out[:, 2] = self._twist
@@ -233,6 +241,7 @@ class CompliantContact(SurfaceContact):
         if rows.ndim == 2 and rows.shape[1] > 2:
             twist[:len(rows)] = rows[:, 2]
         self._twist, self._twisted = twist, bool(twist.any())
+        self._sigma, self._slipped = np.zeros((self.points.n, 2)), False  # (a guess only)
 
     # ------------------------------------------------------------------ readings
 
@@ -343,12 +352,14 @@ class CompliantContact(SurfaceContact):
                 f = None  # outside a cone, pulling, or numerically singular: the loop
         if f is None:
             self.active_set_solves += 1
-            f, slipping = self._general(A, rhs, k, r)
+            f, slipping = self._general(A, rhs, k, r, f, idx)
             F = f.reshape(r, k)
             loaded = F[2] > 0.0
             codes = (loaded * (1 + (loaded & slipping[0]))).astype(np.int8)
         else:
             codes, slipping = None, None  # all sticking
+            if self._slipped:
+                self._sigma, self._slipped = np.zeros((n, 2)), False
         v_next = MinvJt.dot(f)
         v_next += v_free
         if codes is None and idx is None:
@@ -426,14 +437,22 @@ class CompliantContact(SurfaceContact):
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._coef_dt = h
 
-    def _general(self, A, rhs, k, r) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]]:
+    def _general(self, A, rhs, k, r, f_stick, idx
+                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray | None]]:
         """Forces (rk,) component-major and the slipping masks ((k,) tangential, (k,)
-        twist or None), through the point-major active-set loop (A f = rhs)."""
+        twist or None), through the point-major active-set loop (A f = rhs;
+        ``f_stick``: its all-sticking solution, or None where it failed); keeps each
+        slipping group's sigma for the next step's start."""
         perm = (np.arange(r)[None, :] * k + np.arange(k)[:, None]).reshape(-1)
         A_pm, rhs_pm = A[np.ix_(perm, perm)], rhs[perm]
         if self._frictional:
-            p_pm, slipping = self._active_set(A_pm, rhs_pm, k, r)
+            warm = (self._sigma if idx is None else self._sigma[idx]) if self._slipped else None
+            p_pm, slipping, sigma = self._active_set(
+                A_pm, rhs_pm, k, r, None if f_stick is None else f_stick[perm], warm)
             slips = (slipping[:, 0], slipping[:, 1] if r == 4 else None)
+            keep = np.zeros((self.points.n, 2))  # a new array: snapshots keep the old
+            keep[self._all if idx is None else idx, :sigma.shape[1]] = sigma * slipping
+            self._sigma, self._slipped = keep, bool(slipping.any())
         else:  # frictionless: only the normal rows; a loaded point slides freely
             An = A[2 * k:3 * k, 2 * k:3 * k].copy()
             p_pm = np.zeros(r * k)
@@ -459,8 +478,9 @@ class CompliantContact(SurfaceContact):
             keep &= ~pulling
         return np.maximum(p, 0.0)
 
-    def _active_set(self, A: np.ndarray, rhs: np.ndarray, k: int,
-                    r: int) -> tuple[np.ndarray, np.ndarray]:
+    def _active_set(self, A: np.ndarray, rhs: np.ndarray, k: int, r: int,
+                    p: np.ndarray | None = None, warm: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Forces ``p`` (rk,) point-major (rows t1, t2, n[, twist] per point) and the
         (k, groups) slipping mask, with the unilateral and Coulomb conditions, by an
         active-set loop over the friction groups (the tangential rows, cone
@@ -473,7 +493,10 @@ class CompliantContact(SurfaceContact):
         all its friction slipping leaves. Then a point whose normal force is negative
         leaves the system, and one left out that the ground would have to pull back
         out (normal slip below 0 without force) comes back; a point changes its
-        stick/slip state or its contact at most ``MAX_FLIPS`` times a step."""
+        stick/slip state or its contact at most ``MAX_FLIPS`` times a step.
+        ``p``: the all-sticking solution if known; ``warm``: (k, groups) the sigmas of
+        the last step (0 where it stuck), Newton's start for a group that slipped then
+        (a sliding body's barely change). Returns (p, slipping, sigma)."""
         groups = _groups(r, self.mu)
         ng = len(groups)
         off = np.zeros(k, dtype=bool)
@@ -481,14 +504,23 @@ class CompliantContact(SurfaceContact):
         sigma = np.zeros((k, ng))
         flips = np.zeros((k, ng), dtype=int)
         lifts = np.zeros(k, dtype=int)
-        p = solve_spd(A, rhs)
-        diag = A.diagonal()
+        if p is None:
+            p = solve_spd(A, rhs)
+        coefs = np.array([c for _, c in groups])
+        # each group's own diagonal (its compliance and mobility), for sigma's first guess
+        own = A.diagonal().reshape(k, r)
+        own = np.column_stack([own[:, rows].mean(axis=1) for rows, _ in groups])
         normal_rows = r * np.arange(k) + 2
+        if warm is not None:  # the groups that slipped at the last step slip first
+            slipping = warm[:, :ng] > 0.0
+            if slipping.any():
+                sigma = np.where(slipping, warm[:, :ng], 0.0)
+                p = _slip_solve(A, rhs, off, slipping, sigma, groups, k, r)
         for _ in range(MAX_PASSES):
             P = p.reshape(k, r)
             fn = P[:, 2]
             mag = _group_magnitudes(P, groups)
-            bound = np.outer(fn, [c for _, c in groups])
+            bound = fn[:, None] * coefs
             free = flips < MAX_FLIPS  # a group that flipped twice keeps its state: no cycling
             # outside the cone: beyond mu p_n, or any friction on a point that pulls (often
             # pulled by a sticking friction far outside its cone: slipping may let it push)
@@ -498,11 +530,12 @@ class CompliantContact(SurfaceContact):
             # leaves at once: its pull would distort the others' friction
             drop = ~off & (fn < 0.0) & slipping.all(axis=1) & (lifts < MAX_FLIPS)
             if new.any() or back.any() or drop.any():
-                for g, (rows, _) in enumerate(groups):
-                    # first guess: an isotropic point alone, |f| = |f_stick| w / (w + sigma)
-                    w = diag.reshape(k, r)[:, rows].mean(axis=1)
-                    start = w * np.abs(mag[:, g] / np.maximum(np.abs(bound[:, g]), 1e-300) - 1.0)
-                    sigma[new[:, g], g] = start[new[:, g]]
+                # first guess: an isotropic point alone, |f| = |f_stick| w / (w + sigma); where
+                # the group slipped at the last step, its sigma then
+                start = own * np.abs(mag / np.maximum(np.abs(bound), 1e-300) - 1.0)
+                if warm is not None:
+                    start = np.where(warm[:, :ng] > 0.0, warm[:, :ng], start)
+                sigma[new] = start[new]
                 sigma[back] = 0.0
                 slipping = (slipping | new) & ~back
                 flips += new | back
@@ -515,8 +548,9 @@ class CompliantContact(SurfaceContact):
                 # back out (its normal slip c_n < 0 without force: it left while a sticking
                 # friction far outside its cone pulled it) comes back
                 pulling = ~off & (fn < 0.0)
-                back_in = off & (lifts < MAX_FLIPS) & (
-                    A[normal_rows].dot(p) - rhs[normal_rows] < 0.0)
+                back_in = off & (lifts < MAX_FLIPS)
+                if back_in.any():
+                    back_in &= A[normal_rows].dot(p) - rhs[normal_rows] < 0.0
                 if not (pulling.any() or back_in.any()):
                     break
                 lifts += pulling | back_in
@@ -536,7 +570,7 @@ class CompliantContact(SurfaceContact):
                 P[np.ix_(np.flatnonzero(over), rows)] *= scale[:, None]
                 slipping[over, g] = True
         slipping[off] = False
-        return p, slipping
+        return p, slipping, sigma
 
     def statistics(self) -> dict:
         """Counts since construction: steps with touching points, and how many of
@@ -585,10 +619,10 @@ def _groups(r: int, mu: float) -> list[tuple[list[int], float]]:
 
 def _group_magnitudes(P: np.ndarray, groups) -> np.ndarray:
     """(k, groups) |f_g| of point-major forces P (k, r)."""
-    out = np.empty((len(P), len(groups)))
-    for g, (rows, _) in enumerate(groups):
-        out[:, g] = np.hypot(P[:, 0], P[:, 1]) if len(rows) == 2 else np.abs(P[:, rows[0]])
-    return out
+    tangential = np.hypot(P[:, 0], P[:, 1])
+    if len(groups) == 1:
+        return tangential[:, None]
+    return np.column_stack([tangential, np.abs(P[:, 3])])
 
 
 def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.ndarray,
@@ -625,14 +659,20 @@ def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.nd
     normal = np.array([pos[r * i + 2] for i, _ in active])
     coef = np.array([groups[g][1] for _, g in active])
     m = len(active)
-    w = np.array([Ak[ra, ra].mean() for ra in rows])  # each group's own diagonal
+    # each group's rows as two columns (a one-row group: its row twice, counted once)
+    first = np.array([ra[0] for ra in rows])
+    second = np.array([ra[-1] for ra in rows])
+    two = (second != first).astype(float)
+    w = 0.5 * (Ak[first, first] + Ak[second, second])  # each group's own diagonal
     M = np.empty_like(Ak)
+    diag = M.reshape(-1)[::len(bk) + 1]  # a view of M's diagonal
+    ones = np.arange(m)
 
     def solve_at(x):
         """(forces, Cholesky factor or None) at the sigmas x."""
         M[...] = Ak
-        for a in range(m):
-            M[rows[a], rows[a]] += x[a]
+        diag[first] += x
+        diag[second] += x * two
         c, info = _potrf(M, lower=0)
         if info != 0:  # numerically singular: the plain solve
             return np.linalg.lstsq(M, bk, rcond=None)[0], None
@@ -644,7 +684,8 @@ def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.nd
         base, halvings = None, 0
         for _ in range(MAX_NEWTON):
             f, c = solve_at(x)
-            mag = np.maximum([math.sqrt(float(f[ra].dot(f[ra]))) for ra in rows], 1e-300)
+            f1, f2 = f[first], f[second] * two
+            mag = np.maximum(np.sqrt(f1 * f1 + f2 * f2), 1e-300)
             fn = f[normal]
             b = coef * fn
             psi = b / mag - 1.0
@@ -667,16 +708,15 @@ def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.nd
                 x = np.where(grow, 10.0 * x + w, x)
                 continue
             E = np.zeros((len(f), m))
-            for a in range(m):
-                E[rows[a], a] = f[rows[a]]
+            E[first, ones] = f1
+            E[second, ones] += f2
             D = _potrs(c, E)[0]  # dp / dsigma_a = -D[:, a]
-            dmag = np.array([-f[rows[a]].dot(D[rows[a]]) / mag[a] for a in range(m)])
+            dmag = -(f1[:, None] * D[first] + f2[:, None] * D[second]) / mag[:, None]
             # d psi / d sigma through |p_g| and through p_n
             J = (-b[:, None] * dmag - coef[:, None] * D[normal] * mag[:, None]) \
                 / (mag * mag)[:, None]
-            try:
-                step = np.linalg.solve(J, -psi)
-            except np.linalg.LinAlgError:
+            _, _, step, info = _gesv(J, -psi)
+            if info != 0:  # singular
                 return x, f, False
             base, halvings = (x, merit, step), 0
             x = np.maximum(x + step, 0.0)
@@ -949,10 +989,7 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 break
             base, halvings = (x, merit, step), 0
             x = [max(v + d, 0.0) for v, d in zip(x, step)]
-        else:
-            put(x)
-            return solve_with(sig)
-        # Newton went astray: each slipping group's force on its cone along a direction,
+        # Newton went astray (or ran out of iterations): each slipping group's force on its cone along a direction,
         # f_g = c_g p_n d_g, the directions opposing the slips they give, iterated; the
         # directions start from the forces at the sigmas Newton started from
         put(x0)
