@@ -51,8 +51,11 @@ sticking, ``c_g = 0`` inside the cone, or slipping, ``c_g = -sigma_g f_g`` with
 its direction. For given ``sigma`` the forces solve ``(A + Sigma) f = rhs``
 (``Sigma``: ``sigma_g`` on the group's rows), still symmetric positive definite;
 the slipping groups' ``sigma`` are found by Newton's method on
-``mu f_n / |f_t| - 1 = 0`` (linear in ``sigma`` for an isotropic point, so 2-4
-iterations), the direction comes out of the solve. A point whose normal force
+``mu f_n / |f_t| - 1 = 0`` (linear in ``sigma`` for an isotropic point; 2-3
+iterations from the last step's sigmas, which a sliding body barely changes), the
+direction comes out of the solve; where Newton goes astray (a lightly loaded point
+slipping fast, its normal force moved by the others' friction) the directions are
+iterated to a fixed point instead, which converges fastest there. A point whose normal force
 comes out negative leaves the system (the law never pulls); a sticking group
 outside its cone slips, a slipping one whose ``sigma`` falls to 0 sticks again:
 a few passes of this active-set loop, only at impacts, take-offs and slips.
@@ -213,8 +216,9 @@ class CompliantContact(SurfaceContact):
 
     def snapshot(self) -> tuple:
         """What the next solve and the readings depend on besides (q, v, u): the
-        torsional twist and the last depths and states. Cheap (references: the model
-        never changes these arrays in place, it replaces them)."""
+        torsional twist, the last step's slip compliances (Newton's start) and the
+        last depths and states. Cheap (references: the model never changes these
+        arrays in place, it replaces them)."""
         return (self._twist, self._twisted, self._sigma, self._slipped, self.depth,
                 self._max_depth, self._status)
 

@@ -191,3 +191,43 @@ def test_the_compliant_step_with_torsion_equals_its_reference_and_law():
                            force, twist, np.array([torque]))
         assert res < 1e-9, f"trial {trial}: {res:.2e}"
     assert slipped >= 5 and stuck >= 5, (slipped, stuck)
+
+
+@pytest.mark.filterwarnings("ignore::wb_sim.simulator.InitialPenetrationWarning")
+def test_the_merged_solve_with_collision_points_keeps_the_feet_spin_rows(make_humanoid):
+    """With whole-body collision, the feet and the links' collision points are solved
+    together: the feet keep their spin rows (the links have none), the twist is handed
+    to and from that solve, and the merged step equals the plain reference."""
+    import pinocchio as pin
+    from core.contact.test_collision import _lying
+    sim = _lying(make_humanoid, **{"initial.base_position": [0, 0, 0.065],
+                                   "contact.torsional_friction": ELL})
+    contact = sim.contact
+    model, data = sim._model_step, sim._data_step
+    q = sim.q
+    v = np.random.default_rng(1).normal(0.0, 0.2, model.nv)
+    v_free = pin.aba(model, data, q, v, np.zeros(model.nv), pin.Convention.WORLD) * sim.dt + v
+    Minv = pin.computeMinverse(model, data)
+    sim.contact_points.update(model, data, None)
+    assert contact.collision.any_near(data) and contact.collision.narrow(data) > 10
+    merged = contact.points
+    merged.refresh()
+    rows = merged.torsion_jacobian()
+    nf = merged.nf
+    assert np.abs(rows[:nf]).max() > 0.5 and not rows[nf:].any()
+    np.testing.assert_array_equal(rows[:nf], sim.contact_points.torsion_jacobian())
+    twist = np.zeros(merged.n)
+    twist[:nf] = np.linspace(-2e-5, 2e-5, nf)
+    contact.merged.set_warm_start(np.column_stack([np.zeros((merged.n, 2)), twist]))
+    u = np.zeros((2, merged.n))
+    v_fast, f_fast, u_fast = contact.merged.solve(Minv, v_free, u, sim.dt)
+    Minv_full = np.triu(Minv) + np.triu(Minv, 1).T
+    v_ref, f_ref, u_ref, twist_ref = reference_solve(
+        merged, Minv_full, v_free, u, sim.dt, contact.merged.parameters(), 1e-3, twist)
+    assert np.count_nonzero(f_ref[:, 2] > 0) >= 4
+    np.testing.assert_allclose(v_fast, v_ref, atol=1e-9)
+    np.testing.assert_allclose(f_fast, f_ref, atol=1e-6 * np.abs(f_ref).max())
+    np.testing.assert_allclose(contact.merged.twist, twist_ref, atol=1e-12)
+    # and the hand-over: the feet's instance takes the twist back by point
+    contact.feet.set_warm_start(contact.merged.warm_start()[:nf])
+    np.testing.assert_array_equal(contact.feet.twist, contact.merged.twist[:nf])
