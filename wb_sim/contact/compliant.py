@@ -55,8 +55,8 @@ the slipping groups' ``sigma`` are found by Newton's method on
 iterations from the last step's sigmas, which a sliding body barely changes), the
 direction comes out of the solve; where Newton goes astray (a lightly loaded point
 slipping fast, its normal force moved by the others' friction) the directions are
-iterated to a fixed point instead, which converges fastest there. A point whose normal force
-comes out negative leaves the system (the law never pulls); a sticking group
+iterated to a fixed point instead, which converges fastest there, and Newton polishes
+from there. A point whose normal force comes out negative leaves the system (the law never pulls); a sticking group
 outside its cone slips, a slipping one whose ``sigma`` falls to 0 sticks again:
 a few passes of this active-set loop, only at impacts, take-offs and slips.
 Backward Euler is stable for every stiffness, damping and mass: no parameter
@@ -114,9 +114,11 @@ STATUS_NAMES = ("none", "stick", "slip")
 
 #: passes of the active-set loop (separation, slip and stick again); 2-3 suffice at an impact
 MAX_PASSES = 12
-#: changes of a group's stick/slip state within one step, after which it keeps it (a
-#: group whose slip reverses its motion and whose stick leaves the cone would cycle)
-MAX_FLIPS = 2
+#: changes of a group's stick/slip state (or of a point's contact) within one step, after
+#: which it keeps it (a group whose slip reverses its motion and whose stick leaves the
+#: cone would cycle); 4, as a point next to the cone's edge may flip twice while a
+#: neighbour that pulls leaves (a chattering humanoid's foot: 2 were too few)
+MAX_FLIPS = 4
 #: Newton iterations on the slipping groups' compliances sigma, and their tolerance on
 #: mu f_n / |f_t| - 1 (Newton converges quadratically: 2-4 iterations reach it)
 MAX_NEWTON = 30
@@ -646,7 +648,8 @@ def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.nd
     set). Where Newton goes astray (a lightly loaded point slipping fast, its normal
     force moved by the others' friction: sigma spans decades), the friction directions
     are found as a fixed point instead (:func:`_direction_solve`), which converges
-    fastest there. A sigma that reaches 0 stays there (the group sticks again)."""
+    fastest there, and Newton polishes from its sigmas. A sigma that reaches 0 stays
+    there (the group sticks again)."""
     keep = np.flatnonzero(np.repeat(~off, r))
     p = np.zeros(r * k)
     if not len(keep):
@@ -728,9 +731,13 @@ def _slip_solve(A: np.ndarray, rhs: np.ndarray, off: np.ndarray, slipping: np.nd
 
     x0 = np.array([sigma[i, g] for i, g in active])
     x, f, done = newton(x0)
-    if not done:  # Newton went astray: the friction directions as a fixed point
+    if not done:  # Newton went astray: the friction directions as a fixed point, ...
         f, x = _direction_solve(Ak, bk, rows, normal, coef, solve_at(x0)[0])
-    elif f is None:
+        if min(x.tolist()) > 0.0:  # ... and Newton again from there, to polish
+            x_n, f_n, done = newton(x)
+            if done:
+                x, f = x_n, f_n
+    if f is None:
         f = solve_at(x)[0]
     for a, (i, g) in enumerate(active):
         sigma[i, g] = x[a]
@@ -927,14 +934,15 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
     def magnitude(p, j, g):
         return math.sqrt(sum(p[r * j + c] ** 2 for c in groups[g][0]))
 
-    def newton(sig):
+    def newton(sig, polish=True):
         """The slipping groups' sigmas (written into ``sig``) such that each sits on its
         cone, and the forces: Newton's method, a step that makes a point pull or |psi|
-        grow halved; where that fails, the friction directions as a fixed point
-        (:func:`_slip_solve`'s two ways, written plainly)."""
+        grow halved; where that fails, the friction directions as a fixed point, then
+        Newton again from there (:func:`_slip_solve`'s ways, written plainly).
+        Returns (forces, whether Newton converged)."""
         slipping = [(j, g) for j in range(m) for g in range(len(groups)) if slip[j][g]]
         if not slipping:
-            return solve_with(sig)
+            return solve_with(sig), True
 
         def put(x):
             for a, (j, g) in enumerate(slipping):
@@ -957,7 +965,7 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 x = [max(b + d * 0.5 ** halvings, 0.0) for b, d in zip(base[0], base[2])]
                 continue
             if merit <= NEWTON_TOL * NEWTON_TOL:
-                return p
+                return p, True
             if any(pulls):  # the start pulls: less friction on those, tenfold
                 grow = [a for a, (j, g) in enumerate(slipping)
                         if pulls[a] and x[a] < SIGMA_MAX * own(j, g)]
@@ -993,6 +1001,8 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 break
             base, halvings = (x, merit, step), 0
             x = [max(v + d, 0.0) for v, d in zip(x, step)]
+        if not polish:
+            return p, False
         # Newton went astray (or ran out of iterations): each slipping group's force on its cone along a direction,
         # f_g = c_g p_n d_g, the directions opposing the slips they give, iterated; the
         # directions start from the forces at the sigmas Newton started from
@@ -1043,7 +1053,14 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 sig[j][g] = 0.0
             else:
                 sig[j][g] = speed / (coef * p[r * j + 2])
-        return p
+        if polish and min(sig[j][g] for j, g in slipping) > 0.0:  # Newton from there
+            kept = [row[:] for row in sig]
+            p_n, done = newton(sig, polish=False)
+            if done:
+                return p_n, True
+            for j, g in slipping:
+                sig[j][g] = kept[j][g]
+        return p, False
 
     p = solve_with(sigma) if frictional else None
     if not frictional:  # normal rows only, every loaded point slides
@@ -1103,7 +1120,7 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 lifts[j] += 1
                 slip[j] = [False] * len(groups)
                 sigma[j] = [0.0] * len(groups)
-        p = newton(sigma)
+        p = newton(sigma)[0]
     # what the passes left: no pulling, nothing outside a cone
     for j in range(m):
         if not on[j]:
