@@ -67,11 +67,12 @@ def test_the_contact_group_is_assembled_from_the_models_own_declarations():
                                             for p in cls.PARAMETERS if p.live)
     owned = {p.key for cls in CONTACT_MODELS.values() for p in cls.PARAMETERS}
     assert set(contact_keys) == owned | {"contact.model"}
-    assert len(contact_keys) == len(set(contact_keys)) == 14
+    assert len(contact_keys) == len(set(contact_keys)) == 15
     # which parameters are live is the model's: the rigid ground has no spring to change
     assert CompliantContact.LIVE_PARAMETERS == ("stiffness", "damping", "tangential_stiffness",
-                                                "tangential_damping", "friction_coefficient")
-    assert RigidContact.LIVE_PARAMETERS == ("friction_coefficient",)
+                                                "tangential_damping", "friction_coefficient",
+                                                "torsional_friction")
+    assert RigidContact.LIVE_PARAMETERS == ("friction_coefficient", "torsional_friction")
     assert PARAMETER_BY_KEY["contact.model"].check("soft") == \
         "unknown contact model 'soft'; valid choices: compliant, rigid"
 

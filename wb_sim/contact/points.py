@@ -255,6 +255,22 @@ class ContactPoints:
             return self._Jp
         return self._Jp[(self._component_offsets.T + idx[None, :]).reshape(-1)]
 
+    def torsion_jacobian(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(k, nv) rows ``n_i . omega_i`` of the points ``idx`` (default: all): the
+        angular velocity of each point's link about its ground normal (rad/s), at the
+        last :meth:`update` (the spin a torsional friction opposes). Computed on demand
+        from the joint Jacobians the update read (their angular rows), masked as the
+        point rows are; a new array."""
+        n = self.n
+        idx = np.arange(n) if idx is None else np.asarray(idx)
+        Jw = self._placements_of.J[3:6]  # (3, nv) angular rows, world axes
+        if self.bases is not None:  # terrain: each point its own normal
+            rows = self.bases[idx, :, 2].dot(Jw)
+        else:
+            rows = np.tile(self.basis[:, 2].dot(Jw), (len(idx), 1))
+        rows *= self._row_support[idx]  # the first n rows: each point's dofs
+        return rows
+
     def normal_velocity(self, v: np.ndarray) -> np.ndarray:
         """(n,) velocity of each point along the ground normal under the generalized
         velocity ``v``, at the configuration of the last :meth:`update`, m/s."""

@@ -55,7 +55,8 @@ from ..linalg import upper_sym_mm
 from ..parameters import Param
 from .base import SurfaceContact
 from .points import ContactPoints
-from .shared import FRICTION_COEFFICIENT, MAX_PENETRATION, checked_live_values, live_names
+from .shared import (FRICTION_COEFFICIENT, MAX_PENETRATION, TORSIONAL_FRICTION,
+                     checked_live_values, live_names)
 
 #: m/s^2, the impulse unit's gravity (whatever the configured gravity)
 STANDARD_GRAVITY = 9.80665
@@ -65,6 +66,7 @@ SOLVERS = ("pgs", "admm")
 #: the rigid model's parameter group (``contact.model: rigid``)
 PARAMETERS: tuple[Param, ...] = (
     FRICTION_COEFFICIENT,
+    TORSIONAL_FRICTION,
     MAX_PENETRATION,
     Param("contact.solver", "str", "admm", "",
           "rigid: constraint solver of pinocchio >= 4, 'admm' or 'pgs' (projected Gauss-Seidel).",
@@ -92,6 +94,24 @@ PARAMETERS: tuple[Param, ...] = (
 
 #: a loaded point slips when its tangential speed exceeds this many solver tolerances
 SLIP_TOLERANCES = 10.0
+#: solves of the torsional bounds' fixed point (|spin impulse| <= lambda_n, the normal
+#: impulse of the last solve) per step; 2 where the normal impulses do not move
+MAX_BOUND_PASSES = 20
+
+_BOX_ROW_MODEL = None
+
+
+def _box_row_model() -> pin.Model:
+    """A one-joint model whose joint friction constraint is one row with a box set
+    [lb, ub]: the solver's container for a torsional row (the Delassus matrix and
+    the free velocity are ours, as for the points' cones)."""
+    global _BOX_ROW_MODEL
+    if _BOX_ROW_MODEL is None:
+        model = pin.Model()
+        joint = model.addJoint(0, pin.JointModelRZ(), pin.SE3.Identity(), "spin")
+        model.appendBodyToJoint(joint, pin.Inertia.FromSphere(1.0, 0.1), pin.SE3.Identity())
+        _BOX_ROW_MODEL = model
+    return _BOX_ROW_MODEL
 
 
 def _require_solvers() -> None:
@@ -125,10 +145,15 @@ class RigidContact(SurfaceContact):
         self.activation_margin = self.margin
         self.max_penetration = params.max_penetration
         self.mu = params.friction_coefficient
+        self.mu_t = params.torsional_friction
         n = points.n
         self.depth = np.zeros(n)
         self._impulse = np.zeros((n, 3))  # of the last step, ground coordinates, N*s
         self._warm = np.zeros((n, 3))  # warm start of the next solve
+        #: (n,) spin impulses of the last step (N*s along the rows l w_n; the torque impulse
+        #: is l times it) and the next solve's warm start of them
+        self._spin = np.zeros(n)
+        self._spun = False  # whether _spin may be nonzero (saves a reduction a step)
         self._all = np.arange(n)
         self._last = None
         #: steps whose solve stopped before the tolerance / solves in all
@@ -136,14 +161,16 @@ class RigidContact(SurfaceContact):
         self.solves = 0
         #: iterations of each solve (the last 100 000)
         self.iterations: list[int] = []
-        self._problems: dict[int, tuple] = {}  # active count -> containers, solver, result
-        self._penalty: dict[int, tuple[float, float]] = {}  # active count -> ADMM (rho, power)
+        #: active count k (or (k, True) with the spin rows) -> containers, solver, result,
+        #: box rows; and the ADMM penalty (rho, power) of its last solve
+        self._problems: dict = {}
+        self._penalty: dict = {}
         self._model = points.model  # the constraint containers need one (they carry the cones)
         #: weight share of one point, N (standard gravity): lambda_ref = it * dt
         # (a point set that says otherwise, the feet with collision points, keeps the feet's)
         self._weight_per_point = pin.computeTotalMass(points.model) * STANDARD_GRAVITY / max(
             getattr(points, "reference_count", n), 1)
-        self._normal_diag = np.zeros(0, dtype=int)  # flat indices of the normal rows' diagonal
+        self._normal_diag = {}  # problem key -> flat indices of the normal rows' diagonal
 
     # ------------------------------------------------------------------ interface
 
@@ -151,6 +178,7 @@ class RigidContact(SurfaceContact):
         """No deformation state: zeros (2, n) for the common interface. Clears the warm start."""
         self._impulse = np.zeros((self.points.n, 3))
         self._warm = self._impulse
+        self._spin, self._spun = np.zeros(self.points.n), False
         self._last = None
         self._problems.clear()
         self._penalty.clear()  # ADMM's penalty too: reset is deterministic
@@ -158,12 +186,13 @@ class RigidContact(SurfaceContact):
 
     def snapshot(self) -> tuple:
         """What the next solve and the readings depend on besides (q, v): the warm
-        starts (impulses, ADMM penalties) and the last depths and impulses."""
-        return (self._warm, self._impulse, dict(self._penalty), self.depth, self._last)
+        starts (impulses, spin impulses, ADMM penalties) and the last depths and impulses."""
+        return (self._warm, self._impulse, self._spin, self._spun, dict(self._penalty),
+                self.depth, self._last)
 
     def restore(self, snap: tuple) -> None:
         """Back to a :meth:`snapshot`."""
-        self._warm, self._impulse, penalty, self.depth, self._last = snap
+        self._warm, self._impulse, self._spin, self._spun, penalty, self.depth, self._last = snap
         self._penalty = dict(penalty)
 
     @property
@@ -181,16 +210,17 @@ class RigidContact(SurfaceContact):
         warm = np.zeros((self.points.n, 3))
         warm[:len(rows)] = rows
         self._warm = warm
+        self._spin, self._spun = np.zeros(self.points.n), False  # (a warm start only)
 
     def parameters(self) -> dict[str, float]:
         """The live parameters, by their ``contact.`` names."""
-        return {"friction_coefficient": self.mu}
+        return {"friction_coefficient": self.mu, "torsional_friction": self.mu_t}
 
     def set_parameters(self, **values: float) -> None:
         """Change live contact constants, checked by their declarations (on a
         :class:`ConfigError` nothing changes)."""
-        self.mu = float(checked_live_values(PARAMETERS, self.parameters(),
-                                            values)["friction_coefficient"])
+        new = checked_live_values(PARAMETERS, self.parameters(), values)
+        self.mu, self.mu_t = float(new["friction_coefficient"]), float(new["torsional_friction"])
         self._problems.clear()  # the cones carry mu
 
     def resolution_note(self, delassus, weight, dt) -> None:
@@ -203,10 +233,11 @@ class RigidContact(SurfaceContact):
 
     # ------------------------------------------------------------------ the step
 
-    def _problem(self, k: int):
-        """Constraint containers (they carry the friction cones), solver and result for
-        ``k`` active points, built once per size."""
-        prob = self._problems.get(k)
+    def _problem(self, k: int, torsion: bool, key):
+        """Constraint containers (they carry the friction cones and, with torsional
+        friction, a box row per point after the k cones), solver, result and the box
+        rows for ``k`` active points, built once per size (``key``)."""
+        prob = self._problems.get(key)
         if prob is None:
             cms, cds = pin.StdVec_ConstraintModel(), pin.StdVec_ConstraintData()
             jid = int(self.points.joint_ids[0])
@@ -216,11 +247,18 @@ class RigidContact(SurfaceContact):
                 cm.setFriction(self.mu)
                 cms.append(cm)
                 cds.append(cm.createData())
+            boxes = []
+            for _ in range(k if torsion else 0):
+                box = pin.JointFrictionConstraintModel(_box_row_model(), [1])
+                boxes.append(box)
+                cms.append(box)
+                cds.append(box.createData())
+            size = (4 if torsion else 3) * k
             if self.solver_name == "pgs":
-                solver, settings, result = (pin.PGSConstraintSolver(3 * k), pin.PGSSolverSettings(),
+                solver, settings, result = (pin.PGSConstraintSolver(size), pin.PGSSolverSettings(),
                                             pin.PGSSolverResult())
             else:
-                solver, settings, result = (pin.ADMMConstraintSolver(3 * k),
+                solver, settings, result = (pin.ADMMConstraintSolver(size),
                                             pin.ADMMSolverSettings(), pin.ADMMSolverResult())
             settings.max_iterations = self.max_iterations
             settings.absolute_feasibility_tol = self.tolerance
@@ -229,8 +267,21 @@ class RigidContact(SurfaceContact):
             settings.relative_feasibility_tol = 1e-14
             settings.relative_complementarity_tol = 1e-14
             settings.solve_ncp = True  # the NCP (De Saxce), not its convex relaxation
-            prob = self._problems[k] = (cms, cds, solver, settings, result)
+            prob = self._problems[key] = (cms, cds, solver, settings, result, boxes)
         return prob
+
+    @staticmethod
+    def _set_spin_bounds(problem, bound: np.ndarray) -> None:
+        """The torsional rows' boxes [-bound_i, bound_i] (the solver reads a box from
+        the constraint's data, made from the model's limits: both are renewed)."""
+        cms, cds, boxes = problem[0], problem[1], problem[5]
+        k = len(boxes)
+        for i, box in enumerate(boxes):
+            b = float(bound[i])
+            box.setFrictionLowerLimit(np.array([-b]))
+            box.setFrictionUpperLimit(np.array([b]))
+            cms[k + i] = box
+            cds[k + i] = box.createData()
 
     def solve(self, Minv_upper: np.ndarray, v_free: np.ndarray, u: np.ndarray,
               dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -240,7 +291,15 @@ class RigidContact(SurfaceContact):
         configuration; ``Minv_upper`` holds the upper triangle of the (symmetric)
         inverse mass matrix there (the lower one is not read). Also sets the
         depths; the states are computed on demand. ``u`` is unused (the rigid
-        ground does not deform)."""
+        ground does not deform).
+
+        With ``contact.torsional_friction`` l > 0 each active point also has a spin row
+        ``l w_n`` (w_n: its link's angular velocity about the normal) whose impulse is
+        boxed by the point's normal impulse, ``|rho| <= lambda_n`` (the torque is at most
+        ``l f_n``): pinocchio's solvers take a box with fixed bounds, so the bounds
+        are the normal impulses of the previous solve, and the step solves again until
+        they agree within the tolerance (a fixed point, beside the solver: 2 solves
+        where the normal impulses do not move)."""
         pts = self.points
         phi = -pts.depth
         self.depth = -phi
@@ -251,18 +310,26 @@ class RigidContact(SurfaceContact):
         self._impulse = np.zeros((pts.n, 3))
         self._last = None
         k = int(np.count_nonzero(near))
+        torsion = self.mu_t > 0.0 and self.mu > 0.0
         if k == 0:
+            if self._spun:
+                self._spin, self._spun = np.zeros(pts.n), False
             return v_free, np.zeros_like(self._impulse), u
         idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
+        if torsion:  # the spin rows l w_n after the points' rows
+            Jc = np.concatenate([Jc, pts.torsion_jacobian(idx) * self.mu_t])
+        size = len(Jc)
         MinvJt = upper_sym_mm(Minv_upper, Jc.T)  # reads the upper triangle only
         G0 = Jc.dot(MinvJt)
         unit = self._weight_per_point * dt  # lambda_ref, N*s
         G = G0 * unit  # the Delassus matrix for impulses in units of lambda_ref
+        key = (k, True) if torsion else k  # of the problem's containers and caches
         if self.regularization > 0:  # on the normal rows only: tangentially it would creep
-            if len(self._normal_diag) != k:
-                self._normal_diag = (3 * k + 1) * (3 * np.arange(k) + 2)
-            G.flat[self._normal_diag] *= 1.0 + self.regularization
+            normal_diag = self._normal_diag.get(key)
+            if normal_diag is None:
+                normal_diag = self._normal_diag[key] = (size + 1) * (3 * np.arange(k) + 2)
+            G.flat[normal_diag] *= 1.0 + self.regularization
         vel = Jc.dot(v_free)
         ph = phi[idx] if k < pts.n else phi
         g = vel.copy()
@@ -270,46 +337,82 @@ class RigidContact(SurfaceContact):
         # at beta |phi| / h, but no faster than a fall through its depth
         push = np.minimum(self.baumgarte_gain * (1.0 / dt) * -ph,
                           np.sqrt(2.0 * STANDARD_GRAVITY * np.maximum(-ph, 0.0)))
-        g[2::3] += np.where(ph >= 0.0, ph * (1.0 / dt), -push)
-        cms, cds, solver, settings, result = self._problem(k)
+        g[2:3 * k:3] += np.where(ph >= 0.0, ph * (1.0 / dt), -push)
+        problem = self._problem(k, torsion, key)
         guess = self._warm[idx].ravel() * (1.0 / unit)
-        iterations = 0
-        admm = self.solver_name == "admm"
-        if admm and k in self._penalty:
-            # start from the last solve's penalty (11 -> 7 iterations per step on icub_stand);
-            # kept here rather than in pinocchio's result object, so a state snapshot has it
-            settings.rho_init, settings.spectral_rho_power_init = self._penalty[k]
-        while True:
-            result.setConstraintImpulseGuess(guess)
-            converged = solver.solve(pin.DelassusOperatorDense(G), g, cms, cds, settings, result)
-            lam = result.retrieveConstraintImpulses()  # in units of lambda_ref
-            iterations += result.iterations + 1
-            if admm:
-                self._penalty[k] = (result.rho, result.spectral_rho_power)
-                break
-            # Our own check of the normal complementarity (De Saxce-corrected velocity, in
-            # units of lambda_ref): pinocchio 4.1's PGS stops after one sweep when no point has a
-            # tangential velocity (a flat impact), so it is called again until it holds.
-            c = (G.dot(lam) + g).reshape(k, 3)
-            s_n = c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])
-            residual = np.abs(np.minimum(lam[2::3], s_n / G.diagonal()[2::3])).max()
-            if residual <= self.tolerance or iterations >= self.max_iterations:
-                converged = converged and residual <= self.tolerance
-                break
-            guess = lam
+        if not torsion:
+            lam, iterations, converged = self._solve_problem(G, g, guess, problem, key, k, None)
+        else:  # the spin rows' bounds: a fixed point of the normal impulses
+            guess = np.concatenate([guess, self._spin[idx] * (1.0 / unit)])
+            bound = np.maximum(guess[2:3 * k:3], 0.0)
+            iterations = 0
+            for _ in range(MAX_BOUND_PASSES):
+                self._set_spin_bounds(problem, bound)
+                lam, its, ok = self._solve_problem(G, g, guess, problem, key, k, bound)
+                iterations += its
+                lam_n = np.maximum(lam[2:3 * k:3], 0.0)
+                converged = ok and np.abs(lam_n - bound).max() <= self.tolerance
+                if converged:
+                    break
+                bound, guess = lam_n, lam
         lam = lam * unit  # N*s
         self.solves += 1
         self.nonconverged += not converged
         self.iterations.append(iterations)
         if len(self.iterations) > 200_000:
             del self.iterations[:100_000]
-        lam3 = lam.reshape(k, 3)
+        if torsion:
+            lam3 = lam[:3 * k].reshape(k, 3)
+            spin = np.zeros(pts.n)
+            spin[idx] = lam[3 * k:]
+            self._spin, self._spun = spin, True
+            self._last = (idx, lam3, vel[:3 * k], G0[:3 * k], lam)
+        else:
+            lam3 = lam.reshape(k, 3)
+            if self._spun:
+                self._spin, self._spun = np.zeros(pts.n), False
+            self._last = (idx, lam3, vel, G0, lam)
         self._impulse[idx] = lam3
         self._warm = self._impulse
-        self._last = (idx, lam3, vel, G0, lam)
         v_next = MinvJt.dot(lam)
         v_next += v_free
         return v_next, self._impulse * (1.0 / dt), u
+
+    def _solve_problem(self, G, g, guess, problem, key, k, bound):
+        """One solve of the problem (``problem``: :meth:`_problem`'s, ``key`` its
+        cache key; ``bound``: the spin rows' bounds, or None without them) with the
+        solver (PGS: called again until the normal and box complementarity hold):
+        (impulses in units of lambda_ref, iterations, converged)."""
+        cms, cds, solver, settings, result, _ = problem
+        admm = self.solver_name == "admm"
+        if admm and key in self._penalty:
+            # start from the last solve's penalty (11 -> 7 iterations per step on icub_stand);
+            # kept here rather than in pinocchio's result object, so a state snapshot has it
+            settings.rho_init, settings.spectral_rho_power_init = self._penalty[key]
+        iterations = 0
+        while True:
+            result.setConstraintImpulseGuess(guess)
+            converged = solver.solve(pin.DelassusOperatorDense(G), g, cms, cds, settings, result)
+            lam = result.retrieveConstraintImpulses()  # in units of lambda_ref
+            iterations += result.iterations + 1
+            if admm:
+                self._penalty[key] = (result.rho, result.spectral_rho_power)
+                return lam, iterations, converged
+            # Our own check of the normal complementarity (De Saxce-corrected velocity, in
+            # units of lambda_ref): pinocchio 4.1's PGS stops after one sweep when no point has a
+            # tangential velocity (a flat impact), so it is called again until it holds.
+            c = G.dot(lam) + g
+            c3 = c[:3 * k].reshape(k, 3)
+            s_n = c3[:, 2] + self.mu * np.hypot(c3[:, 0], c3[:, 1])
+            diag = G.diagonal()
+            residual = np.abs(np.minimum(lam[2:3 * k:3], s_n / diag[2:3 * k:3])).max()
+            if bound is not None:  # and the boxes': rho = clip(rho - c / G_ii, -bound, bound)
+                rho, d = lam[3 * k:], diag[3 * k:]
+                step = np.divide(c[3 * k:], d, out=np.zeros(k), where=d > 0.0)
+                residual = max(residual, np.abs(rho - np.clip(rho - step, -bound, bound)).max())
+            if residual <= self.tolerance or iterations >= self.max_iterations:
+                return lam, iterations, converged and residual <= self.tolerance
+            guess = lam
 
     @property
     def status(self) -> np.ndarray:

@@ -16,6 +16,21 @@ FRICTION_COEFFICIENT = Param(
     "Coulomb friction coefficient mu (the tangential force is at most mu f_n), in [0, 1000].",
     lo=0.0, hi=MAX_FRICTION_COEFFICIENT, live=True)
 
+#: largest torsional friction length, m: a contact patch a metre across is no point contact
+MAX_TORSIONAL_FRICTION = 1.0
+
+TORSIONAL_FRICTION = Param(
+    "contact.torsional_friction", "float", 0.0, "m",
+    "Torsional (spin) friction of each contact point, a length (MuJoCo's torsional coefficient, "
+    "condim 4): the torque about the contact normal is at most this times the point's normal "
+    "force (~2/3 mu a for a contact patch of radius a). 0 = none, as MuJoCo's default condim 3, "
+    "Gazebo, PhysX and Bullet: a ball spinning in place then never slows. It matters for "
+    "single-point contacts (sphere feet, balls); a box's corners resist spin through their "
+    "tangential friction already. Contact surfaces only (not the links' collision points); none "
+    "where friction_coefficient is 0. Compliant: the twist is resisted by the tangential "
+    "spring-damper acting at this lever arm.",
+    lo=0.0, hi=MAX_TORSIONAL_FRICTION, live=True)
+
 MAX_PENETRATION = Param(
     "contact.max_penetration", "float", 0.2, "m",
     "A contact point deeper than this raises DivergenceError (a guard against a lost robot, not a "

@@ -113,6 +113,17 @@ class MergedPoints:
             parts.append(b.J_cm[:, sl])
         return np.concatenate(parts, axis=1).reshape(-1, self.nv)
 
+    def torsion_jacobian(self, idx: np.ndarray | None = None) -> np.ndarray:
+        """(k, nv) the spin rows of the points ``idx`` (default: all): the contact
+        surfaces' (:meth:`ContactPoints.torsion_jacobian`); zero for the collision
+        points and self-contacts, which have no torsional friction."""
+        idx = np.arange(self.n) if idx is None else np.asarray(idx)
+        out = np.zeros((len(idx), self.nv))
+        feet = idx < self.nf
+        if feet.any():
+            out[feet] = self.feet.torsion_jacobian(idx[feet])
+        return out
+
     def jacobian_g(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(3k, nv) the same rows point-major (t1, t2, n per point)."""
         J = self.jacobian_component_major(idx)
@@ -176,6 +187,8 @@ class WholeBodyContact:
         self._uc = np.zeros((2, self._coll.m))
         self._dyn = tuple(st if st is _NO_BLOCK else
                           (st[0], np.zeros((len(st[0]), 3)), *st[2:]) for st in self._dyn)
+        self.feet.clear_deformation()  # the twist the models keep (torsional friction)
+        self.merged.clear_deformation()
 
     def snapshot(self) -> tuple:
         return (self.feet.snapshot(), self.merged.snapshot(), self._merged_last, self._uc,
