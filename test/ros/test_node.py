@@ -304,7 +304,9 @@ class TestStreams:
         assert m, log
         elapsed = streams.first_js_wall - float(m.group(1))
         t = stamp_ns(first) / NS
-        assert 0.0 <= t <= elapsed + 0.05, (t, elapsed)
+        # the message may come before the line by a scheduling slice of a loaded machine
+        # (51 ms once in CI); a wall-clock stamp would be ~1.8e9 s
+        assert 0.0 <= t <= elapsed + 0.5, (t, elapsed)
         assert t < 20.0
 
     def test_joint_states_every_physics_step(self, streams, core):
