@@ -76,9 +76,18 @@ def workspace(tmp_path_factory) -> Path:
 
 def _shell(ws: Path, command: str, domain: int, timeout: float = 60.0,
            check: bool = True) -> subprocess.CompletedProcess:
-    """``command`` in a bash that sourced the workspace's install/setup.bash."""
-    out = subprocess.run(["bash", "-c", f"source install/setup.bash && {command}"], cwd=ws,
-                         env=_ws_env(domain), capture_output=True, text=True, timeout=timeout)
+    """``command`` in a bash that sourced the workspace's install/setup.bash. A command
+    that hangs past ``timeout`` (a ros2 CLI once hung 60 s in CI after discovery) comes
+    back as exit 124 with what it printed, for the caller to try again or fail on."""
+    try:
+        out = subprocess.run(["bash", "-c", f"source install/setup.bash && {command}"], cwd=ws,
+                             env=_ws_env(domain), capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        def text(x):
+            return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+        out = subprocess.CompletedProcess(e.cmd, 124, text(e.stdout),
+                                          text(e.stderr) + f"\n(timed out after {timeout} s)")
     if check:
         assert out.returncode == 0, f"'{command}' failed ({out.returncode}):\n" \
                                     f"{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
