@@ -48,7 +48,7 @@ from ..terrain import box_distances, box_pose, tangent_bases, tangent_bases_refe
 from .geometry import LinkGeometry
 from .manifold import (box_shape, contact_manifold, directions, hull_tolerance, plane_basis,
                        support_feature, vertex_code)
-from .points import Ground, twist_rows
+from .points import Ground, joint_support, twist_rows
 
 #: the ``collision.*`` parameters of the links against the ground (the self-collision
 #: ones: :mod:`wb_sim.contact.self_collision`)
@@ -85,16 +85,6 @@ PARAMETERS: tuple[Param, ...] = (
 
 #: most contacts of the terrain pairs in the contact problem at once (the deepest kept)
 TERRAIN_CAPACITY = 128
-
-
-def _joint_support(model: pin.Model) -> np.ndarray:
-    """(njoints, nv): row j is 1 on the dofs that move joint j."""
-    support = np.zeros((model.njoints, model.nv))
-    for j in range(1, model.njoints):
-        for a in model.supports[j]:
-            if a > 0:
-                support[j, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
-    return support
 
 
 def _rotate(rec: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -195,7 +185,7 @@ class CollisionPoints:
         self._Mc = centre_matrix(geometries, njoints)
         self.bound = np.array([g.bound for g in geometries])
         self._bound_margin = self.bound + margin
-        self._support = _joint_support(model)
+        self._support = joint_support(model)
         self._bound_to = None
         self.near = np.zeros(G, dtype=bool)
         self.clear()
@@ -457,7 +447,7 @@ class TerrainContacts:
         self.joint_ids = np.unique(self.geometry_joint) if len(geometries) else np.array([1])
         self._Mc = centre_matrix(geometries, model.njoints)
         self._bound_margin = np.array([g.bound for g in geometries]) + margin
-        self._support = _joint_support(model)
+        self._support = joint_support(model)
         self._bound_to = None
         self.dropped = 0
         self.active = bool(boxes) or bool(len(self.meshes))

@@ -333,6 +333,18 @@ def twist_rows(bases: np.ndarray, position: np.ndarray) -> np.ndarray:
     return C
 
 
+def joint_support(model: pin.Model) -> np.ndarray:
+    """(njoints, nv): row j is 1 on the dofs that move joint j (0 for the world): the
+    mask that keeps a point's Jacobian to the joints that carry it (ground collision,
+    self-collision)."""
+    support = np.zeros((model.njoints, model.nv))
+    for j in range(1, model.njoints):
+        for a in model.supports[j]:
+            if a > 0:
+                support[j, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
+    return support
+
+
 #: skew(p) = sum_k p_k _LEVI_CIVITA[k]
 _LEVI_CIVITA = np.array([[[0, 0, 0], [0, 0, -1], [0, 1, 0]],
                          [[0, 0, 1], [0, 0, 0], [-1, 0, 0]],

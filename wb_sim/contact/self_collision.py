@@ -81,7 +81,7 @@ from ..pin_views import copy_records, placement_view
 from ..terrain import tangent_bases, tangent_bases_reference
 from .geometry import fibonacci_directions, hull_vertices, mesh_vertices, shape_reach
 from .manifold import contact_manifold
-from .points import twist_rows
+from .points import joint_support, twist_rows
 
 #: the self-collision ``collision.*`` parameters (the group's others: ground_collision)
 PARAMETERS: tuple[Param, ...] = (
@@ -350,16 +350,6 @@ def geometry_pairs(model: pin.Model, geometries: list[SelfGeometry],
             pa.append(a)
             pb.append(b)
     return np.array(pa, dtype=int), np.array(pb, dtype=int)
-
-
-def joint_support(model: pin.Model) -> np.ndarray:
-    """(njoints, nv): row j is 1 on the dofs that move joint j (0 for the world)."""
-    support = np.zeros((model.njoints, model.nv))
-    for j in range(1, model.njoints):
-        for a in model.supports[j]:
-            if a > 0:
-                support[j, model.idx_vs[a]:model.idx_vs[a] + model.nvs[a]] = 1.0
-    return support
 
 
 def _prismatic(joint) -> bool:
