@@ -914,7 +914,8 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
     flips = [[0] * len(groups) for _ in range(m)]
     lifts = [0] * m
 
-    def solve_with(sig):
+    def augmented(sig):
+        """(the rows in the solve, A with each slipping group's sigma on its diagonal)."""
         rows = [r * j + c for j in range(m) if on[j] for c in range(r)]
         M = A.copy()
         for j in range(m):
@@ -922,6 +923,10 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                 if slip[j][g]:
                     for c in grows:
                         M[r * j + c, r * j + c] += sig[j][g]
+        return rows, M
+
+    def solve_with(sig):
+        rows, M = augmented(sig)
         p = np.zeros(r * m)
         if rows:
             p[rows] = np.linalg.solve(M[np.ix_(rows, rows)], b[rows])
@@ -975,13 +980,7 @@ def _reference_solve(points, Minv, v_free, u, dt, params, reference_depth, twist
                      for a in range(len(x))]
                 continue
             # the derivatives: dp/dsigma_b = -M^-1 E_b p (E_b keeps group b's rows)
-            rows = [r * j + c for j in range(m) if on[j] for c in range(r)]
-            M = A.copy()
-            for j in range(m):
-                for g, (grows, _) in enumerate(groups):
-                    if slip[j][g]:
-                        for c in grows:
-                            M[r * j + c, r * j + c] += sig[j][g]
+            rows, M = augmented(sig)
             Minv_k = np.linalg.inv(M[np.ix_(rows, rows)])
             jac = np.zeros((len(slipping), len(slipping)))
             for bcol, (jb, gb) in enumerate(slipping):
