@@ -3,8 +3,7 @@ wb_sim/contact/) imports neither the tools nor the ROS node, and the tools do no
 import the ROS node; no module imports another's private name (``from .x import _foo``);
 the modules form no import cycle; docs/layout.md has a line for every module. Read from
 the source's import statements (every one, also those inside functions and under
-TYPE_CHECKING), so an import on a rarely taken path counts too. The exceptions known
-today are listed, each with why (KNOWN_CYCLE_EDGES, KNOWN_PRIVATE_IMPORTS)."""
+TYPE_CHECKING), so an import on a rarely taken path counts too. There is no exception."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import ast
 import functools
 from pathlib import Path
 
-import pytest
 
 from helpers import ROOT
 
@@ -247,40 +245,13 @@ def _describe(cycle, graph) -> str:
     return "\n  ".join(steps)
 
 
-#: Import edges that close a cycle, each with why it is still there (none since issue 25);
-#: they are left out of the graph before looking for cycles. test_a_known_cycle_edge_is_gone
-#: says (XPASS) when one no longer closes a cycle: then take it off this list.
-KNOWN_CYCLE_EDGES: dict[tuple[str, str], str] = {}
-
-
 def test_no_import_cycle_among_wb_sim_modules():
     """Module-level, function-level and type-checking imports alike: the modules of wb_sim
-    form no cycle, apart from the edges of KNOWN_CYCLE_EDGES."""
+    form no cycle (the last ones, of the contact wing, went with issue 25)."""
     graph = _graph()
-    for a, b in KNOWN_CYCLE_EDGES:
-        graph[a].pop(b, None)
     cycles = _cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(
         "  " + _describe(c, graph) for c in cycles)
-
-
-@pytest.mark.parametrize("edge", [
-    pytest.param(edge, id="->".join(edge), marks=pytest.mark.xfail(
-        reason=f"KNOWN_CYCLE_EDGES: {why}; XPASS: gone, take it off the list", strict=False))
-    for edge, why in sorted(KNOWN_CYCLE_EDGES.items())])
-def test_a_known_cycle_edge_is_gone(edge):
-    """The edge no longer closes a cycle: it is gone, or nothing leads back."""
-    graph = _graph()
-    a, b = edge
-    if b not in graph[a]:
-        return
-    seen, todo = {b}, [b]
-    while todo:
-        for w in graph[todo.pop()]:
-            if w not in seen:
-                seen.add(w)
-                todo.append(w)
-    assert a not in seen, f"{a} -> {b} still closes a cycle"
 
 
 def test_the_cycle_finder_reports_a_cycle():
@@ -309,22 +280,10 @@ def _private_imports() -> set[tuple[str, str, str]]:
     return out
 
 
-#: ``from x import _name`` known today, each with why it is still there.
-KNOWN_PRIVATE_IMPORTS: dict[tuple[str, str, str], str] = {}
-
-
 def test_no_module_imports_another_modules_private_name():
     """A name with a leading underscore is its module's own: no other module of wb_sim
-    imports it (``from .x import _foo``), apart from KNOWN_PRIVATE_IMPORTS."""
-    assert sorted(_private_imports() - set(KNOWN_PRIVATE_IMPORTS)) == []
-
-
-@pytest.mark.parametrize("known", [
-    pytest.param(known, id=f"{known[0]}:{known[2]}", marks=pytest.mark.xfail(
-        reason=f"KNOWN_PRIVATE_IMPORTS: {why}; XPASS: gone, take it off the list", strict=False))
-    for known, why in sorted(KNOWN_PRIVATE_IMPORTS.items())])
-def test_a_known_private_import_is_gone(known):
-    assert known not in _private_imports()
+    imports it (``from .x import _foo``)."""
+    assert sorted(_private_imports()) == []
 
 
 def test_the_private_import_reader_sees_them():
