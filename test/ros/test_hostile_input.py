@@ -35,6 +35,7 @@ require_ros()
 
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from rcl_interfaces.srv import SetParameters, SetParametersAtomically  # noqa: E402
+from rclpy._rclpy_pybind11 import RCLError  # noqa: E402
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
@@ -320,11 +321,20 @@ def test_a_flood_of_malformed_messages_is_counted_not_logged(hostile):
     log0 = len(s.node.log())
     bad = [m for _, m, _ in BAD_MESSAGES]
     topics = [t for t, _, _ in BAD_MESSAGES]
+    sent = 0
     for k in range(3000):
         i = k % len(bad)
-        s.pubs[topics[i]].publish(bad[i])
+        try:
+            s.pubs[topics[i]].publish(bad[i])
+            sent += 1
+        except RCLError:
+            # the flooder's own reliable writer is full (its reader, the node, is a
+            # busy machine's process): its publish fails after blocking; the node is
+            # not at fault, so the flood goes on a little slower
+            s.ros.spin_for(0.01)
         if k % 200 == 0:
             s.ros.spin_for(0.001)
+    assert sent >= 1500, sent
     assert s.node.wait_for_log("rejected messages:", 5.0, count=1 + s.node.log().count(
         "rejected messages:", 0, log0), spin=s.ros.spin_for)
     s.ros.spin_for(1.2)  # the stats line after the flood
@@ -335,7 +345,7 @@ def test_a_flood_of_malformed_messages_is_counted_not_logged(hostile):
             for item in ln.split("rejected messages: ", 1)[1].split(", "):
                 counted += int(item.rsplit(" ", 1)[1])
     warnings_logged = sum(1 for ln in new if "[WARN]" in ln and "rejected a" in ln)
-    assert counted >= 1000, (counted, new[-5:])  # DDS may drop some of a burst; most arrive
+    assert counted >= min(1000, sent // 2), (counted, sent, new[-5:])  # DDS may drop some of a burst; most arrive
     assert warnings_logged <= 16 * 3, warnings_logged  # per kind at most once a second
     assert_healthy(hostile, "flood")
 
