@@ -477,10 +477,60 @@ def _publish_until_logged(s: SimSetup, pub, msg, text: str, timeout: float = 6.0
     raise AssertionError(f"'{text}' not in the node's log within {timeout} s\n{s.describe()}")
 
 
-class TestStanding:
-    def test_pd_controller_process_keeps_the_humanoid_standing(self, stand, core):
-        run = _standing_run(stand)
+@pytest.fixture(scope="class")
+def stand_lockstep(tmp_path_factory):
+    """As :func:`stand`, in paced lockstep (the mode ``wb_sim_run`` and the launch file
+    give the example controller): one step per answer at real time at most, so that the
+    closed loop is the same on a busy machine as on a quiet one. ``sync.match_stamp``
+    false: the effort controller's ``effort_commands`` carry no stamp, each answers the
+    newest state."""
+    for s in _setup(tmp_path_factory, "stand_lockstep", *SPARE_CPU, "sync.mode:=lockstep",
+                    "sync.match_stamp:=false", "publish.stats_period_s:=1.0"):
+        s.start_pd_controller()
+        yield s
+
+
+class TestStandingInLockstep:
+    def test_pd_controller_process_keeps_the_humanoid_standing(self, stand_lockstep, core):
+        s = stand_lockstep
+        run = _standing_run(s)
         _check_standing(run, core.mass, "joint_commands (wb_sim.ros.pd_controller)")
+        assert s.procs["pd_controller"].alive() and s.node.alive()
+
+    def test_effort_commands_controller_process_keeps_the_humanoid_standing(self, stand_lockstep, core):
+        """The Float64MultiArray controller alone: the joint_commands controller is
+        stopped before the reset, so nothing publishes joint_commands any more."""
+        s, ros = stand_lockstep, stand_lockstep.ros
+        ec = s.start("effort_controller", effort_controller_argv())
+        assert ec.wait_for_log("effort controller running", STARTUP_TIMEOUT, spin=ros.spin_for), \
+            s.describe()
+        assert s.procs["pd_controller"].interrupt(10) == 0, s.describe()
+        graph = ros.node
+        assert ros.spin_until(lambda: graph.count_publishers("/joint_commands") == 0
+                              and graph.count_publishers("/effort_commands") == 1, 10), \
+            (graph.count_publishers("/joint_commands"), graph.count_publishers("/effort_commands"))
+        n_rejected = s.node.log().count("rejected a command on 'effort_commands'")
+        run = _standing_run(s)
+        _check_standing(run, core.mass, "effort_commands (test/helpers/ros_effort_controller.py)")
+        assert ec.alive() and s.node.alive()
+        assert s.node.log().count("rejected a command on 'effort_commands'") == n_rejected
+
+
+
+
+class TestStanding:
+    def test_pd_controller_process_holds_the_humanoid_free_running(self, stand, core):
+        """Free-running real time (``sync.mode: realtime``): host load is part of the
+        experiment there (docs/ros.md), so on a busy machine the answers come late; the
+        example controller's drive mode keeps the humanoid up all the same (CI saw the
+        base sink 12.5 mm), which is what is asserted here: within 3 cm of its height,
+        within 2 cm horizontally. The tight band is :class:`TestStandingInLockstep`'s."""
+        run = _standing_run(stand)
+        z = np.array([_z(m) for m in run["odom"]])
+        assert len(z) > 400, len(z)
+        assert np.abs(Z0 - z).max() < 0.03, f"base height {z.min():.4f} .. {z.max():.4f} m"
+        xy = np.array([[m.pose.pose.position.x, m.pose.pose.position.y] for m in run["odom"]])
+        assert np.abs(xy).max() < 0.02, f"the base drifted {np.abs(xy).max():.3f} m"
         assert stand.procs["pd_controller"].alive() and stand.node.alive()
 
     def test_stats_line_reports_rtf_misses_and_latency(self, stand):
@@ -658,24 +708,6 @@ class TestStanding:
         assert not r.successful
         assert r.reason
         assert ros.get_parameters(name)[name] == before
-
-    def test_effort_commands_controller_process_keeps_the_humanoid_standing(self, stand, core):
-        """The Float64MultiArray controller alone: the joint_commands controller is
-        stopped before the reset, so nothing publishes joint_commands any more."""
-        s, ros = stand, stand.ros
-        ec = s.start("effort_controller", effort_controller_argv())
-        assert ec.wait_for_log("effort controller running", STARTUP_TIMEOUT, spin=ros.spin_for), \
-            s.describe()
-        assert s.procs["pd_controller"].interrupt(10) == 0, s.describe()
-        graph = ros.node
-        assert ros.spin_until(lambda: graph.count_publishers("/joint_commands") == 0
-                              and graph.count_publishers("/effort_commands") == 1, 10), \
-            (graph.count_publishers("/joint_commands"), graph.count_publishers("/effort_commands"))
-        n_rejected = s.node.log().count("rejected a command on 'effort_commands'")
-        run = _standing_run(s)
-        _check_standing(run, core.mass, "effort_commands (test/helpers/ros_effort_controller.py)")
-        assert ec.alive() and s.node.alive()
-        assert s.node.log().count("rejected a command on 'effort_commands'") == n_rejected
 
 
 # ============================================================================= watchdog
