@@ -128,9 +128,24 @@ def write_command(t: JointTargets, idx: np.ndarray, fields: list) -> np.ndarray:
     return j
 
 
+def joint_indices(names: Sequence[str], index: Mapping[str, int]) -> np.ndarray:
+    """The simulator's indices of the joints ``names``; CommandRejected for an empty
+    list, an unknown or a duplicated name."""
+    n = len(names)
+    if n == 0:
+        raise CommandRejected("no joint names", "no names")
+    try:
+        idx = np.fromiter((index[x] for x in names), dtype=np.intp, count=n)
+    except KeyError as e:
+        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
+    if len(set(names)) != n:
+        raise CommandRejected("duplicated joint names", "duplicated names")
+    return idx
+
+
 def parse_joint_command(names: Sequence[str], position, velocity, effort,
-                        index: Mapping[str, int], nan_is_unset: bool = False
-                        ) -> tuple[np.ndarray, list]:
+                        index: Mapping[str, int], nan_is_unset: bool = False,
+                        idx: np.ndarray | None = None) -> tuple[np.ndarray, list]:
     """Validate a ``joint_commands`` message (ros2_control's convention: a field
     given for the joints = that command interface): the joint indices (simulator
     order) and, per field of :data:`FIELDS`, ``None`` (not given) or
@@ -139,7 +154,8 @@ def parse_joint_command(names: Sequence[str], position, velocity, effort,
     commanded). Each field must be empty or as long as ``name``, at least one
     given; an empty, duplicated, unknown-name or non-finite (+-inf always; NaN
     unless ``nan_is_unset``) command raises :class:`CommandRejected`, as does one
-    whose every entry is NaN."""
+    whose every entry is NaN. ``idx``: ``joint_indices(names, index)`` when the
+    caller already has it (the same names as its last command)."""
     n = len(names)
     if n == 0:
         raise CommandRejected("no joint names", "no names")
@@ -154,31 +170,45 @@ def parse_joint_command(names: Sequence[str], position, velocity, effort,
             arrays.append(np.asarray(data, dtype=float))
     if all(a is None for a in arrays):
         raise CommandRejected(f"{n} names but no position, velocity or effort", "no values")
-    try:
-        idx = np.fromiter((index[x] for x in names), dtype=np.intp, count=n)
-    except KeyError as e:
-        raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
-    if len(set(names)) != n:
-        raise CommandRejected("duplicated joint names", "duplicated names")
+    if idx is None:
+        idx = joint_indices(names, index)
     fields: list = []
+    if not nan_is_unset:  # the common case, per command: one finiteness test per field
+        with np.errstate(over="ignore"):
+            for what, a in zip(FIELDS, arrays):
+                if a is None:
+                    fields.append(None)
+                    continue
+                if not math.isfinite(float(a.dot(a))):
+                    check_finite(a, names, what)  # raises, naming the joints
+                fields.append((a, _all_given(n)))
+        return idx, fields
     any_given = False
     for what, a in zip(FIELDS, arrays):
         if a is None:
             fields.append(None)
             continue
-        if nan_is_unset:
-            given = ~np.isnan(a)
-            check_finite(np.where(given, a, 0.0), names, what)
-            any_given = any_given or bool(given.any())
-        else:
-            check_finite(a, names, what)
-            given = np.ones(n, dtype=bool)
-            any_given = True
+        given = ~np.isnan(a)
+        check_finite(np.where(given, a, 0.0), names, what)
+        any_given = any_given or bool(given.any())
         fields.append((a, given))
     if not any_given:
         raise CommandRejected("every entry is NaN: no interface of any joint is commanded "
                               "(command.nan_is_unset)", "no command")
     return idx, fields
+
+
+_ALL_GIVEN: dict[int, np.ndarray] = {}
+
+
+def _all_given(n: int) -> np.ndarray:
+    """A read-only mask of ``n`` Trues (one per size, shared: masks are only read)."""
+    mask = _ALL_GIVEN.get(n)
+    if mask is None:
+        mask = np.ones(n, dtype=bool)
+        mask.flags.writeable = False
+        _ALL_GIVEN[n] = mask
+    return mask
 
 
 Log = Callable[[str, str, "str | None"], None]
@@ -204,6 +234,8 @@ class CommandGate:
                  match_stamp: bool = False, wait_for_first: bool = False,
                  frame_names: Sequence[str] = (), dt_ns: int | None = None):
         self.joint_index = {n: i for i, n in enumerate(joint_names)}
+        self._names: Sequence[str] | None = None  # the last command's names, their indices
+        self._names_idx: np.ndarray | None = None
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
                                     dtype=np.intp)
@@ -327,8 +359,13 @@ class CommandGate:
             self.stats.stale += 1  # an answer to an older state (or no stamp at all)
             return False
         try:
+            # the names of the last command again (a reader that decodes them only when
+            # they change hands the same list): their indices are known
+            idx = self._names_idx if names is self._names else None
             idx, fields = parse_joint_command(names, position, velocity, effort,
-                                              self.joint_index, self._cfg["command.nan_is_unset"])
+                                              self.joint_index, self._cfg["command.nan_is_unset"],
+                                              idx)
+            self._names, self._names_idx = names, idx
         except CommandRejected as e:
             self.reject("joint_commands", e, wall)
             return False

@@ -52,6 +52,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter, parameter_value_to_python
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
+from rclpy.task import Future
 from std_msgs.msg import String
 
 from ..controllers import PDGravityController
@@ -252,8 +253,14 @@ def main(args=None) -> int:
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     die_with_parent()  # end with the launch that started us, whatever signal ended it
     stop = threading.Event()
+    stopped = Future()  # the same, for the executor: it spins until this is done
+
+    def on_signal(*_):
+        stop.set()
+        if not stopped.done():
+            stopped.set_result(None)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     node = None
     try:
         node = PDController()
@@ -261,8 +268,10 @@ def main(args=None) -> int:
         executor.add_node(node)
         node.wait_for_simulator(executor, stop=stop)
         gc.freeze()  # what exists now lives as long as the node: no full-collection stalls
+        # events taken in the executor's own loop (the EventsExecutor's is C++: no return
+        # to Python between messages), back here every 0.1 s to look at rclpy.ok()
         while not stop.is_set() and rclpy.ok():
-            executor.spin_once(timeout_sec=0.1)
+            executor.spin_until_future_complete(stopped, timeout_sec=0.1)
     except SetupError as e:
         rclpy.logging.get_logger("wb_sim_pd_controller").fatal(str(e))
         return 2
