@@ -16,8 +16,9 @@ What the twin takes from the simulator, so that only the two engines differ:
   not meet each other (self-collision off, as the shipped configurations).
 
 The integrator is MuJoCo's ``Euler``: semi-implicit, joint damping implicit, as wb_sim's step.
-What the twin cannot represent (terrain, a tilted ground, self-collision, Coulomb joint
-friction: MuJoCo's is a hard constraint, wb_sim's a smoothed tanh) is refused.
+What the twin does not represent (terrain, a tilted ground, self-collision, torsional
+friction, Coulomb joint friction: MuJoCo's is a hard constraint, wb_sim's a smoothed tanh) is
+refused.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ def _refuse_what_the_twin_lacks(sim) -> None:
         lacks.append("terrain")
     if cfg.collision.self_collision:
         lacks.append("self-collision")
+    if cfg.contact.torsional_friction:
+        lacks.append("torsional friction (condim 3 has none)")
     friction = cfg.joints.friction or sim.robot.model.friction  # the URDF's, in pinocchio's model
     if cfg.joints.urdf_dynamics and np.any(np.asarray(friction) > 0.0):
         lacks.append("Coulomb joint friction")
