@@ -8,6 +8,8 @@ skipped for want of an extra.
   launch_ros, colcon (``WB_SIM_REQUIRE_ROS``);
 * :func:`require_modules`: a module of the test, plot or viewer extra: iDynTree, ray,
   pyarrow, ruff, xacro, matplotlib, rosbags (``WB_SIM_REQUIRE_EXTRAS``);
+* :func:`require_mujoco`: MuJoCo, the independent reference of the physics comparisons
+  (``WB_SIM_REQUIRE_EXTRAS``);
 * :func:`require_robot_data`: a robot's data, icub-models or example-robot-data
   (``WB_SIM_REQUIRE_EXTRAS``);
 * :func:`require_browser`: meshcat and Chromium for the viewer's browser tests
@@ -83,6 +85,14 @@ def require_modules(*names: str, why: str) -> None:
     """Python modules of an extra (a ROS install's ``colcon test`` has none of the PyPI-only
     ones), ``why`` saying how to get them (``"pip install ray (the test extra)"``)."""
     settle(_unimportable(names), "WB_SIM_REQUIRE_EXTRAS", "not importable", why)
+
+
+def require_mujoco() -> None:
+    """MuJoCo (the test extra), the independent engine wb_sim's physics is compared with
+    (``helpers/mujoco_twin.py``)."""
+    settle(_unimportable(["mujoco"]), "WB_SIM_REQUIRE_EXTRAS",
+           "MuJoCo, the reference of the physics comparisons, is not importable",
+           "pip install mujoco (the test extra)")
 
 
 def require_robot_data(*robots: str) -> None:
