@@ -198,9 +198,13 @@ def test_a_joint_state_topic_system_stand_in_drives_the_humanoid(tmp_path):
 @pytest.fixture(scope="module")
 def lockstep(tmp_path_factory):
     """The node in lockstep at 200 Hz (every stream decimated to the controller's
-    rate), drives with command.kp 1000 and command.kd 20."""
+    rate), drives with command.kp 1000 and command.kd 20; ``sync.timeout_s`` 0 (wait for
+    every answer, as ``wb_sim_replay`` does): the tests compare with the core bit for bit,
+    and with the default 1 s a stall of the test's controller on a loaded machine (load 8
+    here) counted as lost and the physics stepped on (1e-21 rad apart at the end)."""
     rate = 1000.0 / DECIMATION
     s = SimSetup(tmp_path_factory.mktemp("command_modes"), "sync.mode:=lockstep",
+                 "sync.timeout_s:=0.0",
                  "real_time_factor:=0.0", f"command.kp:={KP}", f"command.kd:={KD}",
                  *(f"publish.{x}_rate_hz:={rate}" for x in ("joint_states", "odom", "imu",
                                                             "contact_wrench", "clock")))
