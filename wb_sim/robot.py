@@ -410,6 +410,16 @@ class RobotModel:
     friction: np.ndarray
     root_link: str
 
+    def __post_init__(self):
+        # derived once: which joints take one coordinate (revolute, prismatic) and which
+        # two (continuous: cos, sin); the configuration helpers run per step in controllers
+        one = self.nq_joint == 1
+        object.__setattr__(self, "_one", one)
+        object.__setattr__(self, "_two", ~one)
+        object.__setattr__(self, "_idx_q_one", self.idx_q[one])
+        object.__setattr__(self, "_idx_q_two", self.idx_q[~one])
+        object.__setattr__(self, "_all_one", bool(one.all()))
+
     @property
     def nj(self) -> int:
         """Number of actuated joints."""
@@ -587,26 +597,25 @@ class RobotModel:
 
     def joint_positions(self, q: np.ndarray) -> np.ndarray:
         """Actuated joint positions from a pinocchio configuration."""
+        if self._all_one:
+            return q[self.idx_q]
         out = np.empty(self.nj)
-        one = self.nq_joint == 1
-        out[one] = q[self.idx_q[one]]
-        two = ~one
-        if two.any():
-            iq = self.idx_q[two]
-            out[two] = np.arctan2(q[iq + 1], q[iq])
+        out[self._one] = q[self._idx_q_one]
+        iq = self._idx_q_two
+        out[self._two] = np.arctan2(q[iq + 1], q[iq])
         return out
 
     def set_joint_positions(self, q: np.ndarray, positions: np.ndarray) -> None:
         """Write actuated joint positions into a pinocchio configuration in place
         (a continuous joint as cos, sin of its angle)."""
         x = np.asarray(positions, dtype=float)
-        one = self.nq_joint == 1
-        q[self.idx_q[one]] = x[one]
-        two = ~one
-        if two.any():
-            iq = self.idx_q[two]
-            q[iq] = np.cos(x[two])
-            q[iq + 1] = np.sin(x[two])
+        if self._all_one:
+            q[self.idx_q] = x
+            return
+        q[self._idx_q_one] = x[self._one]
+        iq, two = self._idx_q_two, self._two
+        q[iq] = np.cos(x[two])
+        q[iq + 1] = np.sin(x[two])
 
 
 def _root_link_name(root: ET.Element) -> str:
