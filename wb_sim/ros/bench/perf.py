@@ -60,6 +60,31 @@ try:
 except KeyboardInterrupt:
     pass
 """
+#: an observer polling the node's ``get_simulation_state`` (simulation_interfaces) at
+#: ``HZ`` calls a second, as a dashboard would (``--observer HZ``); it prints how many
+#: calls were answered when it ends
+OBSERVER_CODE = """
+import sys, time
+import rclpy
+from simulation_interfaces.srv import GetSimulationState
+rclpy.init()
+node = rclpy.create_node('bench_observer')
+client = node.create_client(GetSimulationState, '/wb_sim/get_simulation_state')
+period, answered, sent = 1.0 / float(sys.argv[1]), [0], 0
+nxt = time.monotonic()
+try:
+    while rclpy.ok():
+        now = time.monotonic()
+        if now >= nxt and client.service_is_ready():
+            f = client.call_async(GetSimulationState.Request())
+            f.add_done_callback(lambda _f: answered.__setitem__(0, answered[0] + 1))
+            sent += 1
+            nxt += period
+        rclpy.spin_once(node, timeout_sec=max(0.0, min(0.01, nxt - now)))
+except KeyboardInterrupt:
+    pass
+"""
+
 #: a process that burns one core
 BURNER_CODE = "while True: pass"
 
@@ -72,7 +97,7 @@ def _cpu_seconds(pid: int) -> float:
 
 def run(robot: str, duration: float, rtf: float, controller: bool,
         sync: str = "realtime", node_params: tuple[str, ...] = (), burners: int = 0,
-        listener: bool = False, in_process: str = "") -> dict:
+        listener: bool = False, in_process: str = "", observer_hz: float = 0.0) -> dict:
     """One measurement; ``burners`` CPU-burning processes and (``listener``) a plain
     rclpy listener of the 1 kHz streams run beside it; ``in_process``: a controller
     ``module:factory`` run inside the node instead of the external one."""
@@ -83,6 +108,10 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
     if listener:
         load.append(subprocess.Popen([sys.executable, "-c", LISTENER_CODE], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    if observer_hz > 0:
+        load.append(subprocess.Popen([sys.executable, "-c", OBSERVER_CODE, str(observer_hz)],
+                                     env=env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL))
     if in_process:
         from ..parameters import launcher_layers
         defaults, explicit = launcher_layers(in_process, config_path(robot))
@@ -147,6 +176,9 @@ def main(argv=None) -> int:
                     help="CPU-burning processes beside the run (a loaded machine)")
     ap.add_argument("--listener", action="store_true",
                     help="a plain rclpy listener of joint_states, imu, odom and tf beside it")
+    ap.add_argument("--observer", type=float, default=0.0, metavar="HZ",
+                    help="a process polling the node's get_simulation_state HZ times a "
+                         "second beside it (issue 27: an observer's cost)")
     ap.add_argument("--sync", choices=("realtime", "lockstep"), default="realtime",
                     help="the node's sync.mode (lockstep: use --real-time-factor 0 for throughput)")
     ap.add_argument("--realtime-priority", type=int,
@@ -166,19 +198,22 @@ def main(argv=None) -> int:
     params = tuple([f"realtime_priority:={args.realtime_priority}"] * (args.realtime_priority is not None)
                    + [f"realtime_spin_margin_s:={args.spin_margin}"] * (args.spin_margin is not None)
                    + args.param)
+    if not 0 <= args.observer <= 10_000:
+        ap.error("--observer must be in 0..10000 Hz")
     if not 0 <= args.burners <= 64:
         ap.error("--burners must be in 0..64")
     in_process = args.controller if ":" in args.controller else ""
     if args.controller not in ("pd", "none") and not in_process:
         ap.error("--controller: pd, none or MODULE:FACTORY")
     r = run(args.robot, args.duration, args.real_time_factor, args.controller == "pd", args.sync,
-            params, args.burners, args.listener, in_process)
+            params, args.burners, args.listener, in_process, args.observer)
     if "real_time_factor" not in r:
         print("bench: the node produced no report", file=sys.stderr)
         return 2
     print(f"robot {r['robot']}, sync {args.sync}, requested real-time factor "
           f"{args.real_time_factor:g}, controller {args.controller}, beside it: "
-          f"{args.burners} CPU burner(s)" + (" and a 1 kHz listener" if args.listener else ""))
+          f"{args.burners} CPU burner(s)" + (" and a 1 kHz listener" if args.listener else "")
+          + (f" and a {args.observer:g} Hz get_simulation_state observer" if args.observer else ""))
     print(f"  achieved real-time factor {r['real_time_factor']:.3f} over {r['wall_s']:.1f} s "
           f"(t = {r['sim_t']:.1f} s)")
     if args.sync == "lockstep":
