@@ -180,6 +180,19 @@ PARAMETERS: tuple[Param, ...] = (
           "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
           "until n steps have passed); Simulator.state stays the true state. 0 = none.",
           lo=0, hi=MAX_SENSOR_DELAY_STEPS),
+    # --- payloads at the start (Simulator.attach_payload / detach_payload at run time)
+    Param("payloads.names", "strs", [], "",
+          "Rigid payloads attached at the start (and at every reset), one name each; the "
+          "other payloads.* lists give one entry (or one group of numbers) per name, in order."),
+    Param("payloads.links", "strs", [], "",
+          "The link (any frame) each payload is welded to."),
+    Param("payloads.mass", "floats", [], "kg", "The mass of each payload, >= 0.", lo=0.0),
+    Param("payloads.com", "floats", [], "m",
+          "Each payload's centre of mass in its link's frame: 3 numbers per payload (flat)."),
+    Param("payloads.inertia", "floats", [], "kg*m^2",
+          "Each payload's inertia about its centre of mass, link axes: 6 numbers per payload "
+          "(flat), ixx, ixy, ixz, iyy, iyz, izz as in a URDF <inertia>; [] = point masses. "
+          "Positive semi-definite, triangle inequality."),
     Param("perturbation.mass_scale_links", "strs", [], "",
           "Links whose mass and rotational inertia are scaled (a payload, a model error), "
           "one factor each in perturbation.mass_scale."),
@@ -535,6 +548,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             top[key] = v
     groups = {g: _GROUP_CLASSES.get(g, Group)(top[g]) for g in _GROUPS}
     _check_perturbation(groups["perturbation"])
+    _check_payloads(groups["payloads"])
     _check_terrain(groups["terrain"])
     return SimConfig({**top, **groups, "surfaces": surfaces,
                       "poses": tuple(_pose(name, flat, values) for name in pose_names)})
@@ -572,6 +586,23 @@ def _pose(name: str, flat: Mapping[str, Any], values: Mapping[str, Any]) -> Pose
             raise ConfigError(f"parameter 'poses.{name}.{f}': a fixed base does not move; "
                               f"place it with initial.base_position / initial.base_rpy")
     return PoseConfig({"name": name, **v})
+
+
+def _check_payloads(p: Group) -> None:
+    """The payloads' lists agree in length (their values are checked against the robot when
+    the simulator attaches them: wb_sim.payloads.make_payload)."""
+    n = len(p.names)
+    if len(set(p.names)) != n or not all(p.names):
+        raise ConfigError("parameter 'payloads.names': names must be non-empty and unique")
+    for key, values, per in (("links", p.links, 1), ("mass", p.mass, 1), ("com", p.com, 3),
+                             ("inertia", p.inertia, 6)):
+        if key == "inertia" and not values:
+            continue
+        if len(values) != per * n:
+            raise ConfigError(
+                f"parameter 'payloads.{key}' has {len(values)} entries but 'payloads.names' "
+                f"names {n} payload(s): give {per} per payload"
+                + (" (or [] for point masses)" if key == "inertia" else ""))
 
 
 def _check_perturbation(p: PerturbationConfig) -> None:

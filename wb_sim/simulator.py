@@ -46,6 +46,7 @@ from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, DivergenceError, ModelError
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
+from .payloads import Payload, apply_payloads, make_payload
 from .robot import RobotModel, did_you_mean, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
 from .state import Record, SimState, State, copy_record
@@ -140,8 +141,9 @@ class Simulator:
             mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
             xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
         robot = self.robot
-        #: physical model (armature only), for the dynamics queries
-        self.model = robot.model
+        #: physical model (armature only), for the dynamics queries: the simulator's own
+        #: copy of the robot's, with the attached payloads in its body inertias
+        self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
         self.actuation = Actuation(robot, config.joints, self.dt)
         self._command_delay = config.joints.command_delay_steps
@@ -150,6 +152,11 @@ class Simulator:
         self._data = self.model.createData()
         self._model_step = self._stepping_model()
         self._data_step = self._model_step.createData()
+        # the models' body inertias without payloads (the payloads are rebuilt from them)
+        self._inertias0 = [pin.Inertia(Y) for Y in self.model.inertias]
+        self._payloads: tuple = ()  # the payloads the models' inertias hold now
+        self._start_payloads = self._configured_payloads()
+        self._set_payloads(self._start_payloads)
         #: a floating base that is the whole robot (one rigid body: an object, a wheel, a
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
         #: articulated robot the root body's share is a small part of them: implicit, it
@@ -182,7 +189,7 @@ class Simulator:
         self._no_points = not self.contact.active
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
-        self._weight = robot.mass * float(np.linalg.norm(config.gravity))
+        self._weight = self.mass * float(np.linalg.norm(config.gravity))
         self._note_contact_resolution()
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
@@ -396,6 +403,7 @@ class Simulator:
                 raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
                                    f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
             q = self.named_poses[pose]
+        self._set_payloads(self._start_payloads)
         v = _frozen(np.zeros(self.model.nv))
         u = self.contact.initial_state()
         tau = _frozen(np.zeros(self.nj))
@@ -406,7 +414,8 @@ class Simulator:
         v1, _, force = self._dynamics(q, v, u, tau)
         self.contact.clear_deformation()
         self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
-                         a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau)
+                         a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau,
+                         payloads=self._start_payloads)
         self._v_public = v
         if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
             self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
@@ -550,7 +559,8 @@ class Simulator:
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
         q_next, v_next, u_next, force = self._advance(s, applied, pushes)
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
-                         _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed)
+                         _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed,
+                         s.payloads)
         self._v_public = None
         self._sense()
 
@@ -849,6 +859,7 @@ class Simulator:
             raise CommandError("set_state: the snapshot is of another robot or configuration ("
                                + "; ".join(differ) + ")")
         self._s = copy_record(state.record)
+        self._set_payloads(self._s.payloads)
         self._v_public = None
         for name, c in self._components.items():
             if name != "contact":
@@ -903,5 +914,77 @@ class Simulator:
 
     @property
     def mass(self) -> float:
-        """Mass moved by the joints, kg (see :attr:`RobotModel.mass`)."""
-        return self.robot.mass
+        """Mass moved by the joints, kg, the attached payloads included (see
+        :attr:`RobotModel.mass`: links welded to a fixed base are left out)."""
+        return float(sum(inertia.mass for inertia in self.model.inertias[1:]))
+
+    # ------------------------------------------------------------------ payloads
+
+    def _configured_payloads(self) -> tuple:
+        """The payloads of the parameters payloads.* (attached at the start and by reset)."""
+        p = self.config.payloads
+        out = []
+        for i, name in enumerate(p.names):
+            inertia = np.zeros((3, 3))
+            if p.inertia:
+                ixx, ixy, ixz, iyy, iyz, izz = p.inertia[6 * i:6 * i + 6]
+                inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+            out.append(make_payload(self.robot, name, p.links[i], p.mass[i],
+                                    p.com[3 * i:3 * i + 3], inertia,
+                                    where=f"parameter 'payloads.names' ({name})"))
+        return tuple(out)
+
+    def _set_payloads(self, payloads: tuple) -> None:
+        """The models' body inertias made those of the robot with ``payloads`` (from the
+        originals: no rounding left behind), and what is derived from them."""
+        if payloads == self._payloads:
+            return
+        apply_payloads((self.model, self._model_step), self._inertias0, self.robot,
+                       self._payloads, payloads)
+        self._payloads = payloads
+        if getattr(self, "_gyroscopic", None) is not None:  # it holds the root body's inertia
+            self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt)
+        if hasattr(self, "_weight"):
+            self._weight = self.mass * float(np.linalg.norm(self.config.gravity))
+
+    @property
+    def payloads(self) -> tuple[Payload, ...]:
+        """The payloads attached now, in the order they were attached (read-only)."""
+        return self._s.payloads
+
+    def attach_payload(self, link: str, mass: float, com=(0.0, 0.0, 0.0),
+                       inertia=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+                       name: str | None = None) -> Payload:
+        """Weld a rigid payload to ``link`` (any frame) from the next step on: ``mass`` (kg),
+        its centre of mass ``com`` (m, in the link's frame) and its ``inertia`` about the
+        centre of mass (3 x 3, link axes, kg*m^2). ``name`` (default: the link's name)
+        detaches it. M(q), gravity, the contact forces and the IMU follow exactly (its
+        inertia is added to the link's body in the simulator's models); it is part of the
+        state (snapshots carry it; :meth:`reset` goes back to the configured payloads,
+        parameter ``payloads.*``). Raises :class:`ModelError` for an unknown link,
+        :class:`CommandError` for a name in use, a negative mass or an inertia that is not
+        positive semi-definite (the state is then untouched). Returns the payload."""
+        name = link if name is None else name
+        if any(p.name == name for p in self._s.payloads):
+            raise CommandError(f"attach_payload: a payload named {name!r} is attached already; "
+                               f"give another name= or detach_payload({name!r}) first")
+        payload = make_payload(self.robot, name, link, mass, com, inertia)
+        payloads = self._s.payloads + (payload,)
+        self._set_payloads(payloads)
+        self._s.payloads = payloads
+        return payload
+
+    def detach_payload(self, name: str) -> Payload:
+        """Remove the payload ``name`` from the next step on (:class:`CommandError` with the
+        names attached if there is none); the model is then bit for bit what it was without
+        it. Returns the payload."""
+        names = [p.name for p in self._s.payloads]
+        if name not in names:
+            raise CommandError(f"detach_payload: no payload named {name!r}"
+                               f"{did_you_mean(str(name), names)}; attached: "
+                               f"{', '.join(names) or 'none'}")
+        gone = self._s.payloads[names.index(name)]
+        payloads = tuple(p for p in self._s.payloads if p.name != name)
+        self._set_payloads(payloads)
+        self._s.payloads = payloads
+        return gone
