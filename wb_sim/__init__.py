@@ -9,6 +9,7 @@ node is a thin adapter over it.
 """
 
 from .config import PARAMETERS, SimConfig, load_config
+from .ft_sensors import WrenchReading
 from .errors import (CommandError, ConfigError, DivergenceError, ModelError, UnsupportedError,
                      WbSimError)
 from .paths import config_path, default_config_path, share_dir
@@ -23,6 +24,6 @@ __all__ = [
     "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactWrench",
     "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SelfContactsReading",
     "SimConfig", "SimState", "Simulator",
-    "State", "UnsupportedError", "WbSimError", "config_path", "default_config_path",
+    "State", "UnsupportedError", "WbSimError", "WrenchReading", "config_path", "default_config_path",
     "load_config", "share_dir",
 ]

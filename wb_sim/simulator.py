@@ -43,7 +43,8 @@ import pinocchio as pin
 from .actuation import Actuation
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
-from .errors import CommandError, DivergenceError, ModelError
+from .errors import CommandError, ConfigError, DivergenceError, ModelError
+from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .payloads import Payload, apply_payloads, make_payload
@@ -194,10 +195,13 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the force-torque sensors (wb_sim.ft_sensors.FTSensors), or None: none declared
+        self.ft_sensors = self._build_ft_sensors()
         #: the components with evolving state of their own, each with snapshot()/restore():
         #: a snapshot holds theirs beside the record
         self._components = {name: c for name, c in (("contact", self.contact),
-                                                   ("imu", self.imu_sensor)) if c is not None}
+                                                   ("imu", self.imu_sensor),
+                                                   ("ft", self.ft_sensors)) if c is not None}
 
         floating = robot.floating_base
         self._jq = slice(7, None) if floating else slice(0, None)
@@ -409,6 +413,8 @@ class Simulator:
         tau = _frozen(np.zeros(self.nj))
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
+        if self.ft_sensors is not None:
+            self.ft_sensors.reset()
         # the acceleration of the initial state under zero torque, for the IMU: a trial
         # step whose deformation is dropped (the surfaces' here, the links' by the model)
         v1, _, force = self._dynamics(q, v, u, tau)
@@ -616,6 +622,8 @@ class Simulator:
         later."""
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
+        if self.ft_sensors is not None and self.ft_sensors.noisy:
+            self.ft_sensors.draw_noise()
         if self._sensor_delay:
             self._s.sensed = self._s.sensed[1:] + (self._readings(),)
 
@@ -697,6 +705,95 @@ class Simulator:
         if s.a is None:  # computed once, when first read
             s.a = (s.v - s.v_prev) * self._inv_dt
         return s.a
+
+    def _build_ft_sensors(self) -> FTSensors | None:
+        """The sensors of ft_sensors.* and, with ft_sensors.from_urdf, the URDF's."""
+        cfg = self.config.ft_sensors
+        specs = [FTSpec(name, cfg.joints[i], cfg.frames[i] if cfg.frames else "child",
+                        cfg.directions[i] if cfg.directions else "parent_to_child")
+                 for i, name in enumerate(cfg.names)]
+        if cfg.from_urdf:
+            found, notes = gazebo_ft_sensors(self.robot.urdf_xml)
+            self.notes.extend(notes)
+            for spec in found:
+                if any(s.name == spec.name for s in specs):
+                    raise ConfigError(f"parameter 'ft_sensors.names': '{spec.name}' is the name "
+                                      f"of a force-torque sensor of the URDF too; rename it or "
+                                      f"set ft_sensors.from_urdf: false")
+                specs.append(spec)
+        if not specs:
+            return None
+        return FTSensors(self._model_step, self.robot, specs, cfg)
+
+    def _external_wrenches(self) -> tuple[np.ndarray, np.ndarray, tuple]:
+        """The last step's external wrenches, for the force-torque sensors: (frames (k,),
+        wrenches (k, 6) in world axes about the world origin: the contact forces of the
+        surfaces, of the links against the ground and against each other; the pushes as
+        ((frame, wrench in the frame), ...))."""
+        frames, positions, forces = [], [], []
+        pts = self.contact_points
+        if pts.n:
+            fid = self._surface_frame_ids()
+            frames.append(fid[np.asarray(pts.surface_of_point, dtype=int)])
+            positions.append(np.asarray(pts.position))
+            forces.append(pts.world_forces(self._s.force))
+        if self.collision is not None:
+            r = self.contact.collision_points_state()
+            frames.append(np.array([self._link_frame(n) for n in r.surface], dtype=int))
+            positions.append(r.position)
+            forces.append(r.force)
+        if self.self_collision is not None:
+            r = self.contact.self_contacts_state()
+            for links, sign in ((r.link_a, 1.0), (r.link_b, -1.0)):
+                frames.append(np.array([self._link_frame(n) for n in links], dtype=int))
+                positions.append(r.position)
+                forces.append(sign * r.force)
+        if frames:
+            f = np.concatenate(frames)
+            p = np.concatenate([np.reshape(x, (-1, 3)) for x in positions])
+            F = np.concatenate([np.reshape(x, (-1, 3)) for x in forces])
+            W = np.hstack([F, np.cross(p, F)])
+        else:
+            f, W = np.zeros(0, dtype=int), np.zeros((0, 6))
+        return f, W, self._s.pushes_applied
+
+    def _surface_frame_ids(self) -> np.ndarray:
+        ids = getattr(self, "_surface_fids", None)
+        if ids is None:
+            ids = self._surface_fids = np.array(
+                [self.robot.frame_id(f) for f in self.contact_points.surface_frames], dtype=int)
+        return ids
+
+    def _link_frame(self, link: str) -> int:
+        cache = self.__dict__.setdefault("_link_frames", {})
+        if link not in cache:
+            cache[link] = self.robot.frame_id(link)
+        return cache[link]
+
+    def ft_wrench_array(self) -> np.ndarray:
+        """The force-torque sensors' readings as one (S, 6) array, rows [force (N), torque
+        (N*m)], in :attr:`ft_sensors`' ``names`` order (a new array; see :attr:`ft_wrenches`)."""
+        ft = self.ft_sensors
+        if ft is None:
+            return np.zeros((0, 6))
+        s = self._s
+        frames, W, pushes = self._external_wrenches()
+        payloads = [(self.robot.frame_id(p.link), p.spatial_inertia()) for p in s.payloads]
+        true = ft.true_wrenches(s.q_prev, s.v_prev, self._acceleration(), frames, W, pushes,
+                                payloads)
+        return ft.read(true)
+
+    @property
+    def ft_wrenches(self) -> dict[str, WrenchReading]:
+        """Per force-torque sensor (parameters ft_sensors.*, the URDF's Gazebo ones): the
+        wrench its joint transmitted during the last step, with its noise and bias: force (N)
+        and torque (N*m, about the frame's origin) in its frame ('child' or 'parent' side of
+        the joint, or its 'sensor' pose), direction 'parent_to_child' (the parent side's
+        wrench on the child side) or 'child_to_parent'; see :mod:`wb_sim.ft_sensors`.
+        Empty without sensors."""
+        if self.ft_sensors is None:
+            return {}
+        return self.ft_sensors.readings(self.ft_wrench_array())
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
@@ -909,6 +1006,7 @@ class Simulator:
         """((label, value), ...): what a snapshot must fit to be restored here."""
         return (("nq", self.model.nq), ("nv", self.model.nv), ("dt", self.dt),
                 *self.contact.signature(), ("IMU", self.imu_sensor is not None),
+                ("force-torque sensors", () if self.ft_sensors is None else self.ft_sensors.names),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 
