@@ -180,6 +180,19 @@ PARAMETERS: tuple[Param, ...] = (
           "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
           "until n steps have passed); Simulator.state stays the true state. 0 = none.",
           lo=0, hi=MAX_SENSOR_DELAY_STEPS),
+    # --- contact sensors (wb_sim/sensors.py)
+    Param("contact_sensors.active", "bool", True, "",
+          "Contact sensors on every contact surface and, with collision.enabled, every link "
+          "meeting the ground: Simulator.contact_states."),
+    Param("contact_sensors.threshold", "float", 1.0, "N",
+          "A body is in contact (raw) when the sum of its contacts' normal forces exceeds it.",
+          lo=0.0),
+    Param("contact_sensors.t_on", "float", 0.0, "s",
+          "Debounce: the debounced state turns on once the raw one has been on this long "
+          "(rounded to whole steps; 0 = at once).", lo=0.0, hi=3600.0),
+    Param("contact_sensors.t_off", "float", 0.0, "s",
+          "Debounce: the debounced state turns off once the raw one has been off this long "
+          "(rounded to whole steps; 0 = at once).", lo=0.0, hi=3600.0),
     # --- force-torque sensors (wb_sim/ft_sensors.py)
     Param("ft_sensors.names", "strs", [], "",
           "Six-axis force-torque sensors declared here (the URDF's Gazebo ones join them, "

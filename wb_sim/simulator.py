@@ -49,7 +49,8 @@ from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .payloads import Payload, apply_payloads, make_payload
 from .robot import RobotModel, did_you_mean, rotate_inverse
-from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
+from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
+                      ImuReading, SelfContactsReading)
 from .state import Record, SimState, State, copy_record
 from .terrain import load_terrain
 
@@ -195,6 +196,17 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active)
+        self.contact_sensors = None
+        if config.contact_sensors.active:
+            # a link named as a contact surface reads as "<link> (link)"
+            links = tuple(f"{n} (link)" if n in self.surface_names else n
+                          for n in self.contact.collision_links())
+            self.contact_sensors = ContactSensors(
+                tuple(self.surface_names) + links,
+                ("surface",) * len(self.surface_names) + ("link",) * len(links),
+                config.contact_sensors, self.dt)
+            self._surface_of_point = np.asarray(self.contact_points.surface_of_point, dtype=int)
         #: the force-torque sensors (wb_sim.ft_sensors.FTSensors), or None: none declared
         self.ft_sensors = self._build_ft_sensors()
         #: the components with evolving state of their own, each with snapshot()/restore():
@@ -419,9 +431,11 @@ class Simulator:
         # step whose deformation is dropped (the surfaces' here, the links' by the model)
         v1, _, force = self._dynamics(q, v, u, tau)
         self.contact.clear_deformation()
+        touch = () if self.contact_sensors is None else \
+            self.contact_sensors.initial(self._normal_forces(force))
         self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
                          a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau,
-                         payloads=self._start_payloads)
+                         payloads=self._start_payloads, touch=touch)
         self._v_public = v
         if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
             self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
@@ -564,9 +578,11 @@ class Simulator:
         applied = self.actuation.saturate(acting)
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
         q_next, v_next, u_next, force = self._advance(s, applied, pushes)
+        touch = () if self.contact_sensors is None else \
+            self.contact_sensors.next(s.touch, self._normal_forces(force))
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
                          _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed,
-                         s.payloads)
+                         s.payloads, touch)
         self._v_public = None
         self._sense()
 
@@ -705,6 +721,26 @@ class Simulator:
         if s.a is None:  # computed once, when first read
             s.a = (s.v - s.v_prev) * self._inv_dt
         return s.a
+
+    def _normal_forces(self, force: np.ndarray) -> np.ndarray:
+        """Per contact sensor: the sum of its contacts' normal forces, N (the surfaces' from
+        the step's point forces ``force``, the links' from the contact model's last solve)."""
+        S = len(self.surface_names)
+        surfaces = np.bincount(self._surface_of_point, weights=force[:, 2], minlength=S) \
+            if len(force) else np.zeros(S)
+        if self.collision is None:
+            return surfaces
+        return np.concatenate([surfaces, self.contact.link_normal_forces()])
+
+    @property
+    def contact_states(self) -> dict[str, ContactState]:
+        """Per contact sensor (each contact surface, then with ``collision.enabled`` each link
+        meeting the ground): its normal force (N) at the last step, raw contact (above
+        ``contact_sensors.threshold``) and debounced contact (``contact_sensors.t_on`` /
+        ``t_off``). Empty with ``contact_sensors.active: false``."""
+        if self.contact_sensors is None:
+            return {}
+        return self.contact_sensors.readings(self._s.touch)
 
     def _build_ft_sensors(self) -> FTSensors | None:
         """The sensors of ft_sensors.* and, with ft_sensors.from_urdf, the URDF's."""
@@ -1007,6 +1043,8 @@ class Simulator:
         return (("nq", self.model.nq), ("nv", self.model.nv), ("dt", self.dt),
                 *self.contact.signature(), ("IMU", self.imu_sensor is not None),
                 ("force-torque sensors", () if self.ft_sensors is None else self.ft_sensors.names),
+                ("contact sensors", None if self.contact_sensors is None else
+                 self.contact_sensors.names),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 

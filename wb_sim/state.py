@@ -50,6 +50,9 @@ class Record:
     #: (wb_sim.payloads.Payload, ...) attached now, in the order they were attached (the
     #: models' body inertias follow it: set_state attaches a snapshot's)
     payloads: tuple = ()
+    #: the contact sensors' state (wb_sim.sensors.ContactSensors): (raw, debounced, steps
+    #: in a row raw has differed, normal forces N) per sensor; () without them
+    touch: tuple = ()
 
 
 def _copied(x):
