@@ -26,6 +26,8 @@ from wb_sim.errors import ConfigError, ModelError
 from helpers.extras import require_robot_data
 from helpers.robots import make_humanoid, shipped_controller
 
+from core.test_payloads import with_payload_link
+
 G = np.array([0.0, 0.0, -9.81])
 
 
@@ -151,13 +153,18 @@ def test_ankle_in_a_push_equals_rnea_of_the_same_step():
     assert worst < 1e-12 * sim.mass * 9.81
 
 
-def test_a_fixed_joint_inside_a_body_equals_rnea_with_that_joint_made_movable():
+@pytest.mark.parametrize("payload", [False, True])
+def test_a_fixed_joint_inside_a_body_equals_rnea_with_that_joint_made_movable(payload):
     require_robot_data("icub")
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("icub"), overrides={
         "ft_sensors.names": ["hip", "foot"], "ft_sensors.from_urdf": False,
         "ft_sensors.joints": ["l_leg_ft_sensor", "l_foot_ft_sensor"]})
-    ctrl = stand(sim, 0.3, robot="icub")
     xml = sim.robot.urdf_xml
+    if payload:  # on l_foot: beyond the foot's sensor, in the body it cuts
+        inertia = np.array([[0.004, 0.0002, 0.0], [0.0002, 0.003, 0.0], [0.0, 0.0, 0.002]])
+        sim.attach_payload("l_foot", 1.5, (0.03, 0.0, -0.02), inertia)
+        xml = with_payload_link(xml, "l_foot", 1.5, (0.03, 0.0, -0.02), inertia)
+    ctrl = stand(sim, 0.3, robot="icub")
     for joint in ("l_leg_ft_sensor", "l_foot_ft_sensor"):
         a = xml.index(f'<joint name="{joint}" type="fixed"')
         b = xml.index(">", a)
