@@ -9,20 +9,23 @@ node is a thin adapter over it.
 """
 
 from .config import PARAMETERS, SimConfig, load_config
+from .ft_sensors import WrenchReading
 from .errors import (CommandError, ConfigError, DivergenceError, ModelError, UnsupportedError,
                      WbSimError)
 from .paths import config_path, default_config_path, share_dir
 from .robot import RobotModel
-from .sensors import ContactPointsReading, ContactWrench, ImuReading, SelfContactsReading
+from .sensors import (ContactPointsReading, ContactState, ContactWrench, ImuReading,
+                      SelfContactsReading)
 from .simulator import SimState, Simulator, State
 
 __version__ = "0.1.0"
 
 
 __all__ = [
-    "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactWrench",
+    "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactState",
+    "ContactWrench",
     "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SelfContactsReading",
     "SimConfig", "SimState", "Simulator",
-    "State", "UnsupportedError", "WbSimError", "config_path", "default_config_path",
+    "State", "UnsupportedError", "WbSimError", "WrenchReading", "config_path", "default_config_path",
     "load_config", "share_dir",
 ]

@@ -180,6 +180,58 @@ PARAMETERS: tuple[Param, ...] = (
           "sensed_contact_wrench_array() at step k are those of step k - n (the initial ones "
           "until n steps have passed); Simulator.state stays the true state. 0 = none.",
           lo=0, hi=MAX_SENSOR_DELAY_STEPS),
+    # --- contact sensors (wb_sim/sensors.py)
+    Param("contact_sensors.active", "bool", True, "",
+          "Contact sensors on every contact surface and, with collision.enabled, every link "
+          "meeting the ground: Simulator.contact_states."),
+    Param("contact_sensors.threshold", "float", 1.0, "N",
+          "A body is in contact (raw) when the sum of its contacts' normal forces exceeds it.",
+          lo=0.0),
+    Param("contact_sensors.t_on", "float", 0.0, "s",
+          "Debounce: the debounced state turns on once the raw one has been on this long "
+          "(rounded to whole steps; 0 = at once).", lo=0.0, hi=3600.0),
+    Param("contact_sensors.t_off", "float", 0.0, "s",
+          "Debounce: the debounced state turns off once the raw one has been off this long "
+          "(rounded to whole steps; 0 = at once).", lo=0.0, hi=3600.0),
+    # --- force-torque sensors (wb_sim/ft_sensors.py)
+    Param("ft_sensors.names", "strs", [], "",
+          "Six-axis force-torque sensors declared here (the URDF's Gazebo ones join them, "
+          "ft_sensors.from_urdf); the other ft_sensors.* lists give one entry per name, in "
+          "order. Each reads the wrench transmitted through its joint (docs/physics.md)."),
+    Param("ft_sensors.joints", "strs", [], "",
+          "The joint each sensor cuts: a moving joint or a URDF fixed joint."),
+    Param("ft_sensors.frames", "strs", [], "",
+          "Per sensor, the frame its wrench is expressed in: 'child' (the joint's frame on "
+          "the child link) or 'parent' (the joint's frame on the parent link); [] = child."),
+    Param("ft_sensors.directions", "strs", [], "",
+          "Per sensor: 'parent_to_child' (the wrench the parent side exerts on the child "
+          "side) or 'child_to_parent' (its opposite, Gazebo's default); [] = parent_to_child."),
+    Param("ft_sensors.from_urdf", "bool", True, "",
+          "Also read the URDF's <gazebo reference=JOINT><sensor type=\"force_torque\"> "
+          "(frame child | parent | sensor with its <pose>, measure_direction)."),
+    Param("ft_sensors.force_noise_std", "float", 0.0, "N",
+          "Standard deviation of the white Gaussian noise on each force axis.", lo=0.0),
+    Param("ft_sensors.torque_noise_std", "float", 0.0, "N*m",
+          "Standard deviation of the white Gaussian noise on each torque axis.", lo=0.0),
+    Param("ft_sensors.force_bias", "floats", [], "N",
+          "Constant force bias, 3 numbers per sensor of ft_sensors.names (flat); [] = none."),
+    Param("ft_sensors.torque_bias", "floats", [], "N*m",
+          "Constant torque bias, 3 numbers per sensor of ft_sensors.names (flat); [] = none."),
+    Param("ft_sensors.seed", "int", 0, "",
+          "Seed of the force-torque noise generator (reset() re-seeds).", lo=0, hi=2**63 - 1),
+    # --- payloads at the start (Simulator.attach_payload / detach_payload at run time)
+    Param("payloads.names", "strs", [], "",
+          "Rigid payloads attached at the start (and at every reset), one name each; the "
+          "other payloads.* lists give one entry (or one group of numbers) per name, in order."),
+    Param("payloads.links", "strs", [], "",
+          "The link (any frame) each payload is welded to."),
+    Param("payloads.mass", "floats", [], "kg", "The mass of each payload, >= 0.", lo=0.0),
+    Param("payloads.com", "floats", [], "m",
+          "Each payload's centre of mass in its link's frame: 3 numbers per payload (flat)."),
+    Param("payloads.inertia", "floats", [], "kg*m^2",
+          "Each payload's inertia about its centre of mass, link axes: 6 numbers per payload "
+          "(flat), ixx, ixy, ixz, iyy, iyz, izz as in a URDF <inertia>; [] = point masses. "
+          "Positive semi-definite, triangle inequality."),
     Param("perturbation.mass_scale_links", "strs", [], "",
           "Links whose mass and rotational inertia are scaled (a payload, a model error), "
           "one factor each in perturbation.mass_scale."),
@@ -535,6 +587,8 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
             top[key] = v
     groups = {g: _GROUP_CLASSES.get(g, Group)(top[g]) for g in _GROUPS}
     _check_perturbation(groups["perturbation"])
+    _check_payloads(groups["payloads"])
+    _check_ft_sensors(groups["ft_sensors"])
     _check_terrain(groups["terrain"])
     return SimConfig({**top, **groups, "surfaces": surfaces,
                       "poses": tuple(_pose(name, flat, values) for name in pose_names)})
@@ -572,6 +626,49 @@ def _pose(name: str, flat: Mapping[str, Any], values: Mapping[str, Any]) -> Pose
             raise ConfigError(f"parameter 'poses.{name}.{f}': a fixed base does not move; "
                               f"place it with initial.base_position / initial.base_rpy")
     return PoseConfig({"name": name, **v})
+
+
+def _check_ft_sensors(p: Group) -> None:
+    """The force-torque sensors' lists agree in length and hold known words (the joints are
+    checked against the robot by the simulator)."""
+    n = len(p.names)
+    if len(set(p.names)) != n or not all(p.names):
+        raise ConfigError("parameter 'ft_sensors.names': names must be non-empty and unique")
+    for key, values, per, optional in (("joints", p.joints, 1, False),
+                                       ("frames", p.frames, 1, True),
+                                       ("directions", p.directions, 1, True),
+                                       ("force_bias", p.force_bias, 3, True),
+                                       ("torque_bias", p.torque_bias, 3, True)):
+        if optional and not values:
+            continue
+        if len(values) != per * n:
+            raise ConfigError(
+                f"parameter 'ft_sensors.{key}' has {len(values)} entries but 'ft_sensors.names' "
+                f"names {n} sensor(s): give {per} per sensor" + (" (or [])" if optional else ""))
+    for key, values, allowed in (("frames", p.frames, ("child", "parent")),
+                                 ("directions", p.directions,
+                                  ("parent_to_child", "child_to_parent"))):
+        for v in values:
+            if v not in allowed:
+                raise ConfigError(f"parameter 'ft_sensors.{key}': {v!r} is not one of "
+                                  f"{', '.join(allowed)}")
+
+
+def _check_payloads(p: Group) -> None:
+    """The payloads' lists agree in length (their values are checked against the robot when
+    the simulator attaches them: wb_sim.payloads.make_payload)."""
+    n = len(p.names)
+    if len(set(p.names)) != n or not all(p.names):
+        raise ConfigError("parameter 'payloads.names': names must be non-empty and unique")
+    for key, values, per in (("links", p.links, 1), ("mass", p.mass, 1), ("com", p.com, 3),
+                             ("inertia", p.inertia, 6)):
+        if key == "inertia" and not values:
+            continue
+        if len(values) != per * n:
+            raise ConfigError(
+                f"parameter 'payloads.{key}' has {len(values)} entries but 'payloads.names' "
+                f"names {n} payload(s): give {per} per payload"
+                + (" (or [] for point masses)" if key == "inertia" else ""))
 
 
 def _check_perturbation(p: PerturbationConfig) -> None:

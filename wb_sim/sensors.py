@@ -67,6 +67,64 @@ class SelfContactsReading:
     status: tuple[str, ...]  #: 'none' | 'stick' | 'slip'
 
 
+@dataclass(frozen=True)
+class ContactState:
+    """A contact sensor's reading (a contact surface, or a link with whole-body collision)."""
+
+    kind: str  #: 'surface' | 'link'
+    normal_force: float  #: N, the sum of its contacts' normal forces at the last step
+    in_contact: bool  #: raw: normal_force > contact_sensors.threshold at the last step
+    debounced: bool  #: in_contact held for contact_sensors.t_on (on) / t_off (off)
+
+
+class ContactSensors:
+    """Contact sensors on named bodies (the contact surfaces, then the collision links): raw
+    (normal force above ``threshold``) and debounced (on once raw has been on for ``t_on``,
+    off once it has been off for ``t_off``, each rounded to whole steps). Their state lives in
+    the simulator's record: (raw (n,) bool, debounced (n,) bool, steps (n,) int: how many
+    steps in a row raw has differed from debounced)."""
+
+    def __init__(self, names: tuple[str, ...], kinds: tuple[str, ...], cfg: Group, dt: float):
+        self.names, self.kinds = names, kinds
+        self.threshold = float(cfg.threshold)
+        self.n_on = int(round(cfg.t_on / dt))
+        self.n_off = int(round(cfg.t_off / dt))
+        self._zeros = _frozen(np.zeros(len(names), dtype=int))
+
+    def initial(self, normal: np.ndarray) -> tuple:
+        """The state at a reset: debounced as raw (settled)."""
+        raw = normal > self.threshold
+        return _frozen(raw), _frozen(raw.copy()), _frozen(np.zeros(len(raw), dtype=int)), \
+            _frozen(np.asarray(normal, dtype=float).copy())
+
+    def next(self, state: tuple, normal: np.ndarray) -> tuple:
+        """The state after a step whose normal forces are ``normal`` (a new array, kept and
+        made read-only)."""
+        _, debounced, steps, _ = state
+        raw = normal > self.threshold
+        normal.setflags(write=False)
+        differ = raw != debounced
+        if not differ.any():  # settled: nothing to count (the common case, one test)
+            raw.setflags(write=False)
+            return raw, debounced, self._zeros, normal
+        steps = np.where(differ, steps + 1, 0)
+        wait = np.where(raw, self.n_on, self.n_off)
+        flip = differ & (steps > wait)
+        debounced = np.where(flip, raw, debounced)
+        steps = np.where(flip, 0, steps)
+        return _frozen(raw), _frozen(debounced), _frozen(steps), normal
+
+    def readings(self, state: tuple) -> dict[str, ContactState]:
+        raw, debounced, _, normal = state
+        return {name: ContactState(kind, float(f), bool(r), bool(d)) for name, kind, f, r, d
+                in zip(self.names, self.kinds, normal, raw, debounced)}
+
+
+def _frozen(x: np.ndarray) -> np.ndarray:
+    x.setflags(write=False)
+    return x
+
+
 class Imu:
     """An IMU at a frame of the robot; see the module docstring."""
 

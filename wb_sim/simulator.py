@@ -43,11 +43,14 @@ import pinocchio as pin
 from .actuation import Actuation
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
-from .errors import CommandError, DivergenceError, ModelError
+from .errors import CommandError, ConfigError, DivergenceError, ModelError
+from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
+from .payloads import Payload, apply_payloads, make_payload
 from .robot import RobotModel, did_you_mean, rotate_inverse
-from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
+from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
+                      ImuReading, SelfContactsReading)
 from .state import Record, SimState, State, copy_record
 from .terrain import load_terrain
 
@@ -140,8 +143,9 @@ class Simulator:
             mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
             xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
         robot = self.robot
-        #: physical model (armature only), for the dynamics queries
-        self.model = robot.model
+        #: physical model (armature only), for the dynamics queries: the simulator's own
+        #: copy of the robot's, with the attached payloads in its body inertias
+        self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
         self.actuation = Actuation(robot, config.joints, self.dt)
         self._command_delay = config.joints.command_delay_steps
@@ -150,6 +154,11 @@ class Simulator:
         self._data = self.model.createData()
         self._model_step = self._stepping_model()
         self._data_step = self._model_step.createData()
+        # the models' body inertias without payloads (the payloads are rebuilt from them)
+        self._inertias0 = [pin.Inertia(Y) for Y in self.model.inertias]
+        self._payloads: tuple = ()  # the payloads the models' inertias hold now
+        self._start_payloads = self._configured_payloads()
+        self._set_payloads(self._start_payloads)
         #: a floating base that is the whole robot (one rigid body: an object, a wheel, a
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
         #: articulated robot the root body's share is a small part of them: implicit, it
@@ -182,15 +191,29 @@ class Simulator:
         self._no_points = not self.contact.active
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
-        self._weight = robot.mass * float(np.linalg.norm(config.gravity))
+        self._weight = self.mass * float(np.linalg.norm(config.gravity))
         self._note_contact_resolution()
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active)
+        self.contact_sensors = None
+        if config.contact_sensors.active:
+            # a link named as a contact surface reads as "<link> (link)"
+            links = tuple(f"{n} (link)" if n in self.surface_names else n
+                          for n in self.contact.collision_links())
+            self.contact_sensors = ContactSensors(
+                tuple(self.surface_names) + links,
+                ("surface",) * len(self.surface_names) + ("link",) * len(links),
+                config.contact_sensors, self.dt)
+            self._surface_of_point = np.asarray(self.contact_points.surface_of_point, dtype=int)
+        #: the force-torque sensors (wb_sim.ft_sensors.FTSensors), or None: none declared
+        self.ft_sensors = self._build_ft_sensors()
         #: the components with evolving state of their own, each with snapshot()/restore():
         #: a snapshot holds theirs beside the record
         self._components = {name: c for name, c in (("contact", self.contact),
-                                                   ("imu", self.imu_sensor)) if c is not None}
+                                                   ("imu", self.imu_sensor),
+                                                   ("ft", self.ft_sensors)) if c is not None}
 
         floating = robot.floating_base
         self._jq = slice(7, None) if floating else slice(0, None)
@@ -396,17 +419,23 @@ class Simulator:
                 raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
                                    f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
             q = self.named_poses[pose]
+        self._set_payloads(self._start_payloads)
         v = _frozen(np.zeros(self.model.nv))
         u = self.contact.initial_state()
         tau = _frozen(np.zeros(self.nj))
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
+        if self.ft_sensors is not None:
+            self.ft_sensors.reset()
         # the acceleration of the initial state under zero torque, for the IMU: a trial
         # step whose deformation is dropped (the surfaces' here, the links' by the model)
         v1, _, force = self._dynamics(q, v, u, tau)
         self.contact.clear_deformation()
+        touch = () if self.contact_sensors is None else \
+            self.contact_sensors.initial(self._normal_forces(force))
         self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
-                         a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau)
+                         a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau,
+                         payloads=self._start_payloads, touch=touch)
         self._v_public = v
         if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
             self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
@@ -549,8 +578,11 @@ class Simulator:
         applied = self.actuation.saturate(acting)
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
         q_next, v_next, u_next, force = self._advance(s, applied, pushes)
+        touch = () if self.contact_sensors is None else \
+            self.contact_sensors.next(s.touch, self._normal_forces(force))
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
-                         _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed)
+                         _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed,
+                         s.payloads, touch)
         self._v_public = None
         self._sense()
 
@@ -606,6 +638,8 @@ class Simulator:
         later."""
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
+        if self.ft_sensors is not None and self.ft_sensors.noisy:
+            self.ft_sensors.draw_noise()
         if self._sensor_delay:
             self._s.sensed = self._s.sensed[1:] + (self._readings(),)
 
@@ -687,6 +721,115 @@ class Simulator:
         if s.a is None:  # computed once, when first read
             s.a = (s.v - s.v_prev) * self._inv_dt
         return s.a
+
+    def _normal_forces(self, force: np.ndarray) -> np.ndarray:
+        """Per contact sensor: the sum of its contacts' normal forces, N (the surfaces' from
+        the step's point forces ``force``, the links' from the contact model's last solve)."""
+        S = len(self.surface_names)
+        surfaces = np.bincount(self._surface_of_point, weights=force[:, 2], minlength=S) \
+            if len(force) else np.zeros(S)
+        if self.collision is None:
+            return surfaces
+        return np.concatenate([surfaces, self.contact.link_normal_forces()])
+
+    @property
+    def contact_states(self) -> dict[str, ContactState]:
+        """Per contact sensor (each contact surface, then with ``collision.enabled`` each link
+        meeting the ground): its normal force (N) at the last step, raw contact (above
+        ``contact_sensors.threshold``) and debounced contact (``contact_sensors.t_on`` /
+        ``t_off``). Empty with ``contact_sensors.active: false``."""
+        if self.contact_sensors is None:
+            return {}
+        return self.contact_sensors.readings(self._s.touch)
+
+    def _build_ft_sensors(self) -> FTSensors | None:
+        """The sensors of ft_sensors.* and, with ft_sensors.from_urdf, the URDF's."""
+        cfg = self.config.ft_sensors
+        specs = [FTSpec(name, cfg.joints[i], cfg.frames[i] if cfg.frames else "child",
+                        cfg.directions[i] if cfg.directions else "parent_to_child")
+                 for i, name in enumerate(cfg.names)]
+        if cfg.from_urdf:
+            found, notes = gazebo_ft_sensors(self.robot.urdf_xml)
+            self.notes.extend(notes)
+            for spec in found:
+                if any(s.name == spec.name for s in specs):
+                    raise ConfigError(f"parameter 'ft_sensors.names': '{spec.name}' is the name "
+                                      f"of a force-torque sensor of the URDF too; rename it or "
+                                      f"set ft_sensors.from_urdf: false")
+                specs.append(spec)
+        if not specs:
+            return None
+        return FTSensors(self._model_step, self.robot, specs, cfg)
+
+    def _external_wrenches(self) -> tuple[np.ndarray, np.ndarray, tuple]:
+        """The last step's external wrenches, for the force-torque sensors: (frames (k,),
+        wrenches (k, 6) in world axes about the world origin: the contact forces of the
+        surfaces, of the links against the ground and against each other; the pushes as
+        ((frame, wrench in the frame), ...))."""
+        frames, positions, forces = [], [], []
+        pts = self.contact_points
+        if pts.n:
+            fid = self._surface_frame_ids()
+            frames.append(fid[np.asarray(pts.surface_of_point, dtype=int)])
+            positions.append(np.asarray(pts.position))
+            forces.append(pts.world_forces(self._s.force))
+        if self.collision is not None:
+            r = self.contact.collision_points_state()
+            frames.append(np.array([self._link_frame(n) for n in r.surface], dtype=int))
+            positions.append(r.position)
+            forces.append(r.force)
+        if self.self_collision is not None:
+            r = self.contact.self_contacts_state()
+            for links, sign in ((r.link_a, 1.0), (r.link_b, -1.0)):
+                frames.append(np.array([self._link_frame(n) for n in links], dtype=int))
+                positions.append(r.position)
+                forces.append(sign * r.force)
+        if frames:
+            f = np.concatenate(frames)
+            p = np.concatenate([np.reshape(x, (-1, 3)) for x in positions])
+            F = np.concatenate([np.reshape(x, (-1, 3)) for x in forces])
+            W = np.hstack([F, np.cross(p, F)])
+        else:
+            f, W = np.zeros(0, dtype=int), np.zeros((0, 6))
+        return f, W, self._s.pushes_applied
+
+    def _surface_frame_ids(self) -> np.ndarray:
+        ids = getattr(self, "_surface_fids", None)
+        if ids is None:
+            ids = self._surface_fids = np.array(
+                [self.robot.frame_id(f) for f in self.contact_points.surface_frames], dtype=int)
+        return ids
+
+    def _link_frame(self, link: str) -> int:
+        cache = self.__dict__.setdefault("_link_frames", {})
+        if link not in cache:
+            cache[link] = self.robot.frame_id(link)
+        return cache[link]
+
+    def ft_wrench_array(self) -> np.ndarray:
+        """The force-torque sensors' readings as one (S, 6) array, rows [force (N), torque
+        (N*m)], in :attr:`ft_sensors`' ``names`` order (a new array; see :attr:`ft_wrenches`)."""
+        ft = self.ft_sensors
+        if ft is None:
+            return np.zeros((0, 6))
+        s = self._s
+        frames, W, pushes = self._external_wrenches()
+        payloads = [(self.robot.frame_id(p.link), p.spatial_inertia()) for p in s.payloads]
+        true = ft.true_wrenches(s.q_prev, s.v_prev, self._acceleration(), frames, W, pushes,
+                                payloads)
+        return ft.read(true)
+
+    @property
+    def ft_wrenches(self) -> dict[str, WrenchReading]:
+        """Per force-torque sensor (parameters ft_sensors.*, the URDF's Gazebo ones): the
+        wrench its joint transmitted during the last step, with its noise and bias: force (N)
+        and torque (N*m, about the frame's origin) in its frame ('child' or 'parent' side of
+        the joint, or its 'sensor' pose), direction 'parent_to_child' (the parent side's
+        wrench on the child side) or 'child_to_parent'; see :mod:`wb_sim.ft_sensors`.
+        Empty without sensors."""
+        if self.ft_sensors is None:
+            return {}
+        return self.ft_sensors.readings(self.ft_wrench_array())
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
@@ -849,6 +992,7 @@ class Simulator:
             raise CommandError("set_state: the snapshot is of another robot or configuration ("
                                + "; ".join(differ) + ")")
         self._s = copy_record(state.record)
+        self._set_payloads(self._s.payloads)
         self._v_public = None
         for name, c in self._components.items():
             if name != "contact":
@@ -898,10 +1042,85 @@ class Simulator:
         """((label, value), ...): what a snapshot must fit to be restored here."""
         return (("nq", self.model.nq), ("nv", self.model.nv), ("dt", self.dt),
                 *self.contact.signature(), ("IMU", self.imu_sensor is not None),
+                ("force-torque sensors", () if self.ft_sensors is None else self.ft_sensors.names),
+                ("contact sensors", None if self.contact_sensors is None else
+                 self.contact_sensors.names),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 
     @property
     def mass(self) -> float:
-        """Mass moved by the joints, kg (see :attr:`RobotModel.mass`)."""
-        return self.robot.mass
+        """Mass moved by the joints, kg, the attached payloads included (see
+        :attr:`RobotModel.mass`: links welded to a fixed base are left out)."""
+        return float(sum(inertia.mass for inertia in self.model.inertias[1:]))
+
+    # ------------------------------------------------------------------ payloads
+
+    def _configured_payloads(self) -> tuple:
+        """The payloads of the parameters payloads.* (attached at the start and by reset)."""
+        p = self.config.payloads
+        out = []
+        for i, name in enumerate(p.names):
+            inertia = np.zeros((3, 3))
+            if p.inertia:
+                ixx, ixy, ixz, iyy, iyz, izz = p.inertia[6 * i:6 * i + 6]
+                inertia = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+            out.append(make_payload(self.robot, name, p.links[i], p.mass[i],
+                                    p.com[3 * i:3 * i + 3], inertia,
+                                    where=f"parameter 'payloads.names' ({name})"))
+        return tuple(out)
+
+    def _set_payloads(self, payloads: tuple) -> None:
+        """The models' body inertias made those of the robot with ``payloads`` (from the
+        originals: no rounding left behind), and what is derived from them."""
+        if payloads == self._payloads:
+            return
+        apply_payloads((self.model, self._model_step), self._inertias0, self.robot,
+                       self._payloads, payloads)
+        self._payloads = payloads
+        if getattr(self, "_gyroscopic", None) is not None:  # it holds the root body's inertia
+            self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt)
+        if hasattr(self, "_weight"):
+            self._weight = self.mass * float(np.linalg.norm(self.config.gravity))
+
+    @property
+    def payloads(self) -> tuple[Payload, ...]:
+        """The payloads attached now, in the order they were attached (read-only)."""
+        return self._s.payloads
+
+    def attach_payload(self, link: str, mass: float, com=(0.0, 0.0, 0.0),
+                       inertia=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0)),
+                       name: str | None = None) -> Payload:
+        """Weld a rigid payload to ``link`` (any frame) from the next step on: ``mass`` (kg),
+        its centre of mass ``com`` (m, in the link's frame) and its ``inertia`` about the
+        centre of mass (3 x 3, link axes, kg*m^2). ``name`` (default: the link's name)
+        detaches it. M(q), gravity, the contact forces and the IMU follow exactly (its
+        inertia is added to the link's body in the simulator's models); it is part of the
+        state (snapshots carry it; :meth:`reset` goes back to the configured payloads,
+        parameter ``payloads.*``). Raises :class:`ModelError` for an unknown link,
+        :class:`CommandError` for a name in use, a negative mass or an inertia that is not
+        positive semi-definite (the state is then untouched). Returns the payload."""
+        name = link if name is None else name
+        if any(p.name == name for p in self._s.payloads):
+            raise CommandError(f"attach_payload: a payload named {name!r} is attached already; "
+                               f"give another name= or detach_payload({name!r}) first")
+        payload = make_payload(self.robot, name, link, mass, com, inertia)
+        payloads = self._s.payloads + (payload,)
+        self._set_payloads(payloads)
+        self._s.payloads = payloads
+        return payload
+
+    def detach_payload(self, name: str) -> Payload:
+        """Remove the payload ``name`` from the next step on (:class:`CommandError` with the
+        names attached if there is none); the model is then bit for bit what it was without
+        it. Returns the payload."""
+        names = [p.name for p in self._s.payloads]
+        if name not in names:
+            raise CommandError(f"detach_payload: no payload named {name!r}"
+                               f"{did_you_mean(str(name), names)}; attached: "
+                               f"{', '.join(names) or 'none'}")
+        gone = self._s.payloads[names.index(name)]
+        payloads = tuple(p for p in self._s.payloads if p.name != name)
+        self._set_payloads(payloads)
+        self._s.payloads = payloads
+        return gone

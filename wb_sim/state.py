@@ -47,6 +47,12 @@ class Record:
     pushes_applied: tuple = ()  #: ((frame id, wrench), ...) of the last step
     commands: tuple = ()  #: joints.command_delay_steps: the torques given, not yet acting
     sensed: tuple = ()  #: sensors.delay_steps: the readings of the last steps, oldest first
+    #: (wb_sim.payloads.Payload, ...) attached now, in the order they were attached (the
+    #: models' body inertias follow it: set_state attaches a snapshot's)
+    payloads: tuple = ()
+    #: the contact sensors' state (wb_sim.sensors.ContactSensors): (raw, debounced, steps
+    #: in a row raw has differed, normal forces N) per sensor; () without them
+    touch: tuple = ()
 
 
 def _copied(x):

@@ -118,6 +118,14 @@ class ContactModel(Protocol):
     def self_contacts_state(self) -> SelfContactsReading:
         """The links' contacts with each other at the last step."""
 
+    def collision_links(self) -> tuple[str, ...]:
+        """The links whose collision geometry meets the ground (collision.enabled), in the
+        order of :meth:`link_normal_forces`; () without collision."""
+
+    def link_normal_forces(self) -> np.ndarray:
+        """(L,) per link of :meth:`collision_links`: the sum of its ground and terrain
+        contacts' normal forces at the last step, N."""
+
     def signature(self) -> tuple:
         """((label, value), ...): what a snapshot of this model fits."""
 

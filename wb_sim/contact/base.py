@@ -59,6 +59,14 @@ class SurfaceContact:
     def self_contacts_state(self) -> SelfContactsReading:
         return no_self_contacts()
 
+    def collision_links(self) -> tuple[str, ...]:
+        """The links meeting the ground besides the surfaces: none."""
+        return ()
+
+    def link_normal_forces(self) -> np.ndarray:
+        """(0,): no link meets the ground besides the surfaces."""
+        return np.zeros(0)
+
     def signature(self) -> tuple:
         """((label, value), ...): what a snapshot of this model fits."""
         return (("contact points", self.points.n), ("contact model", self.name))

@@ -305,7 +305,7 @@ class WholeBodyContact:
         # which geometry each contact belongs to (their links: the readings')
         geometry, pos = [coll.point_geometry[cand]], [coll.position]
         fw, depth = [coll.world_forces(force[nf + cand])], [coll.depth[cand]]
-        codes = [status[nf + cand]]
+        codes, normal = [status[nf + cand]], [force[nf + cand, 2]]
         if tc is not None and tc.k:
             sl = slice(pts.starts[0], pts.starts[0] + tc.k)
             geometry.append(tc.geometry)
@@ -313,11 +313,13 @@ class WholeBodyContact:
             fw.append(tc.world_forces(force[sl]))
             depth.append(tc.depth)
             codes.append(status[sl])
+            normal.append(force[sl, 2])
         if len(geometry) == 1:
-            self._contacts = (geometry[0], pos[0], fw[0], depth[0], codes[0])
+            self._contacts = (geometry[0], pos[0], fw[0], depth[0], codes[0], normal[0])
         else:
             self._contacts = (np.concatenate(geometry), np.concatenate(pos), np.concatenate(fw),
-                              np.concatenate(depth), np.concatenate(codes))
+                              np.concatenate(depth), np.concatenate(codes),
+                              np.concatenate(normal))
         self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
@@ -373,11 +375,31 @@ class WholeBodyContact:
         name (in ``surface``), world contact point, world force, depth, stick/slip."""
         if self.collision is None:
             return no_collision_points()
-        geometry, pos, force, depth, status = self._contacts
+        geometry, pos, force, depth, status, _ = self._contacts
         names = self._coll.link_names
         return ContactPointsReading(
             surface=tuple(names[g] for g in geometry), position=pos.copy(), force=force.copy(),
             depth=depth.copy(), status=tuple(STATUS_NAMES[s] for s in status))
+
+    def collision_links(self) -> tuple[str, ...]:
+        """The links whose collision geometry meets the ground (collision.enabled), each once."""
+        return () if self.collision is None else tuple(dict.fromkeys(self._coll.link_names))
+
+    def link_normal_forces(self) -> np.ndarray:
+        """(L,) per link of :meth:`collision_links`, the sum of the normal forces (N, along
+        each contact's normal) of its contacts with the ground and terrain at the last step."""
+        if self.collision is None:
+            return np.zeros(0)
+        cached = self.__dict__.get("_geometry_link")
+        if cached is None:  # geometry -> its link's index, and the link count, once
+            links = self.collision_links()
+            cached = self._geometry_link = (np.array(
+                [links.index(n) for n in self._coll.link_names], dtype=int), len(links))
+        geometry_link, n = cached
+        if self._contacts is _NO_CONTACTS:
+            return np.zeros(n)
+        geometry, _, _, _, _, normal = self._contacts
+        return np.bincount(geometry_link[geometry], weights=normal, minlength=n)
 
     def self_contacts_state(self) -> SelfContactsReading:
         """The self-collision pairs within the margin at the last step: the two links, the
@@ -402,7 +424,7 @@ class WholeBodyContact:
     def collision_wrench(self) -> np.ndarray:
         """(6,) total [force, torque] of the ground on the collision points at the last
         step, world axes, torque about the world origin."""
-        _, pos, f, _, _ = self._contacts
+        _, pos, f, _, _, _ = self._contacts
         out = np.zeros(6)
         if len(f):
             out[:3] = f.sum(axis=0)
@@ -411,7 +433,7 @@ class WholeBodyContact:
 
 
 _NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
-                np.zeros(0, dtype=np.int8))
+                np.zeros(0, dtype=np.int8), np.zeros(0))
 #: a block without contacts: (ids, deformation, warm start (tangential, world; the rest),
 #: readings (first links, second links, positions, forces, depths, status))
 _NO_BLOCK = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 0)),
