@@ -49,6 +49,7 @@ from std_msgs.msg import Float64MultiArray
 
 from ..config import load_config
 from ..control import ControllerLoop
+from ..controllers import simulator_drive_gains
 from ..errors import ConfigError, DivergenceError, WbSimError
 from ..robot import did_you_mean
 from ..simulator import Simulator
@@ -138,11 +139,14 @@ class SimNode(PolledNodeMixin, Node):
         self.pacer = Pacer(self.dt, spin_margin_s=self.cfg["realtime_spin_margin_s"])
         self.efforts = EffortWatch.from_simulator(sim)  # saturation and drift, for the stats line
         self._reject_loggers = {t: self.get_logger().get_child(t) for t in TOPICS}
+        # where command.kp / command.kd are not given: the robot's (wb_sim_robot's rule)
+        derived = simulator_drive_gains(sim)
         self.gate = CommandGate(
             sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
             lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
             wait_for_first=self.cfg["command.wait_for_first"],
-            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns)
+            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns,
+            derived_gains=(derived.kp, derived.kd))
         self._match_stamp = self.gate.match_stamp
         self.in_process = self._in_process_controller()
         if self.gate.waiting_for_first:
