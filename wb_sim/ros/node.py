@@ -51,6 +51,7 @@ from ..config import load_config
 from ..control import ControllerLoop
 from ..controllers import simulator_drive_gains
 from ..errors import ConfigError, DivergenceError, WbSimError
+from ..parameters import unknown_key_error
 from ..robot import did_you_mean
 from ..simulator import Simulator
 from . import conversions as cv
@@ -259,6 +260,23 @@ class SimNode(PolledNodeMixin, Node):
             v = list(v) if isinstance(v, array.array) else v  # a ROS double array
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
         return SetParametersResult(successful=True)
+
+    def set_parameters_atomically(self, parameter_list):
+        """rclpy's, with a parameter the node does not have refused by its name and the
+        closest ones (``ros2 param set /wb_sim contact.stifness 1e5``: "unknown parameter
+        'contact.stifness'; did you mean 'contact.stiffness'?") where rclpy answers
+        "Invalid access to undeclared parameter(s): []". rclpy's parameter service calls
+        this public method for ``set_parameters`` and ``set_parameters_atomically``; the
+        on-set callbacks never see an undeclared name."""
+        unknown = [p.name for p in parameter_list if not self.has_parameter(p.name)]
+        if unknown:
+            known = self.list_parameters([], 0).names
+            why = (f"{unknown_key_error(unknown[0], known)} (ros2 param list "
+                   f"{self.get_fully_qualified_name()} "
+                   f"lists them)")
+            self.get_logger().warning(f"parameter update refused: {why}")
+            return SetParametersResult(successful=False, reason=why)
+        return super().set_parameters_atomically(parameter_list)
 
     def destroy_node(self):
         if getattr(self, "viewer", None) is not None:
