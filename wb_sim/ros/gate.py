@@ -265,7 +265,7 @@ class CommandGate:
         gains = self.gains(value)
         self._cfg = value
         #: command.kp / command.kd not given: the derived gains, on joints without an effort
-        self._unset = (len(value["command.kp"]) == 0, len(value["command.kd"]) == 0)
+        self._unset = (np.size(value["command.kp"]) == 0, np.size(value["command.kd"]) == 0)
         self._gains_zero = not (gains[0].any() or gains[1].any())
         # one tuple: a step reads the kp and kd of one configuration, and sees by its
         # identity that the servoed joints must be found again (_drive)
