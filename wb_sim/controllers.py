@@ -9,6 +9,8 @@ external process (e.g. a ROS controller node) can run it on its own model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pinocchio as pin
 
@@ -126,3 +128,65 @@ def pd_gravity(sim, case=None, *, kp, kd):
 
 
 pd_gravity.wants_imu = False  # the law needs no IMU reading
+
+
+# ----------------------------------------------------------------------------
+# drive gains derived from the robot
+# ----------------------------------------------------------------------------
+
+#: the drives' bandwidth: f = physics rate / this (50 Hz at 1 kHz)
+RATE_DIVISOR = 20.0
+#: the largest eigenvalue of M^-1 (kp dt^2 + 2 kd dt) the gains may reach (the explicit PD
+#: diverges at 4: a quarter of room for the contact)
+STABILITY = 3.0
+
+
+@dataclass(frozen=True)
+class DerivedGains:
+    """Drive gains from the robot's inertia (:func:`derived_gains`), per joint."""
+
+    kp: np.ndarray  #: N*m/rad (N/m for a prismatic joint)
+    kd: np.ndarray  #: N*m*s/rad (N*s/m)
+    inertia: np.ndarray  #: the joints' reflected inertia 1 / (M^-1)_ii, kg*m^2 (kg)
+    w: np.ndarray  #: each joint's bandwidth, rad/s (w0, lowered where coupled joints need it)
+    w0: float  #: 2 pi rate / divisor, rad/s
+    load: float  #: the largest eigenvalue of M^-1 (kp dt^2 + 2 kd dt) reached (< 4: stable)
+
+
+def derived_gains(M: np.ndarray, idx_v, rate: float, *, divisor: float = RATE_DIVISOR,
+                  stability: float = STABILITY, min_kp: float = 0.0) -> DerivedGains:
+    """Joint drive gains from the mass matrix ``M`` (nv, nv; armature included) at a pose,
+    for the joints of velocity indices ``idx_v``, at physics rate ``rate`` (Hz): each
+    joint's reflected inertia ``I = 1 / (M^-1)_ii`` (what it drives with the other joints
+    and a floating base free: the smallest it meets), ``kp = I w^2``, ``kd = 2 I w``
+    (critically damped), ``w = 2 pi rate / divisor``. Joints are coupled through M: where
+    the largest eigenvalue of ``M^-1 (kp dt^2 + 2 kd dt)`` (the explicit PD's step matrix)
+    exceeds ``stability``, ``w`` is lowered for the joints of that mode (the most for those
+    that move most in it) until it does not. ``kp`` is at least ``min_kp``. The rule of
+    ``wb_sim_robot`` (:mod:`wb_sim.tools.robot_setup`) and of the node's drives where
+    ``command.kp`` / ``command.kd`` are not given."""
+    Minv = np.linalg.inv(M)[np.ix_(idx_v, idx_v)]
+    inertia = 1.0 / np.diag(Minv)
+    w0 = 2.0 * np.pi * rate / divisor
+    dt = 1.0 / rate
+
+    def load(w):
+        r = np.sqrt(inertia * (w * w * dt * dt + 4 * w * dt))
+        lam, vec = np.linalg.eigh(r[:, None] * Minv * r[None, :])
+        return float(lam[-1]), np.abs(vec[:, -1])
+
+    w = np.full(len(inertia), w0)
+    lam, v = load(w)
+    for _ in range(500):
+        if lam <= stability:
+            break
+        w *= (stability / lam) ** (v / v.max())
+        lam, v = load(w)
+    kp = np.maximum(inertia * w * w, min_kp)
+    kd = 2.0 * inertia * w
+    return DerivedGains(kp=kp, kd=kd, inertia=inertia, w=w, w0=float(w0), load=lam)
+
+
+def simulator_drive_gains(sim) -> DerivedGains:
+    """:func:`derived_gains` of simulator ``sim`` at its initial pose and physics rate."""
+    return derived_gains(sim.mass_matrix(sim.q0), sim.robot.idx_v, 1.0 / sim.dt)

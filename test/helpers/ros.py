@@ -180,15 +180,17 @@ class SimSetup:
     """A ``wb_sim`` node process in a fresh DDS domain, the processes started
     next to it, and this test's rclpy client on the same domain."""
 
-    def __init__(self, log_dir, *overrides: str, env: dict[str, str] | None = None):
-        """``env``: extra environment variables of the processes it starts."""
+    def __init__(self, log_dir, *overrides: str, env: dict[str, str] | None = None,
+                 params_file: Path = HUMANOID_YAML):
+        """``env``: extra environment variables of the processes it starts; ``params_file``:
+        the node's robot configuration."""
         self.domain = fresh_domain_id()
         self.dir = log_dir
         self.env = env or {}
         self.procs: dict[str, Proc] = {}
         self.ros = RosClient(self.domain)
         try:
-            self.node = self.start("wb_sim", sim_node_argv(*overrides))
+            self.node = self.start("wb_sim", sim_node_argv(*overrides, params_file=params_file))
             from rclpy.qos import QoSProfile, ReliabilityPolicy
             from sensor_msgs.msg import JointState
             js = self.ros.record(JointState, "joint_states",

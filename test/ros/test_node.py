@@ -692,6 +692,29 @@ class TestStanding:
         assert ros.get_parameters(name)[name] == before
         assert stand.node.alive()
 
+    @pytest.mark.parametrize("name, value, suggestion", [
+        ("contact.stifness", 1.0e5, "'contact.stiffness'"),
+        ("comand.kp", 100.0, "'command.kp'"),
+        ("real_time_factr", 2.0, "'real_time_factor'"),
+        ("no_such_thing_at_all", 1.0, None),
+    ])
+    def test_a_typo_is_answered_with_its_name_and_a_suggestion(self, stand, name, value,
+                                                               suggestion):
+        """Through /wb_sim/set_parameters (what ``ros2 param set`` calls): rclpy alone
+        answers an undeclared name with "Invalid access to undeclared parameter(s): []";
+        the node names it and the closest parameters it has, and the log says it too."""
+        r = stand.ros.set_parameter(name, value)
+        assert not r.successful
+        assert r.reason.startswith(f"unknown parameter '{name}'"), r.reason
+        if suggestion:
+            assert f"did you mean {suggestion}" in r.reason, r.reason
+        else:
+            assert "did you mean" not in r.reason, r.reason
+        assert "ros2 param list /wb_sim lists them" in r.reason
+        assert "undeclared" not in r.reason
+        assert stand.node.wait_for_log(f"refused: unknown parameter '{name}'", 5.0)
+        assert stand.node.alive()
+
     @pytest.mark.parametrize("name, value", [
         ("urdf_path", "/tmp/other.urdf"),
         ("physics_rate_hz", 500.0),

@@ -297,3 +297,68 @@ def test_lines_without_the_figures_say_so_and_other_lines_are_ignored():
                     "efforts not reported; real-time factor 1.000")
     assert MAX_DEVIATION == 0.05  # the documented thresholds (run.py, docs/ros.md, README)
     assert (MAX_AT_LIMIT_SHARE, MAX_FLIPS_PER_S) == (0.05, 1.0)
+
+
+# ----------------------------------------------------------------------------- size
+
+
+SOLO12 = "example-robot-data:solo_description/robots/solo12.urdf"
+
+
+def _sag(sim, law, seconds: float = 2.0):
+    """``law(sim)`` for ``seconds``: the headless verdict (wb_sim.tools.stand) and the
+    ROS one (RunJudge) from stats lines of the base height every 0.5 s."""
+    from wb_sim.tools.stand import StandMonitor
+    monitor = StandMonitor(sim.joint_names, sim.actuation.effort_limit, True)
+    lines = [_line(0.0, float(sim.q[2]), 0)]
+    for k in range(1, round(seconds / sim.dt) + 1):
+        sim.step(law(sim))
+        monitor.watch(sim)
+        if k % 500 == 0:
+            lines.append(_line(k * sim.dt, float(sim.q[2]), 0))
+    return monitor.verdict(), _judge("\n".join(lines), floating_base=True).verdict()
+
+
+def test_the_fall_threshold_scales_with_a_small_robot(tmp_path):
+    """Solo12 (0.233 m, written by wb_sim_robot) under a joint spring too weak for its
+    weight (1.5 N*m/rad, no gravity compensation): its knees fold and the base sinks
+    0.056 m, 24 % of its height; the old absolute 0.1 m (43 % of it) said it stands. Both
+    verdicts now say it fell: 15 % of its start height, 0.035 m."""
+    from helpers.extras import require_robot_data
+    from wb_sim.tools import robot_setup
+    from wb_sim.tools.stand import MAX_DROP_FRACTION
+    import wb_sim
+    require_robot_data(SOLO12)
+    path = tmp_path / "solo12.yaml"
+    assert robot_setup.main([SOLO12, "-o", str(path)]) == 0
+    sim = wb_sim.Simulator.from_yaml(path)
+    z0 = float(sim.q[2])
+    q0 = sim.joint_positions.copy()
+    headless, (text, failed) = _sag(
+        sim, lambda s: 1.5 * (q0 - s.joint_positions) - 0.1 * s.joint_velocities)
+    print(f"Solo12: base from {z0:.3f} m dropped {headless.base_drop:.4f} m; {text}")
+    assert 0.2 < z0 < 0.3 and MAX_DROP_FRACTION * z0 < headless.base_drop < 0.1
+    assert headless.fell and not headless.stands
+    assert headless.max_drop == pytest.approx(0.15 * z0, rel=1e-3)  # the first sample's
+    assert "15 % of its start height 0.233 m" in headless.reasons[0]
+    assert failed and text.startswith("verdict: FELL: ") and \
+        "% of its first height" in text, text
+
+
+def test_the_fall_threshold_of_the_humanoid():
+    """The humanoid (0.694 m): 15 % is 0.104 m (the old 0.1 m); the shipped controller
+    stands, the same 0.056 m drop Solo12 fell by stands (8 %), and a limp humanoid falls in
+    both verdicts."""
+    from helpers.robots import make_humanoid, shipped_controller
+    sim = make_humanoid()
+    z0 = float(sim.q[2])
+    ctrl = shipped_controller(sim)
+    held, (text, failed) = _sag(sim, lambda s: ctrl(s.q, s.joint_positions, s.joint_velocities),
+                                seconds=1.0)
+    assert held.max_drop == pytest.approx(0.15 * z0, rel=1e-3) and 0.10 < held.max_drop < 0.105
+    assert held.stands and not failed, (held.summary(), text)
+    sunk = _judge("\n".join([_line(1, z0, 0), _line(2, z0 - 0.056, 0)]), True).verdict()
+    assert sunk[0].startswith("verdict: stands: "), sunk
+    limp, (text, failed) = _sag(make_humanoid(), lambda s: np.zeros(s.nj), seconds=1.0)
+    print(f"humanoid: limp, base dropped {limp.base_drop:.3f} m; {text}")
+    assert limp.fell and failed and text.startswith("verdict: FELL: "), text

@@ -388,3 +388,50 @@ def test_parquet_table(reference):
     t = pq.read_table(out / "results.parquet").to_pydict()
     assert t["case_id"] == list(range(24))
     assert t["max_tilt_deg"] == [r["max_tilt_deg"] for r in res.rows]
+
+
+def test_robot_and_config_mean_what_they_mean_in_the_other_command_lines(tmp_path):
+    """wb_sim_batch --robot NAME|FILE stands for the campaign file's robot and --config is a
+    parameter file over the robot's (its keys win, its PD gains too), as in python -m wb_sim
+    and wb_sim_run (wb_sim.paths.robot_config_file); the campaign's set applies over both."""
+    camp_file = tmp_path / "c.yaml"
+    camp_file.write_text("robot: humanoid\nduration_s: 0.01\nplots: false\n"
+                         "set: {contact.stiffness: 3.0e4}\n")
+    camp = load_campaign(camp_file, robot="panda")
+    assert camp.spec["robot"] == str(wb_sim.config_path("panda"))
+    assert "panda" in camp.spec["params"]["urdf_path"]
+    assert camp.spec["controller"]["params"]["kp"] == 100.0  # panda.yaml's PD gains
+    own = tmp_path / "robots" / "my_robot.yaml"
+    own.parent.mkdir()
+    shutil.copy(wb_sim.config_path("humanoid"), own)
+    assert load_campaign(camp_file, robot=str(own)).spec["robot"] == str(own)
+    with pytest.raises(ConfigError, match=r"or give the path of your robot's YAML file"):
+        load_campaign(camp_file, robot="pandaa")
+    over = tmp_path / "over.yaml"
+    over.write_text("wb_sim:\n  ros__parameters:\n    contact:\n      stiffness: 9.0e4\n"
+                    "      damping: 123.0\nwb_sim_pd_controller:\n  ros__parameters:\n"
+                    "    kp: 77.0\n")
+    base = load_campaign(camp_file)
+    camp = load_campaign(camp_file, config=over)
+    assert base.spec["params"].get("contact.damping") != 123.0
+    assert camp.spec["params"]["contact.damping"] == 123.0  # the overlay's key wins
+    assert camp.spec["controller"]["params"]["kp"] == 77.0
+    assert camp.spec["controller"]["params"]["kd"] == base.spec["controller"]["params"]["kd"]
+    assert camp.spec["set"] == {"contact.stiffness": 3.0e4}  # the campaign's, over both
+    assert camp.cases[0]["hash"] != base.cases[0]["hash"]  # its own cache entries
+
+    exe = Path(sys.executable).parent / "wb_sim_batch"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wb_sim.tools.campaign"]
+    no_robot = tmp_path / "no_robot.yaml"
+    no_robot.write_text("duration_s: 0.01\nplots: false\n")
+    r = subprocess.run(cmd + [str(no_robot), "--robot", str(own), "--config", str(over),
+                              "-o", str(tmp_path / "o"), "--workers", "1", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "1 cases (1 run, 0 cached)" in r.stdout
+    r = subprocess.run(cmd + [str(no_robot), "-o", str(tmp_path / "o2")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "or wb_sim_batch --robot" in r.stderr, r.stderr
+    r = subprocess.run(cmd + [str(camp_file), "--robot", "pandaa", "-o", str(tmp_path / "o3")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "pandaa" in r.stderr and "Traceback" not in r.stderr, r.stderr

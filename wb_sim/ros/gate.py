@@ -214,6 +214,11 @@ def _all_given(n: int) -> np.ndarray:
 Log = Callable[[str, str, "str | None"], None]
 
 
+def _short(values: np.ndarray) -> str:
+    """Numbers to 3 significant digits, comma-separated, for the log."""
+    return ", ".join(f"{x:.3g}" for x in values)
+
+
 class CommandGate:
     """Validation, rejection counting, watchdog, stamp matching and lockstep of the commands.
 
@@ -226,16 +231,24 @@ class CommandGate:
     ``command.jitter_steps``, ``command.jitter_distribution``,
     ``command.drop_probability`` and ``command.timing_seed`` are read once, here);
     ``stats``: where accepted / applied / stale commands, latencies and lockstep
-    timeouts are counted; ``dt_ns``: the physics step, ns (needed by command timing).
+    timeouts are counted; ``dt_ns``: the physics step, ns (needed by command timing);
+    ``derived_gains``: ``(kp, kd)`` per joint (simulator order) used where ``command.kp`` /
+    ``command.kd`` are not given (``[]``), on the joints whose command carries no effort
+    (:func:`wb_sim.controllers.simulator_drive_gains`, the node's); None: 0 there.
     """
 
     def __init__(self, joint_names: Sequence[str], command_joint_names: Sequence[str],
                  cfg: Mapping, stats: PacerStats, log: Log, lockstep: bool = False,
                  match_stamp: bool = False, wait_for_first: bool = False,
-                 frame_names: Sequence[str] = (), dt_ns: int | None = None):
+                 frame_names: Sequence[str] = (), dt_ns: int | None = None,
+                 derived_gains: tuple[np.ndarray, np.ndarray] | None = None):
         self.joint_index = {n: i for i, n in enumerate(joint_names)}
         self._names: Sequence[str] | None = None  # the last command's names, their indices
         self._names_idx: np.ndarray | None = None
+        self.derived_gains = None if derived_gains is None else tuple(
+            np.broadcast_to(np.asarray(g, dtype=float), (len(joint_names),)).copy()
+            for g in derived_gains)
+        self._derived_told = False  # the derived gains in use: said once
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
                                     dtype=np.intp)
@@ -256,6 +269,7 @@ class CommandGate:
         self.losses = 0  # how often the controller was lost since the start (lockstep)
         self._idle_told = False  # position / velocity targets without gains: said once
         self._servo_gains = None  # the gains self._servo was found with
+        self._drive_gains = None  # ... and the (kp, kd) the drives then apply
         #: the delay line of the command timing; None: commands act on arrival
         self.timing = CommandTiming.from_cfg(cfg, self.nj, dt_ns)
         if self.timing is not None:
@@ -282,6 +296,8 @@ class CommandGate:
         are checked against the joints first (ConfigError, nothing changed)."""
         gains = self.gains(value)
         self._cfg = value
+        #: command.kp / command.kd not given: the derived gains, on joints without an effort
+        self._unset = (np.size(value["command.kp"]) == 0, np.size(value["command.kd"]) == 0)
         self._gains_zero = not (gains[0].any() or gains[1].any())
         # one tuple: a step reads the kp and kd of one configuration, and sees by its
         # identity that the servoed joints must be found again (_drive)
@@ -290,12 +306,16 @@ class CommandGate:
     def gains(self, cfg) -> tuple[np.ndarray, np.ndarray]:
         """The per-joint ``(kp, kd)`` of configuration ``cfg``: ``command.kp`` and
         ``command.kd`` are one value (every joint) or one per joint of
-        ``command.joint_names`` (the others: 0); ConfigError otherwise."""
+        ``command.joint_names`` (the others: 0), or not given (``[]``: the derived gains,
+        0 without them); ConfigError otherwise."""
         out = []
         m = len(self.command_joint_names)
-        for key in ("command.kp", "command.kd"):
+        for k, key in enumerate(("command.kp", "command.kd")):
             g = np.asarray(cfg[key], dtype=float).reshape(-1)
-            if g.size == 1:
+            if g.size == 0:
+                vec = (np.zeros(self.nj) if self.derived_gains is None
+                       else self.derived_gains[k].copy())
+            elif g.size == 1:
                 vec = np.full(self.nj, g[0])
             elif g.size == m:
                 vec = np.zeros(self.nj)
@@ -304,7 +324,8 @@ class CommandGate:
                 raise ConfigError(
                     f"parameter '{key}': expected one value (for every joint) or {m} (one per "
                     f"joint of command.joint_names, in its order: "
-                    f"{', '.join(self.command_joint_names)}), got {g.size}")
+                    f"{', '.join(self.command_joint_names)}), got {g.size} (or [] for the "
+                    f"gains derived from the robot)")
             out.append(vec)
         return out[0], out[1]
 
@@ -545,13 +566,23 @@ class CommandGate:
         gains = self._gains
         if self._servo is None or self._servo_gains is not gains:  # new targets or gains
             kp, kd = gains
-            if self._gains_zero:  # the default: nothing to find (the example controller's case)
+            if self._gains_zero:  # explicit zeros: nothing to find
                 self._servo = False
             else:
+                if self._unset[0] or self._unset[1]:
+                    # derived gains drive a position or velocity interface; a joint commanded
+                    # with an effort too is torque-controlled, its targets a reference (the
+                    # example controller's drive_gains:=false commands): its efforts as given
+                    kp = np.where(t.has_effort, 0.0, kp) if self._unset[0] else kp
+                    kd = np.where(t.has_effort, 0.0, kd) if self._unset[1] else kd
                 servo_p = t.has_position & (kp != 0)
                 servo_v = (t.has_position | t.has_velocity) & (kd != 0)
                 self._servo = bool(servo_p.any() or servo_v.any())
+                if self._servo and not self._derived_told and self.derived_gains is not None \
+                        and (self._unset[0] and servo_p.any() or self._unset[1] and servo_v.any()):
+                    self._tell_derived()
             self._servo_gains = gains
+            self._drive_gains = (kp, kd)
             if not self._idle_told:
                 self._tell_idle(kp, kd)
         if not self._servo:
@@ -559,8 +590,22 @@ class CommandGate:
         if qj is None:
             raise ValueError("CommandGate.torques needs the joint positions: a joint has a "
                              "position target")
-        t.kp, t.kd = gains
+        t.kp, t.kd = self._drive_gains
         return t.torques(qj, vj)
+
+    def _tell_derived(self) -> None:
+        """Say once which gains drive position and velocity commands where the configuration
+        gives none."""
+        self._derived_told = True
+        unset = " / ".join(k for k, u in zip(("command.kp", "command.kd"), self._unset) if u)
+        kp, kd = self.gains(self._cfg)
+        self.log("info", f"position commands use derived gains kp=[{_short(kp)}] N*m/rad, "
+                         f"kd=[{_short(kd)}] N*m*s/rad (joints {', '.join(self.joint_index)}; "
+                         f"each joint's reflected inertia at the initial pose, critically "
+                         f"damped, 2 pi x physics rate / 20 rad/s, lower where coupled joints "
+                         f"need it) ({unset} unset); set them to "
+                         f"override (a joint whose command carries an effort takes that "
+                         f"effort alone)", None)
 
     def _tell_idle(self, kp: np.ndarray, kd: np.ndarray) -> None:
         """Say once that position or velocity targets act on no joint without gains: at

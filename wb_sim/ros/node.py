@@ -49,7 +49,9 @@ from std_msgs.msg import Float64MultiArray
 
 from ..config import load_config
 from ..control import ControllerLoop
+from ..controllers import simulator_drive_gains
 from ..errors import ConfigError, DivergenceError, WbSimError
+from ..parameters import unknown_key_error
 from ..robot import did_you_mean
 from ..simulator import Simulator
 from . import conversions as cv
@@ -138,11 +140,14 @@ class SimNode(PolledNodeMixin, Node):
         self.pacer = Pacer(self.dt, spin_margin_s=self.cfg["realtime_spin_margin_s"])
         self.efforts = EffortWatch.from_simulator(sim)  # saturation and drift, for the stats line
         self._reject_loggers = {t: self.get_logger().get_child(t) for t in TOPICS}
+        # where command.kp / command.kd are not given: the robot's (wb_sim_robot's rule)
+        derived = simulator_drive_gains(sim)
         self.gate = CommandGate(
             sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
             lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
             wait_for_first=self.cfg["command.wait_for_first"],
-            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns)
+            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns,
+            derived_gains=(derived.kp, derived.kd))
         self._match_stamp = self.gate.match_stamp
         self.in_process = self._in_process_controller()
         if self.gate.waiting_for_first:
@@ -255,6 +260,23 @@ class SimNode(PolledNodeMixin, Node):
             v = list(v) if isinstance(v, array.array) else v  # a ROS double array
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
         return SetParametersResult(successful=True)
+
+    def set_parameters_atomically(self, parameter_list):
+        """rclpy's, with a parameter the node does not have refused by its name and the
+        closest ones (``ros2 param set /wb_sim contact.stifness 1e5``: "unknown parameter
+        'contact.stifness'; did you mean 'contact.stiffness'?") where rclpy answers
+        "Invalid access to undeclared parameter(s): []". rclpy's parameter service calls
+        this public method for ``set_parameters`` and ``set_parameters_atomically``; the
+        on-set callbacks never see an undeclared name."""
+        unknown = [p.name for p in parameter_list if not self.has_parameter(p.name)]
+        if unknown:
+            known = self.list_parameters([], 0).names
+            why = (f"{unknown_key_error(unknown[0], known)} (ros2 param list "
+                   f"{self.get_fully_qualified_name()} "
+                   f"lists them)")
+            self.get_logger().warning(f"parameter update refused: {why}")
+            return SetParametersResult(successful=False, reason=why)
+        return super().set_parameters_atomically(parameter_list)
 
     def destroy_node(self):
         if getattr(self, "viewer", None) is not None:

@@ -175,16 +175,22 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("command.timeout_damping", "float", 20.0, "N*m*s/rad",
           "Joint damping of command.timeout_action 'damp' (N*s/m for prismatic joints), "
           "within the effort limits.", lo=0.0, live=True),
-    Param("command.kp", "floats", [0.0], "N*m/rad",
+    Param("command.kp", "floats", [], "N*m/rad",
           "Position gain of joint_commands' position targets, tau = kp (q_ref - q) + kd (v_ref "
           "- v) + effort, evaluated at every physics step: one value for every joint, or one "
-          "per joint of command.joint_names in its order (the other joints: 0). 0 = positions "
-          "are not servoed (a reference only). N*m/rad; N/m for prismatic joints.",
+          "per joint of command.joint_names in its order (the other joints: 0). [] (not given) "
+          "= derived from the robot, as wb_sim_robot writes them: kp = I w^2 with I the "
+          "joint's reflected inertia at the initial pose, w = 2 pi x physics rate / 20 (lower "
+          "where coupled joints need it), logged at the first position command; those act on "
+          "joints whose command carries no effort (with an effort, the targets are a "
+          "reference). 0 = positions are not servoed (a reference only). N*m/rad; N/m for "
+          "prismatic joints.",
           lo=0.0, live=True),
-    Param("command.kd", "floats", [0.0], "N*m*s/rad",
+    Param("command.kd", "floats", [], "N*m*s/rad",
           "Damping gain of joint_commands' targets (with a position or a velocity target; v_ref "
           "= 0 when only a position is given), one value or one per joint of "
-          "command.joint_names as command.kp. N*s/m for prismatic joints.", lo=0.0, live=True),
+          "command.joint_names as command.kp. [] (not given) = derived: kd = 2 I w (critically "
+          "damped), as command.kp. N*s/m for prismatic joints.", lo=0.0, live=True),
     Param("command.nan_is_unset", "bool", False, "",
           "true: a NaN entry of joint_commands means that interface of that joint is not "
           "commanded (ros2_control's value of a command interface no controller has written, "

@@ -11,8 +11,9 @@ stops itself at ``--duration`` seconds of simulated time (``stop_after_s``),
 then the others get SIGINT. At the end it prints the verdict, one line from the
 node's stats lines over the whole run (:class:`~wb_sim.ros.verdict.RunJudge`):
 
-* a floating base ``stands``, or ``FELL`` (its height dropped more than 0.1 m
-  below the first reading) or is ``UNSTEADY`` (it rose more than 5 cm);
+* a floating base ``stands``, or ``FELL`` (its height dropped below the first
+  reading by more than 15 % of it: the threshold scales with the robot, 0.104 m for
+  the humanoid, 0.035 m for Solo12) or is ``UNSTEADY`` (it rose more than 7.5 % of it);
 * a fixed base ``holds``, or ``DRIFTED``: a joint left the initial posture by
   more than 0.05 rad (or m, prismatic);
 * either is ``SATURATED`` besides when a joint was at its effort limit in

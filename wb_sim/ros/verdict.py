@@ -39,6 +39,8 @@ import re
 
 import numpy as np
 
+from ..tools.stand import MAX_DROP_FRACTION as STAND_DROP_FRACTION
+
 #: the joints the stats line names as most at their limits
 WORST_JOINTS = 3
 #: an at-limit test with this relative margin: the clipped torque equals the limit
@@ -48,10 +50,14 @@ AT_LIMIT_TOLERANCE = 1e-9
 # ----------------------------------------------------------------------------- the verdict's
 # thresholds (run.py's docstring, docs/ros.md and the README say the same)
 
-#: floating base: FELL when the base height dropped below its first reading by more, m
-MAX_DROP_M = 0.1
-#: floating base: UNSTEADY when it rose above its first reading by more, m
-MAX_RISE_M = 0.05
+#: floating base: FELL when the base height dropped below its first reading by more than
+#: this fraction of that reading (its height above the ground): the threshold scales with the
+#: robot (0.104 m for the humanoid, 0.036 m for Solo12); the headless verdict's
+#: (wb_sim.tools.stand)
+MAX_DROP_FRACTION = STAND_DROP_FRACTION
+#: floating base: UNSTEADY when it rose above its first reading by more than this fraction
+#: of it (0.052 m for the humanoid)
+MAX_RISE_FRACTION = 0.075
 #: fixed base: DRIFTED when a joint left the initial posture by more (rad or m); a PD
 #: hold of a posture stays within a few mrad, a controller that lets a joint sag does not
 MAX_DEVIATION = 0.05
@@ -209,9 +215,9 @@ class RunJudge:
     :meth:`feed` takes each line the node logs (others are ignored); :meth:`verdict`
     adds them up. The thresholds are the module's constants; the verdict words:
 
-    * floating base: ``stands``, ``FELL`` (the base height dropped more than
-      :data:`MAX_DROP_M` below its first reading) or ``UNSTEADY`` (it rose more
-      than :data:`MAX_RISE_M`);
+    * floating base: ``stands``, ``FELL`` (the base height dropped below its first
+      reading by more than :data:`MAX_DROP_FRACTION` of it) or ``UNSTEADY`` (it rose
+      by more than :data:`MAX_RISE_FRACTION` of it);
     * fixed base: ``holds``, or ``DRIFTED`` (a joint left the initial posture by
       more than :data:`MAX_DEVIATION`, rad or m);
     * either: ``SATURATED`` besides, when a joint was at its effort limit in more
@@ -283,13 +289,19 @@ class RunJudge:
             if self.z0 is None:
                 parts.append("base height not reported")
             else:
-                fell = self.zmin < self.z0 - MAX_DROP_M
-                rose = self.zmax > self.z0 + MAX_RISE_M
+                max_drop, max_rise = (MAX_DROP_FRACTION * max(self.z0, 0.0),
+                                      MAX_RISE_FRACTION * max(self.z0, 0.0))
+                fell = self.zmin < self.z0 - max_drop
+                rose = self.zmax > self.z0 + max_rise
                 failed += ["FELL"] * fell + ["UNSTEADY"] * rose
                 parts.append(f"base height first {self.z0:.4f} m, lowest {self.zmin:.4f} m, "
                              f"highest {self.zmax:.4f} m"
-                             + (f" (dropped more than {MAX_DROP_M:g} m)" if fell else "")
-                             + (f" (rose more than {MAX_RISE_M:g} m)" if rose else ""))
+                             + (f" (dropped more than {max_drop:.3g} m, "
+                                f"{100 * MAX_DROP_FRACTION:g} % of its first height)"
+                                if fell else "")
+                             + (f" (rose more than {max_rise:.3g} m, "
+                                f"{100 * MAX_RISE_FRACTION:g} % of its first height)"
+                                if rose else ""))
         if self.deviation is None:
             parts.append("joint deviation not reported")
         else:

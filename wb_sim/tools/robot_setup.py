@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 import pinocchio as pin
 
+from ..controllers import RATE_DIVISOR, STABILITY, derived_gains
 from ..errors import ConfigError, ModelError, WbSimError
 from ..robot import RobotModel, resolve_data_path, resolve_urdf_path
 
@@ -86,10 +87,6 @@ CAP_DEPTH = 0.01
 MAX_SPHERE = 0.1
 #: the root link at least this far above the lowest point for legs, m
 ROOT_CLEARANCE = 0.05
-#: the largest eigenvalue of M^-1 (kp dt^2 + 2 kd dt) the gains may reach (4 is unstable)
-STABILITY = 3.0
-#: the drives' bandwidth: f = physics rate / this
-RATE_DIVISOR = 20.0
 
 
 @dataclass
@@ -540,32 +537,13 @@ def _analyse(urdf, srdf, *, floating, rate, foot_tol, min_kp, default_effort, ar
     M = pin.crba(gmodel_, gmodel_.createData(), gq)
     M = np.triu(M) + np.triu(M, 1).T
     M[np.diag_indices_from(M)] += np.r_[np.zeros(gmodel_.nv - gm.nj), np.full(gm.nj, armature)]
-    Minv = np.linalg.inv(M)
-    Minv = Minv[np.ix_(gm.idx_v, gm.idx_v)]
-    # the joint's reflected inertia: what it drives with the other joints and the base free
-    inertia = 1.0 / np.diag(Minv)
     stability = STABILITY if stability is None else stability
     divisor = RATE_DIVISOR * (1 + delay_steps) if divisor is None else divisor
-    w0 = 2 * math.pi * rate / divisor
-    dt = 1.0 / rate
-
-    def load(w):  # the explicit PD's step matrix: M^-1 (kp dt^2 + 2 kd dt), base free
-        r = np.sqrt(inertia * (w * w * dt * dt + 4 * w * dt))
-        lam, vec = np.linalg.eigh(r[:, None] * Minv * r[None, :])
-        return float(lam[-1]), np.abs(vec[:, -1])
-
-    # the coupled explicit PD is stable while that matrix's largest eigenvalue stays below 4:
-    # keep it below STABILITY (a quarter of room for the contact), lowering w of the
-    # joints of the mode that exceeds it, the most for those that move most in it
-    w = np.full(len(inertia), w0)
-    lam, v = load(w)
-    for _ in range(500):
-        if lam <= stability:
-            break
-        w *= (stability / lam) ** (v / v.max())
-        lam, v = load(w)
-    kp = np.maximum(inertia * w * w, min_kp)
-    kd = 2.0 * inertia * w
+    # the coupled explicit PD is stable while M^-1 (kp dt^2 + 2 kd dt) has its largest
+    # eigenvalue below 4: kept below STABILITY (a quarter of room for the contact)
+    gains = derived_gains(M, gm.idx_v, rate, divisor=divisor, stability=stability, min_kp=min_kp)
+    inertia, w, w0, lam, kp, kd = (gains.inertia, gains.w, gains.w0, gains.load, gains.kp,
+                                   gains.kd)
     lowered = [n for n, x in zip(gm.joint_names, w) if x < 0.99 * w0]
     if armature > 0:
         notes.append(f"armature {armature:g} kg*m^2 on every joint (--armature): joints.armature, "

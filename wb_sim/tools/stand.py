@@ -2,8 +2,10 @@
 
 A robot stands only if, over the whole run,
 
-* its base never dropped more than ``max_drop`` (0.1 m) below where it started
-  (a floating base; a fixed base cannot fall);
+* its base never dropped more than ``max_drop`` below where it started (a floating base;
+  a fixed base cannot fall): by default :data:`MAX_DROP_FRACTION` (15 %) of its start
+  height above the ground, so that the threshold scales with the robot (0.104 m for the
+  humanoid's 0.694 m, 0.036 m for Solo12's 0.24 m, where an absolute 0.1 m was 40 % of it);
 * no contact surface's frame slid more than ``max_slide`` (5 mm) horizontally
   from where it was once the first ``settle_s`` (0.5 s) had passed (feet that
   creep away are not standing, whatever the base height says);
@@ -22,6 +24,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pinocchio as pin
 
+#: a floating base fell when it dropped more than this fraction of its start height above
+#: the ground (the world z = 0 plane); the ROS verdict (wb_sim/ros/verdict.py) uses it too
+MAX_DROP_FRACTION = 0.15
+
+
+def max_drop_for(start_height: float) -> float:
+    """The largest drop of a base starting ``start_height`` m above the ground that is not a
+    fall, m: :data:`MAX_DROP_FRACTION` of it."""
+    return MAX_DROP_FRACTION * max(float(start_height), 0.0)
+
 
 @dataclass(frozen=True)
 class StandVerdict:
@@ -30,6 +42,14 @@ class StandVerdict:
     base_drop: float  #: m, largest drop of the base below its start (0 for a fixed base)
     foot_slide: float  #: m, largest horizontal slide of a contact surface after settling
     saturated: dict[str, float] = field(default_factory=dict)  #: joint -> fraction of steps
+    #: m, the drop judged a fall (``max_drop``, or the fraction of the start height); inf
+    #: for a fixed base or before any sample
+    max_drop: float = float("inf")
+
+    @property
+    def fell(self) -> bool:
+        """The base dropped more than :attr:`max_drop`."""
+        return self.base_drop > self.max_drop
 
     def summary(self) -> str:
         """One line for a terminal: 'stands (...)' or 'FELL: reasons (...)'."""
@@ -49,15 +69,20 @@ class StandMonitor:
         joint_names: names of the actuated joints, for the report.
         effort_limits: (nj,) N*m or N (inf where unlimited).
         floating_base: whether the base can fall.
+        max_drop: m, the largest drop that is not a fall; None (the default):
+            :data:`MAX_DROP_FRACTION` of the first sample's base height (:func:`max_drop_for`).
     """
 
     def __init__(self, joint_names, effort_limits, floating_base: bool = True, *,
-                 max_drop: float = 0.1, max_slide: float = 0.005, max_saturated: float = 0.05,
-                 settle_s: float = 0.5):
+                 max_drop: float | None = None, max_slide: float = 0.005,
+                 max_saturated: float = 0.05, settle_s: float = 0.5):
         self.joint_names = tuple(joint_names)
         self.limits = np.asarray(effort_limits, dtype=float)
         self.floating = floating_base
-        self.max_drop, self.max_slide, self.max_saturated = max_drop, max_slide, max_saturated
+        self._given_drop = max_drop
+        #: m, the drop judged a fall: ``max_drop``, or set by the first sample (None until then)
+        self.max_drop = max_drop
+        self.max_slide, self.max_saturated = max_slide, max_saturated
         self.settle_s = settle_s
         self._z0 = None
         self._drop = 0.0
@@ -72,6 +97,8 @@ class StandMonitor:
         contact surfaces' frames (sampling them every few steps is enough)."""
         if self._z0 is None:
             self._z0 = base_z
+            if self._given_drop is None:
+                self.max_drop = max_drop_for(base_z)
         if self.floating:
             self._drop = max(self._drop, self._z0 - base_z)
         tau = np.abs(np.asarray(applied_efforts, dtype=float))
@@ -99,8 +126,12 @@ class StandMonitor:
         fractions = self._saturated / max(self._samples, 1)
         saturated = {n: float(f) for n, f in zip(self.joint_names, fractions) if f > 0.0}
         reasons = []
-        if self.floating and self._drop > self.max_drop:
-            reasons.append(f"the base dropped {self._drop:.3f} m (more than {self.max_drop:g} m)")
+        max_drop = self.max_drop if self.floating and self.max_drop is not None else np.inf
+        if self._drop > max_drop:
+            scaled = (f", {100 * MAX_DROP_FRACTION:g} % of its start height {self._z0:.3f} m"
+                      if self._given_drop is None else "")
+            reasons.append(f"the base dropped {self._drop:.3f} m (more than {max_drop:.3g} m"
+                           f"{scaled})")
         if self._slide > self.max_slide:
             reasons.append(f"a foot slid {self._slide * 1e3:.1f} mm (more than "
                            f"{self.max_slide * 1e3:g} mm)")
@@ -109,4 +140,5 @@ class StandMonitor:
             reasons.append(f"joints at their effort limit more than "
                            f"{100 * self.max_saturated:g} % of the time: {', '.join(over)}")
         return StandVerdict(stands=not reasons, reasons=tuple(reasons), base_drop=self._drop,
-                            foot_slide=self._slide, saturated=saturated)
+                            foot_slide=self._slide, saturated=saturated,
+                            max_drop=float(max_drop))

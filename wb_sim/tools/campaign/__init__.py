@@ -3,6 +3,8 @@
 A campaign file (YAML) says::
 
     robot: humanoid                # a ready configuration (config/<name>.yaml) or a YAML path
+                                   # (wb_sim_batch --robot NAME|FILE: instead of it; --config
+                                   # FILE: a parameter file over it, its keys win)
     duration_s: 3.0                # simulated seconds per case
     seed: 0                        # case k gets seed + k (the IMU noise, your controller)
     controller: pd                 # the built-in PD + gravity (gains: the wb_sim_pd_controller

@@ -165,7 +165,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         verdict = monitor.verdict()
         values = {
             "stands": bool(verdict.stands and not diverged),
-            "fell": bool(diverged or (floating and verdict.base_drop > monitor.max_drop)),
+            "fell": bool(diverged or verdict.fell),
             "base_drop_m": float(verdict.base_drop),
             "max_tilt_deg": math.degrees(math.acos(max(-1.0, min(1.0, min_cos_tilt)))),
             "com_deviation_m": float(com_dev),

@@ -20,6 +20,12 @@ def main(argv=None) -> int:
         prog="wb_sim_batch", description="Run a wb_sim campaign: every case of a YAML "
         "campaign file into one results table (see wb_sim.tools.campaign).")
     parser.add_argument("campaign", help="campaign file (YAML)")
+    parser.add_argument("--robot", help="a ready configuration's name (config/<robot>.yaml) or "
+                        "the path of your robot's YAML file, in place of the campaign file's "
+                        "robot (as python -m wb_sim's and wb_sim_run's --robot)")
+    parser.add_argument("--config", help="a YAML parameter file loaded after the robot's (its "
+                        "keys win, its wb_sim_pd_controller gains too), as python -m wb_sim's "
+                        "and wb_sim_run's; the campaign's set, grid and random apply over it")
     parser.add_argument("--out", "-o", help="output directory (default: <campaign>_results); "
                         "cases already in its cache are not run again")
     parser.add_argument("--backend", choices=("local", "ray"), default="local",
@@ -44,7 +50,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     try:
-        campaign = load_campaign(args.campaign)
+        campaign = load_campaign(args.campaign, robot=args.robot, config=args.config)
         result = run_campaign(campaign, backend=args.backend, workers=args.workers, out=out,
                               address=args.address, progress=not args.quiet,
                               plots=False if args.no_plots else None)

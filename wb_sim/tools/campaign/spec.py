@@ -22,6 +22,7 @@ from ...config import (PARAMETER_BY_KEY, SURFACE_PARAMETER_BY_FIELD, load_config
                        read_yaml_params)
 from ...control import import_callable
 from ...errors import ConfigError
+from ...paths import robot_config_file
 from .case import METRICS, case_config
 
 TOP_KEYS = ("robot", "duration_s", "seed", "controller", "pushes", "set", "grid", "random",
@@ -202,8 +203,16 @@ def _distribution(where: str, key: str, d: Any):
     return kind, a, b
 
 
-def load_campaign(source: str | Path | Mapping) -> Campaign:
+def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
+                  config: str | Path | None = None) -> Campaign:
     """Read and validate a campaign (a YAML path or a dict) and expand its cases.
+
+    ``robot`` (``wb_sim_batch --robot``): a ready configuration's name or the path of a
+    robot's YAML file (:func:`wb_sim.paths.robot_config_file`, the meaning of ``--robot`` in
+    ``python -m wb_sim`` and ``wb_sim_run``), in place of the file's ``robot``; ``config``
+    (``--config``): a YAML parameter file loaded over the robot's, its keys win (its
+    ``wb_sim_pd_controller`` gains too), as in those two; the campaign's ``set``, ``grid``
+    and ``random`` apply over both.
 
     Raises :class:`~wb_sim.ConfigError` naming the bad key (with close names)."""
     if isinstance(source, Mapping):
@@ -218,14 +227,24 @@ def load_campaign(source: str | Path | Mapping) -> Campaign:
     for k in doc:
         if k not in TOP_KEYS:
             raise _err(where, str(k), "unknown campaign key" + _did_you_mean(str(k), TOP_KEYS))
-    if "robot" not in doc:
-        raise _err(where, "robot", "required (a ready robot name such as 'humanoid', or a YAML "
-                                   "parameter file)")
-    robot = doc["robot"]
-    if base_dir is not None and isinstance(robot, str) and robot.endswith((".yaml", ".yml")) \
-            and not Path(robot).is_absolute():
-        robot = str(base_dir / robot)
+    if robot is not None:  # --robot: relative to the working directory, as everywhere
+        robot = str(robot_config_file(robot))
+    else:
+        if "robot" not in doc:
+            raise _err(where, "robot", "required (a ready robot name such as 'humanoid', or a "
+                                       "YAML parameter file; or wb_sim_batch --robot)")
+        robot = doc["robot"]
+        if base_dir is not None and isinstance(robot, str) and \
+                robot.endswith((".yaml", ".yml")) and not Path(robot).is_absolute():
+            robot = str(base_dir / robot)
     params, gains, robot_path = _robot_params(where, robot)
+    if config is not None:  # --config: an overlay, its keys win
+        params.update(read_yaml_params(config))
+        try:
+            gains.update(read_yaml_params(config, node_name="wb_sim_pd_controller"))
+        except ConfigError as e:
+            if "has no 'wb_sim_pd_controller: ros__parameters:' block" not in str(e):
+                raise
     duration = _number(where, "duration_s", doc.get("duration_s", 5.0), positive=True)
     if duration > MAX_DURATION_S:
         raise _err(where, "duration_s", f"{duration:g} s per case is more than {MAX_DURATION_S:g} s "
