@@ -132,6 +132,9 @@ class ActuatorModel(Protocol):
     def readings(self, state: np.ndarray | None) -> ActuatorReading:
         """The drives' readings from the state."""
 
+    def signature(self) -> tuple:
+        """((label, value), ...): what a snapshot's drive state must fit."""
+
 
 class IdealActuators:
     """The commanded torque as it is: no state, no readings (NaN)."""
@@ -154,6 +157,9 @@ class IdealActuators:
     def readings(self, state) -> ActuatorReading:
         nan = np.full(len(self._names), np.nan)
         return ActuatorReading(self._names, nan, nan.copy(), nan.copy())
+
+    def signature(self) -> tuple:
+        return (("actuators.model", self.name),)
 
 
 def second_order_transition(bandwidth_hz: np.ndarray, zeta: np.ndarray,
@@ -314,6 +320,10 @@ class DcMotorActuators:
         coulomb[self.idx] = self.N * self.coulomb
         viscous[self.idx] = self.N ** 2 * self.viscous
         return coulomb, viscous
+
+    def signature(self) -> tuple:
+        return (("actuators.model", self.name),
+                ("actuators.joints", tuple(self.joint_names[i] for i in self.idx)))
 
     def readings(self, state) -> ActuatorReading:
         nj = len(self.joint_names)

@@ -917,7 +917,7 @@ class Simulator:
         return (("nq", self.model.nq), ("nv", self.model.nv), ("dt", self.dt),
                 *self.contact.signature(), ("IMU", self.imu_sensor is not None),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
-                ("actuators.model", self.actuators.name),
+                *self.actuators.signature(),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 
     @property

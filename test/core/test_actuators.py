@@ -289,6 +289,9 @@ def test_snapshot_carries_the_drives_state(make_humanoid, shipped_controller):
     ideal = make_humanoid()
     with pytest.raises(wb_sim.CommandError, match="actuators.model"):
         ideal.set_state(snap)
+    legs = make_humanoid(**{"actuators.model": "dc_motor", "actuators.joints": LEGS})
+    with pytest.raises(wb_sim.CommandError, match="actuators.joints"):
+        legs.set_state(snap)
 
 
 def test_configuration_errors_name_the_parameter():
