@@ -7,8 +7,9 @@ The motor is the default parameter set, the T-Motor AK80-9's published numbers
 (docs/physics.md): kt 0.091 N*m/A, R 0.17 ohm, 48 V, 9:1, efficiency 0.9 (assumed):
 stall torque 208.1 N*m, no-load speed 58.61 rad/s at the joint.
 
-Figures measured when written: no-load speed and stall torque within 1e-12 of the closed
-forms; rise time (10-90 %) and overshoot within 0.1 % and 1e-9; heating within 1e-9 K.
+Figures measured when written: no-load speed and stall torque within 1e-15 of the closed
+forms; rise time (10-90 %) 11.646 ms and overshoot 25.383 %, within 2e-5 and 4e-6 of the
+closed form's; heating within 1e-12 K.
 """
 
 from __future__ import annotations
