@@ -8,6 +8,7 @@ node is a thin adapter over it.
     >>> sim.step([0.0] * sim.nj)
 """
 
+from .actuators import ActuatorReading
 from .config import PARAMETERS, SimConfig, load_config
 from .ft_sensors import WrenchReading
 from .errors import (CommandError, ConfigError, DivergenceError, ModelError, UnsupportedError,
@@ -22,8 +23,8 @@ __version__ = "0.1.0"
 
 
 __all__ = [
-    "PARAMETERS", "CommandError", "ConfigError", "ContactPointsReading", "ContactState",
-    "ContactWrench",
+    "PARAMETERS", "ActuatorReading", "CommandError", "ConfigError", "ContactPointsReading",
+    "ContactState", "ContactWrench",
     "DivergenceError", "ImuReading", "ModelError", "RobotModel", "SelfContactsReading",
     "SimConfig", "SimState", "Simulator",
     "State", "UnsupportedError", "WbSimError", "WrenchReading", "config_path", "default_config_path",

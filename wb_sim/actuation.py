@@ -48,7 +48,10 @@ def per_joint(key: str, values: tuple[float, ...], robot: RobotModel,
 class Actuation:
     """Per-joint actuation constants and the torque laws; see the module docstring."""
 
-    def __init__(self, robot: RobotModel, cfg: Group, dt: float):
+    def __init__(self, robot: RobotModel, cfg: Group, dt: float,
+                 reflected: tuple[np.ndarray, np.ndarray] | None = None):
+        """``reflected``: (Coulomb N*m, viscous N*m*s/rad) per joint the drives'
+        transmissions add (wb_sim.actuators), whatever joints.urdf_dynamics says."""
         nj = robot.nj
         self.dt = dt
         self.armature = per_joint("joints.armature", cfg.armature, robot)
@@ -62,6 +65,9 @@ class Actuation:
         else:
             self.damping = np.zeros(nj)
             self.friction = np.zeros(nj)
+        if reflected is not None:
+            self.friction = self.friction + reflected[0]
+            self.damping = self.damping + reflected[1]
         self.has_friction = bool(np.any(self.friction > 0))
         self.has_damping = bool(np.any(self.damping > 0))
         self.saturating = bool(np.any(np.isfinite(self.effort_limit)))

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .actuators import PARAMETERS as ACTUATOR_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
@@ -174,6 +175,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("joints.command_delay_steps", "int", 0, "steps",
           "Transport delay of the torque commands: the torques given to step k act at step "
           "k + n (until then, the first command given). 0 = none.", lo=0, hi=100000),
+    # --- the joints' drives (wb_sim/actuators.py)
+    *ACTUATOR_PARAMETERS,
     # --- sensing and model perturbations (robustness studies of a controller)
     Param("sensors.delay_steps", "int", 0, "steps",
           "Transport delay of the sensed readings: Simulator.sensed_state, sensed_imu() and "

@@ -18,6 +18,7 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
 
 :meth:`Simulator.step` only sequences named stages: ``_checked_torques`` (the
 command), ``_command_pipe`` (``joints.command_delay_steps``), saturation,
+the drives (``actuators.model``: :mod:`wb_sim.actuators`, skipped when ideal),
 ``_advance`` (the dynamics above, the one contact object's solve, the integration
 and the divergence check), the next :class:`~wb_sim.state.Record` (everything that
 evolves, in one place) and ``_sense`` (IMU noise, delayed readings).
@@ -41,6 +42,7 @@ import numpy as np
 import pinocchio as pin
 
 from .actuation import Actuation
+from .actuators import ActuatorReading, make_actuators
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
@@ -147,7 +149,11 @@ class Simulator:
         #: copy of the robot's, with the attached payloads in its body inertias
         self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
-        self.actuation = Actuation(robot, config.joints, self.dt)
+        #: the joints' drives (wb_sim.actuators, actuators.model); inactive: ideal
+        self.actuators = make_actuators(robot, config.actuators, self.dt)
+        self._drives = self.actuators if self.actuators.active else None
+        self.actuation = Actuation(robot, config.joints, self.dt,
+                                   self.actuators.reflected_friction())
         self._command_delay = config.joints.command_delay_steps
         self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
@@ -435,7 +441,8 @@ class Simulator:
             self.contact_sensors.initial(self._normal_forces(force))
         self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
                          a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau,
-                         payloads=self._start_payloads, touch=touch)
+                         payloads=self._start_payloads, touch=touch,
+                         actuator=self.actuators.initial_state())
         self._v_public = v
         if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
             self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
@@ -576,13 +583,16 @@ class Simulator:
         tau = self._checked_torques(tau)
         acting, commands = self._command_pipe(s, tau)
         applied = self.actuation.saturate(acting)
+        drive = s.actuator
+        if self._drives is not None:  # the drives' torque loop, envelope and heat
+            applied, drive = self._drives.drive(drive, applied, self._joint_qv(s.q, s.v)[1])
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
         q_next, v_next, u_next, force = self._advance(s, applied, pushes)
         touch = () if self.contact_sensors is None else \
             self.contact_sensors.next(s.touch, self._normal_forces(force))
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
                          _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed,
-                         s.payloads, touch)
+                         s.payloads, touch, drive)
         self._v_public = None
         self._sense()
 
@@ -701,6 +711,13 @@ class Simulator:
         u.setflags(write=False)
         return State(t=self.t, q=s.q, v=self.v, applied_torques=applied,
                      contact_deformation=u, robot=self.robot, base_pose=base)
+
+    @property
+    def actuator_readings(self) -> ActuatorReading:
+        """What the drives report now (``actuators.model``): per joint the last step's
+        winding current (A) and terminal voltage (V), the winding temperature (C); NaN
+        for the joints without a motor model."""
+        return self.actuators.readings(self._s.actuator)
 
     @property
     def applied_torques(self) -> np.ndarray:
@@ -1046,6 +1063,7 @@ class Simulator:
                 ("contact sensors", None if self.contact_sensors is None else
                  self.contact_sensors.names),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
+                *self.actuators.signature(),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay))
 
     @property

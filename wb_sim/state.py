@@ -5,10 +5,10 @@
                ``step`` (a new record, the old one's arrays untouched), copied by
                ``get_state``, restored by ``set_state``. Adding a field here is all it
                takes for snapshots to carry it (:func:`copy_record` copies every field).
-``SimState``   a snapshot (``Simulator.get_state``): a copy of the record, plus the
-               ``snapshot()`` of every component with state of its own (the contact
-               model's warm starts and the links' contacts, the IMU's noise generator),
-               and the signature of the configuration it fits.
+``SimState``   a snapshot (``Simulator.get_state``): a copy of the record (the drives'
+               state included), plus the ``snapshot()`` of every component with state of
+               its own (the contact model's warm starts and the links' contacts, the IMU's
+               noise generator), and the signature of the configuration it fits.
 ``State``      the read-only view of the present state users read (``Simulator.state``).
 =============  ===========================================================================
 """
@@ -53,6 +53,9 @@ class Record:
     #: the contact sensors' state (wb_sim.sensors.ContactSensors): (raw, debounced, steps
     #: in a row raw has differed, normal forces N) per sensor; () without them
     touch: tuple = ()
+    #: (6, m) the drives' state (wb_sim.actuators: torque loop N*m and N*m/s, winding
+    #: temperature C, trip latch, the last step's current A and voltage V); None: ideal
+    actuator: np.ndarray | None = None
 
 
 def _copied(x):

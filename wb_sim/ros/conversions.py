@@ -18,6 +18,7 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray
 
+from ..actuators import ActuatorReading
 from ..sensors import ContactWrench, ImuReading
 from .frames import Transform
 from .gate import (CommandRejected, check_finite, parse_effort_array,  # noqa: F401 - re-exported
@@ -265,6 +266,33 @@ def parse_joint_commands(msg: JointState, index: Mapping[str, int]) -> tuple[np.
     unknown-name or non-finite message raises :class:`CommandRejected`.
     """
     return parse_joint_command_arrays(msg.name, msg.effort, index)
+
+
+#: the drives' readings, each a Float64MultiArray on <topics.actuators>/<name>: (name, field)
+ACTUATOR_READINGS = (("current", "current"), ("voltage", "voltage"),
+                     ("temperature", "temperature"))
+
+
+def actuator_arrays(names: Sequence[str]) -> tuple[Float64MultiArray, ...]:
+    """One std_msgs/Float64MultiArray per reading of :data:`ACTUATOR_READINGS`, its layout
+    one dimension labelled ``joints`` of ``len(names)`` entries (joint_states' order)."""
+    from std_msgs.msg import MultiArrayDimension
+    out = []
+    for _ in ACTUATOR_READINGS:
+        msg = Float64MultiArray()
+        msg.layout.dim = [MultiArrayDimension(label="joints", size=len(names),
+                                              stride=len(names))]
+        out.append(msg)
+    return tuple(out)
+
+
+def fill_actuator_arrays(msgs: Sequence[Float64MultiArray],
+                         reading: ActuatorReading) -> Sequence[Float64MultiArray]:
+    """The reading's current (A), voltage (V) and temperature (C) into ``msgs``
+    (:func:`actuator_arrays`); NaN stays NaN (a joint without a motor model)."""
+    for msg, (_, field) in zip(msgs, ACTUATOR_READINGS):
+        msg.data = getattr(reading, field).tolist()
+    return msgs
 
 
 def parse_effort_commands(msg: Float64MultiArray, names: Sequence[str]) -> np.ndarray:

@@ -112,6 +112,7 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_wrench_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.actuators_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_markers_rate_hz", "float", 30.0, "Hz", _RATE_DOC, lo=0.0),
@@ -125,6 +126,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("topics.contact_wrench", "str", "contact_wrench", "",
           "Prefix of the geometry_msgs/WrenchStamped topics <prefix>/<surface> ('' = off).",
           check=_topic),
+    Param("topics.actuators", "str", "actuators", "",
+          "Prefix of the drives' readings, std_msgs/Float64MultiArray <prefix>/current (A), "
+          "<prefix>/voltage (V), <prefix>/temperature (C), one entry per joint in joint_states "
+          "order (NaN: a joint without a motor model); only where actuators.model is not "
+          "'ideal' ('' = off).", check=_topic),
     Param("topics.odom", "str", "odom/ground_truth", "",
           "nav_msgs/Odometry of the floating base ('' = off).", check=_topic),
     Param("topics.tf", "str", "/tf", "", "tf2_msgs/TFMessage of the moving frames ('' = off).",

@@ -20,7 +20,7 @@ from nav_msgs.msg import Odometry
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
 
 from . import conversions as cv
 from . import rclpy_shim
@@ -59,8 +59,8 @@ LISTENERS_REFRESH_S = 0.05
 ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
-OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "odom", "tf", "tf_static", "clock",
-                 "robot_description", "contact_markers")
+OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "actuators", "odom", "tf", "tf_static",
+                 "clock", "robot_description", "contact_markers")
 
 
 class StatePublishers:
@@ -74,6 +74,8 @@ class StatePublishers:
             topics["imu"] = ""
         if not sim.robot.floating_base:
             topics["odom"] = ""  # the base does not move
+        if not sim.actuators.active:
+            topics["actuators"] = ""  # ideal drives report nothing
         self.topics = topics
         self.streams = StreamTable.from_config(cfg, 1.0 / sim.dt,
                                                {s: bool(topics[s]) for s, _ in STREAMS})
@@ -119,6 +121,14 @@ class StatePublishers:
                 raw(pub("contact_wrench", WrenchStamped, f"{topics['contact_wrench']}/collision",
                         STATE_QOS)),
                 cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
+        if "actuators" in self.streams:
+            # a few Float64MultiArray through rclpy's own conversion (no template: a small
+            # stream, 100 Hz by default, and only while someone listens)
+            self._actuator_pubs = [pub("actuators", Float64MultiArray,
+                                       f"{topics['actuators']}/{name}", STATE_QOS)
+                                   for name, _ in cv.ACTUATOR_READINGS]
+            self._actuator_msgs = cv.actuator_arrays(sim.joint_names)
+            self._stream["actuators"] = self._actuators
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
@@ -211,6 +221,13 @@ class StatePublishers:
             publish, cdr = self._collision_raw
             w = sim.sensed_collision_wrench_array()
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _actuators(self, t_ns: int) -> None:
+        # the drives' readings now (sensors.delay_steps does not delay them); no stamp in a
+        # Float64MultiArray: they are those of the joint states published at the same step
+        msgs = cv.fill_actuator_arrays(self._actuator_msgs, self.sim.actuator_readings)
+        for p, msg in zip(self._actuator_pubs, msgs):
+            p.publish(msg)
 
     def _contact_markers(self, t_ns: int) -> None:
         # built only for a listener (RViz open, see publish): a MarkerArray goes through

@@ -162,6 +162,27 @@ def collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = T
             "collision_points": sims[1].collision.m}
 
 
+#: the drives of actuators_cost: the defaults (the AK80-9's numbers) with a 200 Hz torque loop
+DC_MOTOR = {"actuators.model": "dc_motor", "actuators.bandwidth": [200.0],
+            "actuators.damping_ratio": [0.7]}
+
+
+def actuators_cost(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
+    """icub_stand with ideal drives and with every joint on ``dc_motor`` (:data:`DC_MOTOR`),
+    the timed runs interleaved as in :func:`collision_cost`; the base height at the end of
+    each (the drives change the trajectory: they are not bit-identical)."""
+    sims, ctrls = [], []
+    for drives in ({}, DC_MOTOR):
+        params = dict(ICUB_STAND, **{"contact.model": contact}, **drives)
+        sims.append(Simulator.from_params(params))
+        ctrls.append(PDGravityController(sims[-1].robot, np.zeros(sims[-1].nj), KP, KD,
+                                         gravity=params["gravity"]))
+    result = _off_on(sims, ctrls, runs, "dc_motor", progress)
+    return {"contact_model": contact, **result,
+            "base_height_ideal": float(sims[0].q[2]), "base_height_dc_motor": float(sims[1].q[2]),
+            "hottest_winding_c": float(np.nanmax(sims[1].actuator_readings.temperature))}
+
+
 def self_collision_cost(contact: str = "compliant", runs: int = 3, progress: bool = True) -> dict:
     """icub_stand with self-collision (collision.self_collision) off and on, the timed runs
     interleaved as in :func:`collision_cost`. iCub's models ship no SRDF: the one used
@@ -246,7 +267,22 @@ def main(argv=None) -> int:
     parser.add_argument("--self-collision", action="store_true",
                         help="icub_stand with self-collision off and on (timed runs "
                              "interleaved; prints its cost while nothing but the feet touches)")
+    parser.add_argument("--actuators", action="store_true",
+                        help="icub_stand with ideal drives and with every joint on dc_motor "
+                             "(timed runs interleaved; prints the cost of the drives' model)")
     args = parser.parse_args(argv)
+    if args.actuators:
+        rep = actuators_cost(args.contact, args.runs)
+        print(f"us per step, ideal:              {rep['us_per_step_off']:.1f}")
+        print(f"us per step, dc_motor:           {rep['us_per_step_on']:.1f}")
+        print(f"dc_motor / ideal:                {rep['on_over_off']:.3f}")
+        print(f"runs ideal / dc_motor (us):      "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_off'])} / "
+              f"{', '.join(f'{t:.1f}' for t in rep['runs_us_per_step_on'])}")
+        print(f"base height ideal / dc_motor:    {rep['base_height_ideal']:.6f} / "
+              f"{rep['base_height_dc_motor']:.6f} m")
+        print(f"hottest winding:                 {rep['hottest_winding_c']:.2f} C")
+        return 0
     if args.self_collision:
         rep = self_collision_cost(args.contact, args.runs)
         print(f"us per step, self-collision off: {rep['us_per_step_off']:.1f}")
