@@ -46,6 +46,7 @@ from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, DivergenceError, ModelError
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
+from .pin_views import new_data
 from .robot import RobotModel, did_you_mean, rotate_inverse
 from .sensors import ContactPointsReading, ContactWrench, Imu, ImuReading, SelfContactsReading
 from .state import Record, SimState, State, copy_record
@@ -147,9 +148,9 @@ class Simulator:
         self._command_delay = config.joints.command_delay_steps
         self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
-        self._data = self.model.createData()
+        self._data = new_data(self.model)
         self._model_step = self._stepping_model()
-        self._data_step = self._model_step.createData()
+        self._data_step = new_data(self._model_step)
         #: a floating base that is the whole robot (one rigid body: an object, a wheel, a
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
         #: articulated robot the root body's share is a small part of them: implicit, it
