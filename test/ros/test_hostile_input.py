@@ -45,7 +45,7 @@ from std_srvs.srv import SetBool, Trigger  # noqa: E402
 
 import wb_sim  # noqa: E402
 from helpers.ros import (HUMANOID_YAML, Proc, SimSetup, fresh_domain_id,  # noqa: E402
-                         sim_node_argv, stamp_ns)
+                         ros_env, sim_node_argv, stamp_ns)
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
 #: the test's publishers keep what they send (a depth-1 writer may overwrite a
@@ -490,6 +490,9 @@ STARTUP_CASES = [
     ("real_time_factor:=fast", "real_time_factor"),
     ("contact.baumgarte_gain:=2.0", "contact.baumgarte_gain"),  # the declared [0, 1] range
     ("contact.model:=soft", "contact.model"),  # the declared choices, CONTACT_MODELS
+    # badly formed -p arrays, which rcl itself refuses (issue 27: an rclpy traceback, exit 1)
+    ("joints.kp:=[1,a]", "parameter 'joints.kp': the value '[1,a]' given with -p cannot be"),
+    ("initial.base_position:=[0,0", "parameter 'initial.base_position': the value '[0,0'"),
 ]
 
 
@@ -513,3 +516,17 @@ def test_bad_startup_values_give_the_clean_fatal_exit_2(tmp_path):
     finally:
         for p in procs:
             p.close()
+
+
+@pytest.mark.parametrize("override, name", [
+    ("joints.kp:=[1,a]", "joints.kp"), ("initial.base_position:=[0,0", "initial.base_position")])
+def test_a_badly_formed_p_array_is_one_fatal_line_and_exit_2(override, name):
+    """rcl refuses the command line before the node exists: one FATAL line naming the
+    parameter (rcl's own 'Failed to parse global arguments' silenced), exit 2."""
+    out = subprocess.run(sim_node_argv(override), env=ros_env(fresh_domain_id()),
+                         capture_output=True, text=True, timeout=120)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 2, (out.returncode, lines)
+    assert len(lines) == 1 and "[FATAL]" in lines[0], lines
+    assert f"cannot start: parameter '{name}'" in lines[0] and "cannot be parsed" in lines[0]
+    assert "parse.c" not in lines[0]  # rcl's source locations left out
