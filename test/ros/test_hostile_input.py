@@ -352,13 +352,13 @@ def test_a_flood_of_malformed_messages_is_counted_not_logged(hostile):
 
 # ----------------------------------------------------------------------------- services
 
-def _burst(s: SimSetup, srv_type, name: str, request, n: int):
+def _burst(s: SimSetup, srv_type, name: str, request, n: int, timeout: float = 30.0):
     # the client's own response queue must hold the burst too (its default depth is 10)
     client = s.ros.node.create_client(srv_type, name, qos_profile=DEEP_QOS)
     try:
         assert s.ros.spin_until(client.service_is_ready, 10)
         futures = [client.call_async(request) for _ in range(n)]
-        assert s.ros.spin_until(lambda: all(f.done() for f in futures), 30), \
+        assert s.ros.spin_until(lambda: all(f.done() for f in futures), timeout), \
             f"{sum(f.done() for f in futures)} of {n} calls to {name} answered"
         return [f.result() for f in futures]
     finally:
@@ -369,6 +369,16 @@ def test_a_burst_of_50_pause_calls_is_answered(hostile):
     res = _burst(hostile, SetBool, "/wb_sim/pause", SetBool.Request(data=False), 50)
     assert all(r.success for r in res)
     assert_healthy(hostile, "pause burst")
+
+
+def test_a_burst_of_300_calls_above_the_old_depth_of_100_is_answered_whole(hostile):
+    """Issue 27: 300 calls at once to one service, 212 answered: DDS kept the newest 100
+    requests (the services' depth) while the node answered at its paced 25 a second, and
+    dropped the others without telling anyone. The depth is now SERVICE_QUEUE_DEPTH."""
+    from wb_sim.ros.services import SERVICE_QUEUE_DEPTH
+    assert SERVICE_QUEUE_DEPTH >= 300
+    res = _burst(hostile, SetBool, "/wb_sim/pause", SetBool.Request(data=False), 300, 90.0)
+    assert len(res) == 300 and all(r.success and r.message == "running" for r in res)
 
 
 def test_a_burst_of_30_resets_is_answered_and_the_clock_never_goes_back(hostile):
