@@ -153,6 +153,8 @@ def _zeros(fd: int, address: int, size: int) -> bool:
 def _tensors(fd: int, data: pin.Data, nv: int) -> list[int]:
     """The addresses of the four (nv, nv, nv) tensors of ``data``, or [] where they are
     not found as expected."""
+    if type(data).__basicsize__ < _HOLDER_OFFSET + 8:  # not a boost.python instance
+        return []
     header = (ctypes.c_int64 * 6).from_address(id(data))
     holder = int(header[5])
     if holder <= 0:

@@ -3,7 +3,9 @@
 pinocchio's Data allocates and zeroes four nv x nv x nv tensors (the second-order RNEA
 derivatives, 254 MB at 199 joints) that wb_sim never computes; ``pin_views.new_data`` hands
 their pages back. Measured in fresh processes: the resident memory above the imports after
-building a serial chain and stepping it 100 times, with collision on."""
+building a serial chain and stepping it 100 times, with collision on. The peak while a Data
+is built stays one Data's four tensors for a moment (pinocchio's constructor zeroes them
+before they can be handed back: 280 MB peak at 200 links, 761 MB before)."""
 
 from __future__ import annotations
 
