@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from .pin_views import new_data
 from .robot import RobotModel
 
 
@@ -30,7 +31,7 @@ class PDGravityController:
     def __init__(self, robot: RobotModel, q_ref, kp, kd, gravity=(0.0, 0.0, -9.81)):
         self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.asarray(gravity, dtype=float), np.zeros(3))
-        self.data = self.model.createData()
+        self.data = new_data(self.model)
         self.idx_v = robot.idx_v
         first = int(robot.idx_v[0]) if len(robot.idx_v) else 0
         if np.array_equal(robot.idx_v, np.arange(first, first + len(robot.idx_v))):

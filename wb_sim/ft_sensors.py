@@ -34,6 +34,7 @@ import numpy as np
 import pinocchio as pin
 
 from .errors import ModelError
+from .pin_views import new_data
 from .robot import RobotModel, did_you_mean
 
 FRAMES = ("child", "parent", "sensor")
@@ -178,7 +179,7 @@ class FTSensors:
 
     def __init__(self, model: pin.Model, robot: RobotModel, specs: list[FTSpec], cfg):
         self.model = model
-        self.data = model.createData()
+        self.data = new_data(model)
         self.cuts = [_Cut(model, robot, s) for s in specs]
         self.names = tuple(s.name for s in specs)
         n = len(specs)

@@ -223,22 +223,23 @@ def edit_inertials(xml: str, mass_scale: dict[str, float], com_offset: dict[str,
     return ET.tostring(root, encoding="unicode")
 
 
-#: the default of parameter max_joints: pinocchio's Data holds four nv x nv x nv tensors (the
-#: second-order RNEA derivatives, allocated whether used or not), so a robot's memory grows with
-#: the cube of its joints (200: 0.5 GB per Data, and a simulator holds several)
+#: the default of parameter max_joints: pinocchio's Data zeroes four nv x nv x nv tensors when
+#: it is built (the second-order RNEA derivatives, allocated whether used or not; 200 joints:
+#: 254 MB). wb_sim hands their pages back at once (pin_views.new_data): a simulator's memory
+#: then grows with the square of the joints, but building each Data peaks at the cube
 MAX_JOINTS = 100
 
 
 def _check_joint_count(root: ET.Element, origin: str, key: str, limit: int) -> None:
     """ModelError where the URDF has more than ``limit`` moving joints, before pinocchio
-    builds it (its Data is cubic in them)."""
+    builds it (building its Data is cubic in them)."""
     n = sum(1 for j in root.findall("joint") if j.get("type") != "fixed")
     if n > limit:
         raise ModelError(
             f"parameter '{key}': {origin} has {n} moving joints, more than max_joints = {limit}; "
-            f"pinocchio's Data grows with the cube of the joints (about 0.5 GB per copy at 200, "
-            f"several copies per simulator): raise parameter 'max_joints' (at most 1000) if you "
-            f"mean it")
+            f"building pinocchio's Data takes memory growing with the cube of the joints for a "
+            f"moment (4 * 8 * n^3 bytes: 254 MB at 200, 32 GB at 1000): raise parameter "
+            f"'max_joints' (at most 1000) if you mean it")
 
 
 def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:

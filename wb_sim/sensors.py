@@ -24,6 +24,7 @@ import numpy as np
 import pinocchio as pin
 
 from .parameters import Group
+from .pin_views import new_data
 from .robot import RobotModel, rotate_inverse
 
 
@@ -145,7 +146,7 @@ class Imu:
                                cfg.linear_acceleration_noise_std], 3)
         self._bias = np.concatenate([cfg.angular_velocity_bias, cfg.linear_acceleration_bias])
         self._chain_model(robot.model if model is None else model, closed_form)
-        self._data = self._model.createData()
+        self._data = new_data(self._model)
         self.reset()
 
     def _chain_model(self, model: pin.Model, closed_form: bool) -> None:

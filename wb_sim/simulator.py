@@ -50,6 +50,7 @@ from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .payloads import Payload, apply_payloads, make_payload
+from .pin_views import new_data
 from .robot import RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
                       ImuReading, SelfContactsReading)
@@ -157,9 +158,9 @@ class Simulator:
         self._command_delay = config.joints.command_delay_steps
         self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
-        self._data = self.model.createData()
+        self._data = new_data(self.model)
         self._model_step = self._stepping_model()
-        self._data_step = self._model_step.createData()
+        self._data_step = new_data(self._model_step)
         # the models' body inertias without payloads (the payloads are rebuilt from them)
         self._inertias0 = [pin.Inertia(Y) for Y in self.model.inertias]
         self._payloads: tuple = ()  # the payloads the models' inertias hold now
@@ -236,7 +237,25 @@ class Simulator:
         self._s: Record
         self._v_public = None  # the public velocity of _s, converted when first read
         self.reset()
+        too_deep = self._too_deep()
+        if too_deep:
+            name = config.initial.pose
+            key = f"poses.{name}.base_position" if name else "initial.base_position"
+            raise ConfigError(
+                f"parameter '{'initial.pose' if name else key}': the initial "
+                f"{f'named pose {name!r}' if name else 'configuration'} {too_deep}: raise "
+                f"parameter '{key}'")
         self._warn_initial_penetration()
+
+    def _too_deep(self) -> str | None:
+        """Where the contact evaluated last is deeper than contact.max_penetration (the
+        next step would refuse it), what is and how deep; else None."""
+        if self._no_points or not self.contact.max_depth > self._max_penetration:
+            return None
+        what, deepest = self.contact.deepest()
+        return (f"puts {what} {deepest * 1e3:.1f} mm into the ground, deeper than "
+                f"contact.max_penetration = {self._max_penetration * 1e3:.1f} mm (the next step "
+                f"would refuse it)")
 
     def _warn_initial_penetration(self) -> None:
         """Warn when the initial state puts a contact point deep into the ground:
@@ -425,17 +444,23 @@ class Simulator:
                 raise CommandError(f"reset: no named pose {pose!r}; the configuration has: "
                                    f"{', '.join(self.named_poses) or 'none (parameter poses)'}")
             q = self.named_poses[pose]
+        before = self.get_state() if pose is not None else None
         self._set_payloads(self._start_payloads)
         v = _frozen(np.zeros(self.model.nv))
         u = self.contact.initial_state()
         tau = _frozen(np.zeros(self.nj))
+        # the acceleration of the initial state under zero torque, for the IMU: a trial
+        # step whose deformation is dropped (the surfaces' here, the links' by the model)
+        v1, _, force = self._dynamics(q, v, u, tau)
+        too_deep = self._too_deep() if pose is not None else None
+        if too_deep:
+            self.set_state(before)
+            raise CommandError(f"reset: named pose {pose!r} {too_deep}; the state is untouched: "
+                               f"raise parameter 'poses.{pose}.base_position'")
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
         if self.ft_sensors is not None:
             self.ft_sensors.reset()
-        # the acceleration of the initial state under zero torque, for the IMU: a trial
-        # step whose deformation is dropped (the surfaces' here, the links' by the model)
-        v1, _, force = self._dynamics(q, v, u, tau)
         self.contact.clear_deformation()
         touch = () if self.contact_sensors is None else \
             self.contact_sensors.initial(self._normal_forces(force))
@@ -1024,7 +1049,9 @@ class Simulator:
         time and the contact state (deformations, warm starts) stay; the readings
         are those of the new configuration at the next step. Raises
         :class:`CommandError` (state untouched) for a fixed base or a bad value
-        (wrong length, non-finite, a zero quaternion)."""
+        (wrong length, non-finite, a zero quaternion), and for a state the next step
+        would refuse: a speed above MAX_SPEED, a contact deeper than
+        contact.max_penetration."""
         if not self.robot.floating_base:
             raise CommandError("set_base_state: the robot has a fixed base (floating_base: "
                                "false); it cannot be moved")
@@ -1048,12 +1075,40 @@ class Simulator:
             v[3:6] = R.T @ _vector(angular_velocity, "angular_velocity", 3, "rad/s, world frame")
         elif quaternion is not None:  # keep the world-frame angular velocity
             v[3:6] = R.T @ (pin.Quaternion(s.q[3:7]).matrix() @ s.v[3:6])
+        if not v @ v < _MAX_SPEED2:
+            given = [f"|{name}| = {float(np.linalg.norm(x)):.3g} {unit}"
+                     for name, x, unit in (("linear_velocity", linear_velocity, "m/s"),
+                                           ("angular_velocity", angular_velocity, "rad/s"))
+                     if x is not None]
+            raise CommandError(
+                f"set_base_state: {', '.join(given) or 'the velocity'} makes the speed "
+                f"|v| = {math.sqrt(float(v @ v)):.3g} (base and joints, m/s and rad/s), above "
+                f"{MAX_SPEED:g}, which the next step would refuse; the state is untouched")
+        if position is not None or quaternion is not None:
+            too_deep = self._trial(q, v, s.u)
+            if too_deep:
+                moved = " and ".join(f"{name} [{', '.join(f'{c:.6g}' for c in x)}]" for name, x in
+                                     (("position", q[:3] if position is not None else None),
+                                      ("quaternion", q[3:7] if quaternion is not None else None))
+                                     if x is not None)
+                raise CommandError(f"set_base_state: {moved} {too_deep}; the state is "
+                                   f"untouched: give a base position higher above the ground")
         snap = self.get_state()
         record = copy_record(snap.record)
         record.q = record.q_prev = _frozen(q)
         record.v = record.v_prev = _frozen(v)
         record.a = _frozen(np.zeros_like(v))
         self.set_state(dataclasses.replace(snap, record=record))
+
+    def _trial(self, q: np.ndarray, v: np.ndarray, u: np.ndarray) -> str | None:
+        """:meth:`_too_deep` of the contact at (q, v) (a trial step, not kept: the contact
+        and the readings are back where they were)."""
+        saved = self.contact.snapshot()
+        try:
+            self._dynamics(q, v, u, np.zeros(self.nj))
+            return self._too_deep()
+        finally:
+            self._restore_readings(saved)
 
     def _signature(self) -> tuple:
         """((label, value), ...): what a snapshot must fit to be restored here."""

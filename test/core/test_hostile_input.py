@@ -318,3 +318,74 @@ def test_a_named_pose_beyond_the_joint_limits_is_reported_under_its_own_key():
     with raises(wb_sim.ConfigError, "parameter 'poses.up.joint_positions'", "joint 'elbow'",
                 "outside its limits"):
         wb_sim.Simulator.from_params(params)
+
+
+# a named pose or a base state under the ground, a base velocity of 1e5 (issue 27): refused
+# where they are set, naming them, not at the next step
+
+SUNK = {"poses": ["sunk", "low"], "poses.sunk.joint_names": [], "poses.sunk.joint_positions": [],
+        "poses.sunk.base_position": [0.0, 0.0, -0.5], "poses.low.joint_names": [],
+        "poses.low.joint_positions": [], "poses.low.base_position": [0.0, 0.0, 0.6]}
+
+
+def _humanoid(**extra) -> wb_sim.Simulator:
+    from wb_sim.config import read_yaml_params
+    return wb_sim.Simulator.from_params({**read_yaml_params(wb_sim.config_path("humanoid")),
+                                         **SUNK, **extra})
+
+
+def _refused_changes_nothing(call, *fragments):
+    """``call(sim)`` is a CommandError with ``fragments``, and the simulation then goes on
+    to the bit as a twin's that was never asked."""
+    sim, twin = _humanoid(), _humanoid()
+    tau = np.full(sim.nj, 0.5)
+    for s in (sim, twin):
+        for _ in range(20):
+            s.step(tau)
+    with raises(wb_sim.CommandError, *fragments):
+        call(sim)
+    for s in (sim, twin):
+        for _ in range(20):
+            s.step(tau)
+    assert sim.t == twin.t and np.array_equal(sim.q, twin.q) and np.array_equal(sim.v, twin.v)
+    assert np.array_equal(sim.contact_wrench_array(), twin.contact_wrench_array())
+
+
+def test_a_reset_to_a_named_pose_under_the_ground_is_refused_naming_the_pose():
+    _refused_changes_nothing(lambda s: s.reset(pose="sunk"), "reset: named pose 'sunk'",
+                             "mm into the ground", "contact.max_penetration = 200.0 mm",
+                             "'poses.sunk.base_position'")
+    sim = _humanoid()
+    sim.reset(pose="low")  # 0.6 m: the feet deep in the ground but within the bound: taken
+    assert sim.q[2] == 0.6 and 0.1 < sim.contact.max_depth < 0.2
+
+
+@pytest.mark.parametrize("extra, fragments", [
+    ({"initial.pose": "sunk"}, ("parameter 'initial.pose'", "named pose 'sunk'",
+                                "mm into the ground", "'poses.sunk.base_position'")),
+    ({"initial.base_position": [0.0, 0.0, -0.5]},
+     ("parameter 'initial.base_position'", "initial configuration puts contact surface",
+      "mm into the ground")),
+])
+def test_an_initial_state_under_the_ground_is_a_config_error(extra, fragments):
+    with raises(wb_sim.ConfigError, *fragments):
+        _humanoid(**extra)
+
+
+@pytest.mark.parametrize("kwargs, fragments", [
+    ({"linear_velocity": [1e5, 0.0, 0.0]}, ("|linear_velocity| = 1e+05 m/s", "above 10000")),
+    ({"angular_velocity": [0.0, 0.0, -1e5]}, ("|angular_velocity| = 1e+05 rad/s",)),
+    ({"position": [0.0, 0.0, -0.5]}, ("position [0, 0, -0.5] puts contact surface",
+                                      "mm into the ground", "contact.max_penetration")),
+    ({"position": [0.0, 0.0, 0.3], "quaternion": [1.0, 0.0, 0.0, 0.0]},
+     ("position [0, 0, 0.3] and quaternion [1, 0, 0, 0] puts", "into the ground")),
+])
+def test_a_base_state_the_next_step_would_refuse_is_refused_when_set(kwargs, fragments):
+    _refused_changes_nothing(lambda s: s.set_base_state(**kwargs), "set_base_state: ",
+                             *fragments, "the state is untouched")
+
+
+def test_a_fast_or_low_base_within_the_bounds_is_taken():
+    sim = _humanoid()
+    sim.set_base_state(position=[0.0, 0.0, 0.6], linear_velocity=[9000.0, 0.0, 0.0])
+    assert sim.q[2] == 0.6 and sim.v[0] == 9000.0

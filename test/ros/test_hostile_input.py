@@ -45,7 +45,7 @@ from std_srvs.srv import SetBool, Trigger  # noqa: E402
 
 import wb_sim  # noqa: E402
 from helpers.ros import (HUMANOID_YAML, Proc, SimSetup, fresh_domain_id,  # noqa: E402
-                         sim_node_argv, stamp_ns)
+                         ros_env, sim_node_argv, stamp_ns)
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
 #: the test's publishers keep what they send (a depth-1 writer may overwrite a
@@ -352,13 +352,13 @@ def test_a_flood_of_malformed_messages_is_counted_not_logged(hostile):
 
 # ----------------------------------------------------------------------------- services
 
-def _burst(s: SimSetup, srv_type, name: str, request, n: int):
+def _burst(s: SimSetup, srv_type, name: str, request, n: int, timeout: float = 30.0):
     # the client's own response queue must hold the burst too (its default depth is 10)
     client = s.ros.node.create_client(srv_type, name, qos_profile=DEEP_QOS)
     try:
         assert s.ros.spin_until(client.service_is_ready, 10)
         futures = [client.call_async(request) for _ in range(n)]
-        assert s.ros.spin_until(lambda: all(f.done() for f in futures), 30), \
+        assert s.ros.spin_until(lambda: all(f.done() for f in futures), timeout), \
             f"{sum(f.done() for f in futures)} of {n} calls to {name} answered"
         return [f.result() for f in futures]
     finally:
@@ -369,6 +369,16 @@ def test_a_burst_of_50_pause_calls_is_answered(hostile):
     res = _burst(hostile, SetBool, "/wb_sim/pause", SetBool.Request(data=False), 50)
     assert all(r.success for r in res)
     assert_healthy(hostile, "pause burst")
+
+
+def test_a_burst_of_300_calls_above_the_old_depth_of_100_is_answered_whole(hostile):
+    """Issue 27: 300 calls at once to one service, 212 answered: DDS kept the newest 100
+    requests (the services' depth) while the node answered at its paced 25 a second, and
+    dropped the others without telling anyone. The depth is now SERVICE_QUEUE_DEPTH."""
+    from wb_sim.ros.services import SERVICE_QUEUE_DEPTH
+    assert SERVICE_QUEUE_DEPTH >= 300
+    res = _burst(hostile, SetBool, "/wb_sim/pause", SetBool.Request(data=False), 300, 90.0)
+    assert len(res) == 300 and all(r.success and r.message == "running" for r in res)
 
 
 def test_a_burst_of_30_resets_is_answered_and_the_clock_never_goes_back(hostile):
@@ -490,6 +500,9 @@ STARTUP_CASES = [
     ("real_time_factor:=fast", "real_time_factor"),
     ("contact.baumgarte_gain:=2.0", "contact.baumgarte_gain"),  # the declared [0, 1] range
     ("contact.model:=soft", "contact.model"),  # the declared choices, CONTACT_MODELS
+    # badly formed -p arrays, which rcl itself refuses (issue 27: an rclpy traceback, exit 1)
+    ("joints.kp:=[1,a]", "parameter 'joints.kp': the value '[1,a]' given with -p cannot be"),
+    ("initial.base_position:=[0,0", "parameter 'initial.base_position': the value '[0,0'"),
 ]
 
 
@@ -513,3 +526,17 @@ def test_bad_startup_values_give_the_clean_fatal_exit_2(tmp_path):
     finally:
         for p in procs:
             p.close()
+
+
+@pytest.mark.parametrize("override, name", [
+    ("joints.kp:=[1,a]", "joints.kp"), ("initial.base_position:=[0,0", "initial.base_position")])
+def test_a_badly_formed_p_array_is_one_fatal_line_and_exit_2(override, name):
+    """rcl refuses the command line before the node exists: one FATAL line naming the
+    parameter (rcl's own 'Failed to parse global arguments' silenced), exit 2."""
+    out = subprocess.run(sim_node_argv(override), env=ros_env(fresh_domain_id()),
+                         capture_output=True, text=True, timeout=120)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 2, (out.returncode, lines)
+    assert len(lines) == 1 and "[FATAL]" in lines[0], lines
+    assert f"cannot start: parameter '{name}'" in lines[0] and "cannot be parsed" in lines[0]
+    assert "parse.c" not in lines[0]  # rcl's source locations left out

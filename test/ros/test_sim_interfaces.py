@@ -85,6 +85,32 @@ def test_entity_state_round_trip(s):
     assert res.result.result == si_msg.Result.RESULT_FEATURE_UNSUPPORTED
 
 
+@pytest.mark.parametrize("where, value, fragments", [
+    ("position", -0.5, ("set_base_state: position [0, 0, -0.5] and quaternion [0, 0, 0, 1] "
+                        "puts contact surface",
+                        "mm into the ground", "contact.max_penetration")),
+    ("linear", 1e5, ("|linear_velocity| = 1e+05 m/s", "above 10000")),
+])
+def test_set_entity_state_refuses_what_the_next_step_would_refuse(s, where, value, fragments):
+    """A base under the ground or at 1e5 m/s (issue 27) is refused by the call, naming the
+    value, and changes nothing; it was taken and the next step diverged."""
+    before = _call(s, si.GetEntityState, "get_entity_state", entity="wb_humanoid").state
+    state = si_msg.EntityState()
+    state.pose.orientation.w = 1.0
+    if where == "position":
+        state.pose.position.z = value
+    else:
+        state.pose.position.z = before.pose.position.z
+        state.twist.linear.x = value
+    res = _call(s, si.SetEntityState, "set_entity_state", entity="wb_humanoid", state=state,
+                set_pose=True, set_twist=where != "position")
+    assert res.result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    for fragment in fragments:
+        assert fragment in res.result.error_message, res.result.error_message
+    after = _call(s, si.GetEntityState, "get_entity_state", entity="wb_humanoid").state
+    assert after.pose == before.pose and after.twist == before.twist
+
+
 def test_after_set_entity_state_lockstep_continues_as_the_core_does(s):
     """Reset, SetEntityState (pose and twist, the humanoid thrown 0.4 m up, sideways and
     turning), then 200 lockstep cycles of one open-loop effort sequence: the node's

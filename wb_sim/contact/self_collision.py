@@ -77,7 +77,7 @@ import pinocchio as pin
 
 from ..errors import ConfigError, ModelError
 from ..parameters import Param
-from ..pin_views import copy_records, placement_view
+from ..pin_views import copy_records, new_data, placement_view
 from ..terrain import tangent_bases, tangent_bases_reference
 from .geometry import fibonacci_directions, hull_vertices, mesh_vertices, shape_reach
 from .manifold import contact_manifold
@@ -919,7 +919,7 @@ def reference_self_narrow(sc: SelfCollision, model: pin.Model, data: pin.Data,
 def touching_pairs(sc: SelfCollision, model: pin.Model, q: np.ndarray) -> list[tuple[str, str]]:
     """The link pairs (sorted) whose self-collision spheres overlap at the configuration
     ``q`` of ``model`` (the stepping model the spheres were built on)."""
-    data = model.createData()
+    data = new_data(model)
     pin.computeJointJacobians(model, data, q)
     if not (sc.any_near(data) and sc.narrow(data)):
         return []

@@ -15,12 +15,14 @@ service; a third thread looks for another node of the same name for
 :data:`DUPLICATE_CHECK_S` after the start. SIGINT and SIGTERM stop the loop cleanly (exit
 code 0) within :data:`STOP_DEADLINE_S` whatever a request is doing (a stepping request
 ends at its next step; past the deadline the process exits without the clean shutdown); a
-refused start exits with 2 after one FATAL line.
+refused start exits with 2 after one FATAL line, a command line rcl cannot parse (``-p
+joints.kp:=[1,a]``) included (:func:`init_ros`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -28,6 +30,7 @@ import time
 
 import rclpy
 from rclpy.exceptions import NameValidationException, ParameterException
+from rclpy.logging import LoggingSeverity
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
 
@@ -135,7 +138,10 @@ def main(args=None) -> int:
     die_with_parent()  # ros2 launch leaves its processes running on SIGTERM: not us
     # our own signal handlers stop the loop; rclpy's would raise KeyboardInterrupt
     # anywhere, e.g. in the middle of destroying the node
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    refused = init_ros(sys.argv if args is None else args)
+    if refused:
+        rclpy.logging.get_logger("wb_sim").fatal(f"cannot start: {refused}")
+        return 2
     node = None
     # installed before the node exists: a Ctrl-C during the start-up (URDF, discovery)
     # is not lost; the node stops before its first step
@@ -183,6 +189,45 @@ def main(args=None) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return node.exit_code
+
+
+def init_ros(argv) -> str | None:
+    """``rclpy.init`` with our signal handling; where rcl refuses the command line (a
+    badly formed ``-p`` value, a params file it cannot read: its RCLError, not public),
+    what to say, on one line naming the parameter (rcl's own "Failed to parse global
+    arguments" line silenced, unless the command line sets the rcl logger's level), else
+    None."""
+    quiet = not any(a.startswith("rcl:") for a in argv)
+    if quiet:
+        before = rclpy.logging.get_logger_level("rcl")
+        rclpy.logging.set_logger_level("rcl", LoggingSeverity.FATAL)
+    try:
+        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+    except Exception as e:  # noqa: BLE001 - rcl's RCLError
+        return ros_args_error(str(e))
+    finally:
+        if quiet:
+            rclpy.logging.set_logger_level("rcl", before)
+    return None
+
+
+def ros_args_error(message: str) -> str:
+    """rcl's refusal of a command line said in our words: the parameter, the value as
+    given and rcl's reason without its source locations."""
+    message = re.sub(r",? at [^,]*\.c:\d+", "", message).removeprefix(
+        "failed to initialize rcl: ")
+    override = re.match(r"Couldn't parse parameter override rule: '-p ([^:=]*):=(.*)'\. "
+                        r"Error: (.*)", message, re.S)
+    if override:
+        name, value, why = override.groups()
+        return (f"parameter '{name}': the value {value!r} given with -p cannot be parsed "
+                f"({why.strip()}); a list is brackets around values of one type, e.g. "
+                f"-p {name}:=[1.0, 2.0], a string with brackets or commas is quoted")
+    params = re.match(r"Couldn't parse params file: '--params-file (.*)'\. Error: (.*)",
+                      message, re.S)
+    if params:
+        return f"--params-file {params.group(1)}: cannot be read ({params.group(2).strip()})"
+    return f"the ROS arguments of the command line: {message.strip()}"
 
 
 def params_files(argv) -> tuple[str, ...]:

@@ -28,16 +28,21 @@ from .sim_interfaces import Control, SimulationInterfaces, interfaces
 
 #: services: a burst of calls (scripts resetting in a loop) is queued, not dropped, up to
 #: this depth per service; above it (a client sending faster than the node answers) the
-#: middleware keeps the newest 100 requests of that service and the older ones are never
-#: answered (their clients time out): DDS drops them without telling the node
-SERVICE_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+#: middleware keeps the newest SERVICE_QUEUE_DEPTH requests of that service and the older
+#: ones are never answered (their clients time out): DDS drops them without telling the node
+#: (rclpy hands a service neither the request's client nor anything else to count the lost
+#: by). 100 answered 100 of a burst of 300 while the physics ran free (paced at 25 a second);
+#: 1000 holds 40 s of paced requests per service, a few hundred bytes each. KEEP_ALL would
+#: answer any burst but bounds nothing a client sends
+SERVICE_QUEUE_DEPTH = 1000
+SERVICE_QOS = QoSProfile(depth=SERVICE_QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
 #: while the physics runs free (not paused, not lockstep), at most this many service
 #: requests and action goals are answered a second, all services together (the
 #: parameter services included): rclpy's executor costs ~1-2 ms of CPU per request (its
 #: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
 #: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
 #: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
-#: it wait their turn in the queue (SERVICE_QOS: the newest 100 per service). Paused or
+#: it wait their turn in the queue (SERVICE_QOS: the newest SERVICE_QUEUE_DEPTH per service). Paused or
 #: in lockstep nothing is paced: there the requests cannot change the outcome
 REQUESTS_MAX_RATE_HZ = 25.0
 #: rclpy's parameter services (``~/get_parameters``, ...): moved to the requests' group and

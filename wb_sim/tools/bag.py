@@ -307,6 +307,7 @@ def _effort_limits(robot, params: dict[str, Any]) -> np.ndarray:
 def history_from_bag(path: str | Path) -> History:
     """The :class:`~wb_sim.tools.recording.History` of a bag of the node's topics (see the
     module docstring); :class:`RecordingError` naming what is missing."""
+    from ..pin_views import new_data
     from ..robot import RobotModel
 
     path = Path(path)
@@ -416,7 +417,7 @@ def history_from_bag(path: str | Path) -> History:
         base = pose[k, :3]
     else:
         base = np.tile(base_placement.translation, (n, 1))
-    data_pin = model.createData()
+    data_pin = new_data(model)
     com = np.empty((n, 3))
     rot = np.empty((len(wrenches), n, 3, 3))
     bad = ~np.isfinite(Q).all(axis=1)

@@ -42,6 +42,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import CommandError, ConfigError, WbSimError
+from ..pin_views import new_data
 from ..robot import RobotModel
 
 log = logging.getLogger(__name__)
@@ -374,7 +375,7 @@ class MeshcatViewer:
         self.rate_hz = float(rate_hz)
         self.force_scale = float(force_scale_m_per_N)
         self.model = pin.Model(robot.model)
-        self.data = self.model.createData()
+        self.data = new_data(self.model)
         self.visual_model = visual_geometry(robot)
         self.visual_data = self.visual_model.createData()
         self._scale = [np.diag([*g.meshScale, 1.0]) for g in self.visual_model.geometryObjects]

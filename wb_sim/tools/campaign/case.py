@@ -116,6 +116,7 @@ def run_case(task: dict) -> dict:
 def _run(spec: dict, case: dict, out: str | None) -> dict:
     import pinocchio as pin
 
+    from ...pin_views import new_data
     from ...simulator import Simulator
     from ..recording import Recorder
     from ..stand import StandMonitor
@@ -141,7 +142,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     inv_limits = np.where(np.isfinite(limits) & (limits > 0), 1.0 / limits, 0.0)
     sat_level = 1.0 - 1e-9 if sim.config.joints.effort_limits else np.inf
     floating = sim.robot.floating_base
-    model, data = sim.model, pin.Data(sim.model)
+    model, data = sim.model, new_data(sim.model)
     com0 = pin.centerOfMass(model, data, sim.q)[:2].copy()
     # a surface is loaded while its points' normal forces sum above 0.1 % of the weight
     threshold = 1e-3 * sim.mass * float(np.linalg.norm(sim.config.gravity))
