@@ -8,6 +8,7 @@ after :func:`helpers.extras.require_ros` let it.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import signal
@@ -51,14 +52,33 @@ def copy_package_sources(dest: Path, with_tests: bool = False) -> Path:
 _used_domains: set[int] = set()
 
 
+#: the lock files that keep this session's domains its own (held open until it ends)
+_domain_locks: list = []
+DOMAIN_LOCK_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "wb_sim_test_domains"
+
+
 def fresh_domain_id() -> int:
-    """A random ROS_DOMAIN_ID in 1..200 not used before by this test session."""
+    """A random ROS_DOMAIN_ID in 1..200 not used before by this test session, nor by
+    another test session on this machine now (an exclusive lock on a file per domain,
+    held until this session ends): two suites run side by side (a developer's and CI's,
+    or two checkouts) once drew the same domain, and their nodes and controllers talked
+    to each other."""
     rng = random.SystemRandom()
-    while True:
+    DOMAIN_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    for _ in range(1000):
         d = rng.randint(1, 200)
-        if d not in _used_domains:
-            _used_domains.add(d)
-            return d
+        if d in _used_domains:
+            continue
+        _used_domains.add(d)
+        f = open(DOMAIN_LOCK_DIR / f"{d}.lock", "w")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another session holds it
+            f.close()
+            continue
+        _domain_locks.append(f)
+        return d
+    raise RuntimeError(f"no free ROS domain id among 1..200 (locks in {DOMAIN_LOCK_DIR})")
 
 
 #: working directory of the processes the tests start: outside the source tree, so that
