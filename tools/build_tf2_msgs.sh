@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build and install the ROS 2 interface package `tf2_msgs` (TFMessage only) into a Python
-# virtual environment that already has the PyPI ROS 2 (Kilted) wheels, e.g.
-#     pip install 'ros-rclpy[fastrtps]' ros-geometry-msgs ros-std-msgs
+# virtual environment that already has the PyPI ROS 2 wheels, Kilted's or Jazzy's, e.g.
+#     pip install 'ros-rclpy[fastrtps]' ros-geometry-msgs ros-std-msgs                  # Kilted
+#     pip install 'ros-jazzy-rclpy[fastrtps]' ros-jazzy-geometry-msgs ros-jazzy-std-msgs  # Jazzy
 # tf2_msgs is not on PyPI: its one message is written here and built by
 # tools/build_interfaces.sh (rosidl from PyPI build wheels, the machine's cmake and gcc).
 #

@@ -135,8 +135,9 @@ def test_lockstep_steps_once_per_stamped_answer(tmp_path):
 
 
 def test_this_rclpy_has_every_internal_the_shim_uses():
-    """On the installed rclpy (Kilted here; CI) every internal is there: a new rclpy that
-    drops one turns this red instead of leaving the node on the slower path unnoticed."""
+    """On the installed rclpy (CI runs this file on Kilted and on Jazzy, docs/testing.md)
+    every internal is there: a new rclpy that drops one turns this red instead of leaving
+    the node on the slower path unnoticed."""
     import os
     from wb_sim.ros import rclpy_shim
     if os.environ.get(rclpy_shim.FORCE_PUBLIC_ENV, "") not in ("", "0"):
@@ -156,3 +157,46 @@ def test_the_environment_variable_turns_every_internal_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**__import__("os").environ, **PUBLIC}).stdout
     assert out.startswith("False False rclpy: public API only"), out
+
+
+def test_the_events_executor_serves_the_command_subscriptions_on_this_rclpy(capfd):
+    """Lockstep's wait (``CommandIntake.wait_events``) on the installed rclpy: its
+    EventsExecutor accepts the stand-in node holding only the polled command
+    subscriptions and runs each command's callback on the waiting thread, in order. An
+    rclpy whose executor reads more of a node would take the wait-set fallback (with a
+    warning): the node would still work, more slowly, and this turns red."""
+    import threading
+
+    from helpers.ros import RosClient, fresh_domain_id
+    from rclpy.node import Node
+    from wb_sim.ros import rclpy_shim
+    if rclpy_shim.FORCED_PUBLIC:
+        pytest.skip(f"{rclpy_shim.FORCE_PUBLIC_ENV} is set in this environment")
+
+    class Polled(rclpy_shim.PolledNodeMixin, Node):
+        pass
+
+    client = RosClient(fresh_domain_id())
+    node = Polled("wb_sim_intake_test", context=client.context)
+    intake = rclpy_shim.CommandIntake(node)
+    got: list[tuple[float, str]] = []
+    try:
+        assert intake.polled
+        intake.subscribe(Float64MultiArray, "commands",
+                         lambda m: got.append((m.data[0], threading.current_thread().name)),
+                         DEEP_QOS)
+        pub = client.node.create_publisher(Float64MultiArray, "commands", DEEP_QOS)
+        assert client.spin_until(lambda: pub.get_subscription_count() > 0, 10)
+        for i in range(20):
+            pub.publish(Float64MultiArray(data=[float(i)]))
+            deadline = time.monotonic() + 5
+            while len(got) <= i and time.monotonic() < deadline:
+                intake.wait_events(0.5)
+        assert rclpy_shim.INTERNALS["events wait"], capfd.readouterr().err
+        assert type(intake._events).__name__ == "EventsExecutor"
+        me = threading.current_thread().name
+        assert got == [(float(i), me) for i in range(20)]
+    finally:
+        intake.close()
+        node.destroy_node()
+        client.close()

@@ -31,10 +31,14 @@ subscriptions       them): rmw's new-message callback wakes the
                     robot when none is given)                        command line, read again
 ==================  ==============================================  ==========================
 
-Each is checked when this module is imported (Humble, Jazzy and Kilted have them
-all); whatever is missing takes the fallback. ``WB_SIM_RCLPY_PUBLIC_API=1`` in
-the environment forces every fallback (the tests run the node so). The node
-logs which path it uses.
+Each is checked when this module is imported; whatever is missing takes the
+fallback. Kilted (rclpy 9.1) and Jazzy (rclpy 7.1) have them all and take the
+internal path: CI checks both (test/ros/test_rclpy_public_api.py in the Kilted and
+the Jazzy venv, docs/testing.md); Humble has no ``EventsExecutor``. An
+``EventsExecutor`` that fails on the command subscriptions' stand-in node at its
+first use is logged (a warning) and lockstep waits in the rcl wait set instead.
+``WB_SIM_RCLPY_PUBLIC_API=1`` in the environment forces every fallback (the tests
+run the node so). The node logs which path it uses.
 """
 
 from __future__ import annotations
@@ -111,11 +115,15 @@ def describe() -> str:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
-        return version("rclpy")
-    except Exception:  # noqa: BLE001 - a colcon install may have no metadata
-        return getattr(rclpy, "__version__", "")
+    from importlib.metadata import version
+    # the PyPI wheel's version first (Jazzy's ros-rclpy 7.1.6 carries rclpy's own 7.1.5
+    # metadata), then rclpy's (a ROS install)
+    for dist in ("ros-rclpy", "rclpy"):
+        try:
+            return version(dist)
+        except Exception:  # noqa: BLE001 - a colcon install may have no metadata
+            continue
+    return getattr(rclpy, "__version__", "")
 
 
 # ----------------------------------------------------------------------------- parameters
@@ -253,15 +261,18 @@ class CommandIntake:
     def wait_events(self, timeout_s: float) -> None:
         """Block until a command message arrives or ``timeout_s``; its callback runs here,
         on the caller's thread (which must not hold the lock the callbacks take). Where
-        the EventsExecutor is missing or fails to start (logged once by the caller through
-        :func:`describe`), it falls back to :meth:`wait` and :meth:`poll`."""
+        the EventsExecutor is missing (the node's log says so, :func:`describe`) or fails to
+        start (a warning here), it falls back to :meth:`wait` and :meth:`poll`."""
         if self._events is None and INTERNALS["events wait"] and self.polled:
             try:
                 ex = _EventsExecutor(context=self.node.context)
                 ex.add_node(_CommandsOnly(list(self.subs)))
                 self._events = ex
-            except Exception:  # noqa: BLE001 - an rclpy whose executor reads more of a node
+            except Exception as e:  # noqa: BLE001 - an rclpy whose executor reads more of a node
                 INTERNALS["events wait"] = False
+                self.node.get_logger().warning(
+                    f"rclpy {_version()}: the EventsExecutor refused the command subscriptions "
+                    f"({type(e).__name__}: {e}); lockstep waits in an rcl wait set instead")
         if self._events is not None:
             self._events.spin_once(timeout_sec=max(0.0, timeout_s))
             return
