@@ -293,7 +293,8 @@ def _browser_check(sim, name: str, tmp_path: Path) -> dict:
             browser.close()
     arrows = changed(full, no_arrows)
     green = (full[..., 1].astype(int) - np.maximum(full[..., 0], full[..., 2])) > 40
-    return {"robot": central(changed(no_arrows, empty)), "arrows": central(arrows),
+    robot = changed(no_arrows, empty)
+    return {"robot": central(robot), "robot_mask": robot, "arrows": central(arrows),
             "green_arrows": float((arrows & green).sum() / max(arrows.sum(), 1)),
             "n_arrows": n_arrows, "full": full}
 
@@ -317,3 +318,18 @@ def test_icub_meshes_in_the_browser(tmp_path):
     assert r["robot"] > 0.05, r
     assert r["arrows"] > 0.0005, r
     assert r["green_arrows"] > 0.5, r
+
+
+@pytest.mark.parametrize("robot", ["anymal", "panda"])
+def test_mesh_robots_are_framed_in_the_browser(robot, tmp_path):
+    """Robots whose mesh origins sit far from their links' (ANYmal's, the Panda's) fill the
+    view as the humanoid does: the camera looks at the bounding box of the frames and the
+    meshes (issue 28: they used to come out tiny and far away). The robot's pixels span at
+    least a third of the image's height and cover a good part of its centre."""
+    require_robot_data(robot)
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path(robot))
+    r = _browser_check(sim, robot, tmp_path)
+    assert r["robot"] > 0.05, r
+    ys = np.flatnonzero(r["robot_mask"].any(axis=1))
+    span = (ys.max() - ys.min()) / r["robot_mask"].shape[0] if len(ys) else 0.0
+    assert span > 1 / 3, f"{robot}: the robot spans {span:.2f} of the image's height"
