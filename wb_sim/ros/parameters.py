@@ -266,6 +266,13 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("controller.rate_hz", "float", 0.0, "Hz",
           "Rate of the in-process controller; its torques are held in between. 0 = every "
           "physics step.", lo=0.0),
+    Param("snapshots.max_count", "int", 32, "",
+          "Most snapshots ~/save_snapshot keeps at once; one more is refused (delete one "
+          "with ~/delete_snapshot; saving under a kept name replaces it).", lo=1, hi=100000,
+          live=True),
+    Param("snapshots.max_mb", "float", 256.0, "MB",
+          "Most memory the kept snapshots may hold together (a humanoid's is ~0.1 MB); a "
+          "snapshot above it is refused.", lo=0.0, lo_open=True, live=True),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",
