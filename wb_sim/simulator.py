@@ -772,6 +772,30 @@ class Simulator:
         fid = self.robot.frame_id(frame)
         return pin.computeFrameJacobian(self.model, self._data, q, fid, pin.LOCAL_WORLD_ALIGNED)
 
+    def contact_jacobian(self, q=None) -> tuple[np.ndarray, np.ndarray]:
+        """The contact surfaces' points at ``q`` (default: now), in :attr:`contact_points`
+        order: their world positions (n, 3), m (a sphere's: its lowest point, the centre
+        minus its radius along the ground plane's normal), and their Jacobian (3n, nv),
+        rows (x, y, z) of point 0, then of point 1, ...: ``J @ v`` is the world-frame
+        velocity of the body's material point there (for a sphere, not the rate of its
+        lowest point, which rolls), ``v`` in pinocchio's convention (:attr:`v`); ``J.T @ f``
+        the generalized force of point forces ``f`` (3n,), world axes.
+        Built point by point from pinocchio's joint Jacobians (not the step's fast path)."""
+        q, _ = self._qv(q)
+        pts = self.contact_points
+        model, data = self.model, self._data
+        pin.computeJointJacobians(model, data, q)
+        P, J = np.zeros((pts.n, 3)), np.zeros((3 * pts.n, model.nv))
+        offset = self.ground.normal
+        for k in range(pts.n):
+            jid = int(pts.joint_ids[pts.slot[k]])
+            oMi = data.oMi[jid]
+            p = oMi.act(pts.r_local[k]) - pts.radius[k] * offset
+            Jj = pin.getJointJacobian(model, data, jid, pin.LOCAL_WORLD_ALIGNED)
+            P[k] = p
+            J[3 * k:3 * k + 3] = Jj[:3] - pin.skew(p - oMi.translation) @ Jj[3:]
+        return P, J
+
     def frame_pose(self, frame: str, q=None) -> pin.SE3:
         """World pose (world <- frame) of a frame."""
         q, _ = self._qv(q)

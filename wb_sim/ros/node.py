@@ -270,6 +270,10 @@ class SimNode(PolledNodeMixin, Node):
     def _now_ns(self) -> int:
         return self._offset_ns + self.sim.step_count * self._dt_ns
 
+    def now_ns(self) -> int:
+        """The node's simulated time, ns (the stamp of the state now)."""
+        return self._now_ns()
+
     def now_s(self) -> float:
         """The node's simulated time, s (it never goes back, also across resets)."""
         return self._now_ns() / 1e9

@@ -18,6 +18,7 @@ checked before anything runs (:mod:`.sim_interfaces`).
 
 from __future__ import annotations
 
+import array
 import re
 import threading
 import time
@@ -27,6 +28,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
 
 from ..errors import CommandError
+from . import dynamics
 from .sim_interfaces import Control, SimulationInterfaces, filter_error, interfaces
 from .snapshots import SnapshotError, SnapshotStore
 
@@ -103,6 +105,9 @@ class NodeServices:
         node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
         node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
         node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
+        from rcl_interfaces.srv import GetParameters
+        node.create_service(GetParameters, "~/get_dynamics",
+                            self.limiter.wrap(self._on_get_dynamics), **kw)
         self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
@@ -114,6 +119,33 @@ class NodeServices:
             self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
                                                        self.long_group, self.limiter)
             self._snapshot_services(node, kw)
+
+    # ------------------------------------------------------------------ dynamics
+
+    def _on_get_dynamics(self, request, response):
+        """``~/get_dynamics`` (rcl_interfaces/srv/GetParameters): ``names`` the quantities
+        of :data:`.dynamics.QUANTITIES` (none: all of them, in that order), each answered
+        by one ParameterValue, all at one state (the lock held while they are computed)."""
+        from rcl_interfaces.msg import ParameterType, ParameterValue
+        T = ParameterType
+        with self.control.lock:
+            values = dynamics.query(self.control.sim, self.control.now_ns(), request.names)
+        out = []
+        for kind, x in values:
+            v = ParameterValue()
+            if kind == "int":
+                v.type, v.integer_value = T.PARAMETER_INTEGER, x
+            elif kind == "ints":
+                v.type, v.integer_array_value = T.PARAMETER_INTEGER_ARRAY, [int(i) for i in x]
+            elif kind == "doubles":
+                v.type, v.double_array_value = T.PARAMETER_DOUBLE_ARRAY, array.array("d", x)
+            elif kind == "strings":
+                v.type, v.string_array_value = T.PARAMETER_STRING_ARRAY, list(x)
+            else:  # an unknown name: its message, as a string
+                v.type, v.string_value = T.PARAMETER_STRING, x
+            out.append(v)
+        response.values = out
+        return response
 
     # ------------------------------------------------------------------ snapshots
 

@@ -145,6 +145,8 @@ class Control(Protocol):
 
     cfg: Any  #: the node's parameters (the snapshots' bounds)
 
+    def now_ns(self) -> int: ...  # the simulated time of the state now, ns
+
     def take_snapshot(self) -> Any: ...  # a .snapshots.NodeSnapshot of now
 
     def restore_snapshot(self, snap: Any) -> str: ...  # back to it (the clock goes on)
