@@ -703,13 +703,24 @@ class Simulator:
         return self.contact_points.surface_wrenches(self._s.force)
 
     def contact_points_state(self) -> ContactPointsReading:
-        """Per-point positions, forces, depths and stick/slip states of the last step."""
+        """Per-point positions, forces, depths, stick/slip states and ground normals of
+        the last step."""
         pts = self.contact_points
+        normal = pts.bases[:, :, 2].copy() if pts.bases is not None else \
+            np.tile(pts.basis[:, 2], (pts.n, 1))
         return ContactPointsReading(
             surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
             position=pts.position.copy(), force=pts.world_forces(self._s.force),
             depth=self.contact.depth.copy(),
-            status=tuple(STATUS_NAMES[s] for s in self.contact.status))
+            status=tuple(STATUS_NAMES[s] for s in self.contact.status), normal=normal)
+
+    def centroidal_momentum(self, q=None, v=None) -> tuple[np.ndarray, np.ndarray]:
+        """The centre of mass (3,), m, and the centroidal momentum (6,) at ``(q, v)``
+        (default: now): linear (kg*m/s) and angular about the centre of mass (kg*m^2/s),
+        world axes (pinocchio's computeCentroidalMomentum)."""
+        q, v = self._qv(q, self.v if v is None else v)
+        hg = pin.computeCentroidalMomentum(self.model, self._data, q, v)
+        return self._data.com[0].copy(), np.concatenate([hg.linear, hg.angular])
 
     def collision_wrench(self) -> ContactWrench:
         """The ground's total force (N) and torque (N*m) on every link other than the

@@ -8,6 +8,7 @@ validate an incoming command and return torques, or raise
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Mapping, Sequence
 
@@ -16,7 +17,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..sensors import ContactWrench, ImuReading
 from .frames import Transform
@@ -24,6 +25,74 @@ from .gate import (CommandRejected, check_finite, parse_effort_array,  # noqa: F
                    parse_joint_command_arrays)
 
 NS_PER_S = 1_000_000_000
+
+
+# ----------------------------------------------------------------------------- contact_state
+
+#: the sections of a ``contact_state`` message, in order: (label, columns, what each row is)
+CONTACT_STATE_SECTIONS = (
+    ("stamp", 2, "sec, nanosec of the state's simulated time (its joint_states' stamp)"),
+    ("robot", 12, "ZMP (3, m), centre of mass (3, m), centroidal momentum: linear (3, "
+                  "kg*m/s), angular about the centre of mass (3, kg*m^2/s)"),
+    ("surfaces", 6, "per contact surface: centre of pressure (3, m; NaN without normal "
+                    "force), total ground force (3, N)"),
+    ("points", 11, "per contact point: position (3, m), ground normal (3), penetration (1, "
+                   "m, > 0 in the ground), ground force (3, N), status (0 none, 1 stick, "
+                   "2 slip)"),
+)
+#: the status column's codes
+CONTACT_STATUS_CODES = {"none": 0.0, "stick": 1.0, "slip": 2.0}
+
+
+def pressure_centre(position: np.ndarray, force: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """The centre of pressure of point forces: ``sum(f_n p) / sum(f_n)`` with ``f_n`` each
+    force's component along its point's normal (3,); NaN where the normal forces sum to
+    zero or less. Over coplanar contacts and with no other external force, the centre of
+    pressure of all of them is the ZMP."""
+    fn = np.einsum("ij,ij->i", force, normal)
+    total = fn.sum()
+    if not total > 0.0:
+        return np.full(3, np.nan)
+    return fn @ position / total
+
+
+def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str], com: np.ndarray,
+                      momentum: np.ndarray) -> Float64MultiArray:
+    """``contact_state``: the surfaces' contact points of a
+    :class:`~wb_sim.sensors.ContactPointsReading` (with normals), each surface's centre of
+    pressure and force, the ZMP, the centre of mass and the centroidal momentum, as one
+    Float64MultiArray: the sections of :data:`CONTACT_STATE_SECTIONS` one after the other,
+    row-major; ``layout.dim[i]`` = (label, rows, rows * columns) of section i."""
+    n = len(reading.surface)
+    P, F, N = reading.position, reading.force, reading.normal
+    points = np.empty((n, 11))
+    points[:, 0:3], points[:, 3:6], points[:, 7:10] = P, N, F
+    points[:, 6] = reading.depth
+    points[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
+    names = np.array(reading.surface)
+    surfaces = np.empty((len(surface_names), 6))
+    for k, name in enumerate(surface_names):
+        mine = names == name
+        surfaces[k, :3] = pressure_centre(P[mine], F[mine], N[mine])
+        surfaces[k, 3:] = F[mine].sum(axis=0)
+    robot = np.concatenate([pressure_centre(P, F, N), com, momentum])
+    stamp = np.array([t_ns // NS_PER_S, t_ns % NS_PER_S], dtype=float)
+    sections = (stamp[None, :], robot[None, :], surfaces, points)
+    msg = Float64MultiArray()
+    msg.layout.dim = [MultiArrayDimension(label=label, size=len(x), stride=x.size)
+                      for (label, _, _), x in zip(CONTACT_STATE_SECTIONS, sections)]
+    msg.data = array.array("d", np.concatenate([x.ravel() for x in sections]).tobytes())
+    return msg
+
+
+def read_contact_state(msg) -> dict[str, np.ndarray]:
+    """A ``contact_state`` message back into its sections: label -> (rows, columns) array."""
+    data, out, at = np.asarray(msg.data, dtype=float), {}, 0
+    columns = {label: c for label, c, _ in CONTACT_STATE_SECTIONS}
+    for dim in msg.layout.dim:
+        out[dim.label] = data[at:at + dim.stride].reshape(dim.size, columns[dim.label])
+        at += dim.stride
+    return out
 
 
 # ----------------------------------------------------------------------------- time

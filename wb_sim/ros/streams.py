@@ -22,6 +22,7 @@ STREAMS: tuple[tuple[str, str], ...] = (
     ("contact_wrench", "publish.contact_wrench_rate_hz"),
     ("tf", "publish.tf_rate_hz"),
     ("contact_markers", "publish.contact_markers_rate_hz"),
+    ("contact_state", "publish.contact_state_rate_hz"),
 )
 
 
