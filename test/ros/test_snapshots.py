@@ -173,3 +173,57 @@ def test_list_delete_replace_and_the_bounds(s):
         assert _list(s).entities == []
     finally:
         assert s.ros.set_parameter("snapshots.max_mb", 256.0).successful
+
+
+def test_an_in_process_controller_continues_bit_identically(tmp_path):
+    """The in-process PD at 100 Hz (its torques held for 10 steps): reset and 5 steps while
+    paused (saved mid-hold), 30 steps, restore, 30 steps: the same joint states bit for
+    bit, because the snapshot carries the held torques (without them the steps up to the
+    next call would apply the torques of the last call before the restore)."""
+    from helpers.ros import HUMANOID_YAML
+    from wb_sim.config import read_yaml_params
+    g = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
+    s = SimSetup(tmp_path, "controller.callable:=wb_sim.controllers:pd_gravity",
+                 f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"',
+                 "controller.rate_hz:=100.0", "real_time_factor:=1.0")
+    try:
+        s.pause(True)
+        s.reset()
+        js = s.ros.record(JointState, "joint_states", STATE_QOS)
+        s.ros.spin_for(0.3)
+        _paused_steps(s, js, 5)
+        assert _snap(s, "save", "mid_hold").result == OK
+        _, first = _paused_steps(s, js, 30)
+        assert _snap(s, "restore", "mid_hold").result == OK
+        s.ros.spin_for(0.3)
+        _, second = _paused_steps(s, js, 30)
+        s.ros.stop_recording(js)
+        _equal(second, first)
+        assert not np.array_equal(first[0][2], first[-1][2])  # the PD's torques changed
+    finally:
+        s.close()
+
+
+def test_through_ros2cli(s):
+    """`ros2 service call` as docs/ros.md shows it (needs the launch stack's ros2cli)."""
+    from helpers.extras import require_launch_stack
+    require_launch_stack()
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers.ros import ros_env
+    _clear(s)
+    ros2 = Path(sys.executable).with_name("ros2")
+    ros2 = str(ros2) if ros2.exists() else shutil.which("ros2")
+    for service, kind, request, expected in (
+            ("save_snapshot", "DeleteEntity", "{entity: before_push}", "saved snapshot"),
+            ("list_snapshots", "GetEntities", "{}", "entities=['before_push']"),
+            ("restore_snapshot", "DeleteEntity", "{entity: before_push}", "restored the state"),
+            ("delete_snapshot", "DeleteEntity", "{entity: before_push}", "deleted snapshot")):
+        out = subprocess.run([ros2, "service", "call", f"/wb_sim/{service}",
+                              f"simulation_interfaces/srv/{kind}", request],
+                             env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (service, out.stderr)
+        assert expected in out.stdout and "Result(result=1," in out.stdout, (service, out.stdout)
