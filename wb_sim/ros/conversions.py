@@ -56,33 +56,59 @@ def pressure_centre(position: np.ndarray, force: np.ndarray, normal: np.ndarray)
     return fn @ position / total
 
 
-def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str], com: np.ndarray,
-                      momentum: np.ndarray) -> Float64MultiArray:
-    """``contact_state``: the surfaces' contact points of a
+class ContactStateMessage:
+    """``contact_state`` messages of one robot: the surfaces' contact points of a
     :class:`~wb_sim.sensors.ContactPointsReading` (with normals), each surface's centre of
     pressure and force, the ZMP, the centre of mass and the centroidal momentum, as one
     Float64MultiArray: the sections of :data:`CONTACT_STATE_SECTIONS` one after the other,
-    row-major; ``layout.dim[i]`` = (label, rows, rows * columns) of section i."""
-    n = len(reading.surface)
-    P, F, N = reading.position, reading.force, reading.normal
-    points = np.empty((n, 11))
-    points[:, 0:3], points[:, 3:6], points[:, 7:10] = P, N, F
-    points[:, 6] = reading.depth
-    points[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
-    names = np.array(reading.surface)
-    surfaces = np.empty((len(surface_names), 6))
-    for k, name in enumerate(surface_names):
-        mine = names == name
-        surfaces[k, :3] = pressure_centre(P[mine], F[mine], N[mine])
-        surfaces[k, 3:] = F[mine].sum(axis=0)
-    robot = np.concatenate([pressure_centre(P, F, N), com, momentum])
-    stamp = np.array([t_ns // NS_PER_S, t_ns % NS_PER_S], dtype=float)
-    sections = (stamp[None, :], robot[None, :], surfaces, points)
-    msg = Float64MultiArray()
-    msg.layout.dim = [MultiArrayDimension(label=label, size=len(x), stride=x.size)
-                      for (label, _, _), x in zip(CONTACT_STATE_SECTIONS, sections)]
-    msg.data = array.array("d", np.concatenate([x.ravel() for x in sections]).tobytes())
-    return msg
+    row-major; ``layout.dim[i]`` = (label, rows, rows * columns) of section i. The message
+    and its buffer are made once (``surface_of_point``: each point's surface index, of
+    ``n_surfaces``) and refilled by each call."""
+
+    def __init__(self, surface_of_point: Sequence[int], n_surfaces: int):
+        self.surface = np.asarray(surface_of_point, dtype=np.intp)
+        self.n_surfaces = S = int(n_surfaces)
+        n = len(self.surface)
+        rows = (1, 1, S, n)
+        sizes = [r * c for r, (_, c, _) in zip(rows, CONTACT_STATE_SECTIONS)]
+        self.buffer = buf = np.zeros(sum(sizes))
+        at = np.cumsum([0, *sizes])
+        self.stamp, self.robot = buf[at[0]:at[1]], buf[at[1]:at[2]]
+        self.surfaces = buf[at[2]:at[3]].reshape(S, 6)
+        self.points = buf[at[3]:at[4]].reshape(n, 11)
+        self.msg = Float64MultiArray()
+        self.msg.layout.dim = [MultiArrayDimension(label=label, size=r, stride=size)
+                               for (label, _, _), r, size in
+                               zip(CONTACT_STATE_SECTIONS, rows, sizes)]
+
+    def __call__(self, t_ns: int, reading, com: np.ndarray, momentum: np.ndarray
+                 ) -> Float64MultiArray:
+        P, F, N = reading.position, reading.force, reading.normal
+        pts, idx, S = self.points, self.surface, self.n_surfaces
+        pts[:, 0:3], pts[:, 3:6], pts[:, 6], pts[:, 7:10] = P, N, reading.depth, F
+        pts[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
+        fn = np.einsum("ij,ij->i", F, N)
+        den = np.bincount(idx, weights=fn, minlength=S)
+        sf = self.surfaces
+        for a in range(3):
+            sf[:, a] = np.bincount(idx, weights=fn * P[:, a], minlength=S)
+            sf[:, 3 + a] = np.bincount(idx, weights=F[:, a], minlength=S)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sf[:, :3] /= den[:, None]
+        sf[den <= 0.0, :3] = np.nan
+        self.robot[:3] = pressure_centre(P, F, N)
+        self.robot[3:6], self.robot[6:] = com, momentum
+        self.stamp[:] = t_ns // NS_PER_S, t_ns % NS_PER_S
+        self.msg.data = array.array("d", self.buffer.tobytes())
+        return self.msg
+
+
+def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str], com: np.ndarray,
+                      momentum: np.ndarray) -> Float64MultiArray:
+    """One ``contact_state`` message (:class:`ContactStateMessage`, made for it)."""
+    index = {name: k for k, name in enumerate(surface_names)}
+    return ContactStateMessage([index[x] for x in reading.surface], len(surface_names))(
+        t_ns, reading, com, momentum)
 
 
 def read_contact_state(msg) -> dict[str, np.ndarray]:

@@ -141,6 +141,8 @@ class StatePublishers:
         if "contact_state" in self.streams:
             self._contact_state_pub = pub("contact_state", Float64MultiArray,
                                           topics["contact_state"], STATE_QOS)
+            self._contact_state_msg = cv.ContactStateMessage(
+                sim.contact_points.surface_of_point, len(sim.surface_names))
             self._stream["contact_state"] = self._contact_state
         self._heard = set(self._stream)  # streams with a listener, refreshed while publishing
         self._refresh_at = 0.0
@@ -226,8 +228,8 @@ class StatePublishers:
         # readings, the momentum and rclpy's conversion of the array, on the physics thread
         sim = self.sim
         com, momentum = sim.centroidal_momentum()
-        self._contact_state_pub.publish(cv.contact_state_msg(
-            t_ns, sim.contact_points_state(), sim.surface_names, com, momentum))
+        self._contact_state_pub.publish(self._contact_state_msg(
+            t_ns, sim.contact_points_state(), com, momentum))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows
