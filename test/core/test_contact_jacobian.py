@@ -10,10 +10,13 @@ import pinocchio as pin
 import pytest
 
 import wb_sim
+from helpers.extras import require_robot_data
 
 
 @pytest.mark.parametrize("config", ["humanoid", "icub", "anymal"])  # anymal: spheres
 def test_the_jacobian_is_the_derivative_of_the_points(config):
+    if config != "humanoid":
+        require_robot_data(config)
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path(config))
     rng = np.random.default_rng(1)
     sim.reset()
