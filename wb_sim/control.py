@@ -112,6 +112,15 @@ class ControllerLoop:
         self._tau = np.zeros(self.sim.nj)
         self.fresh = False  #: whether the last :meth:`torques` called the controller
 
+    def snapshot(self) -> tuple:
+        """What the loop holds between steps (its held torques): a copy, for
+        :meth:`restore` (a node snapshot; the controller's own memory is not in it)."""
+        return self._tau.copy(), self.fresh
+
+    def restore(self, snap: tuple) -> None:
+        """Back to :meth:`snapshot`'s torques (``snap`` stays usable)."""
+        self._tau, self.fresh = snap[0].copy(), snap[1]
+
     def observe(self) -> Observation:
         """What the controller sees now (``sensors.delay_steps`` ago where delayed)."""
         sim = self.sim

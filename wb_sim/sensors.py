@@ -54,6 +54,9 @@ class ContactPointsReading:
     force: np.ndarray  #: (n, 3) world force exerted by the ground, N
     depth: np.ndarray  #: (n,) penetration (negative: above the ground), m
     status: tuple[str, ...]  #: 'none' | 'stick' | 'slip'
+    #: (n, 3) the ground's unit normal at each point, world (the surfaces' reading;
+    #: None where a reading does not give it)
+    normal: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

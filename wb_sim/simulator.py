@@ -888,13 +888,24 @@ class Simulator:
         return self.contact_points.surface_wrenches(self._s.force)
 
     def contact_points_state(self) -> ContactPointsReading:
-        """Per-point positions, forces, depths and stick/slip states of the last step."""
+        """Per-point positions, forces, depths, stick/slip states and ground normals of
+        the last step."""
         pts = self.contact_points
+        normal = pts.bases[:, :, 2].copy() if pts.bases is not None else \
+            np.tile(pts.basis[:, 2], (pts.n, 1))
         return ContactPointsReading(
             surface=tuple(pts.surface_names[k] for k in pts.surface_of_point),
             position=pts.position.copy(), force=pts.world_forces(self._s.force),
             depth=self.contact.depth.copy(),
-            status=tuple(STATUS_NAMES[s] for s in self.contact.status))
+            status=tuple(STATUS_NAMES[s] for s in self.contact.status), normal=normal)
+
+    def centroidal_momentum(self, q=None, v=None) -> tuple[np.ndarray, np.ndarray]:
+        """The centre of mass (3,), m, and the centroidal momentum (6,) at ``(q, v)``
+        (default: now): linear (kg*m/s) and angular about the centre of mass (kg*m^2/s),
+        world axes (pinocchio's computeCentroidalMomentum)."""
+        q, v = self._qv(q, self.v if v is None else v)
+        hg = pin.computeCentroidalMomentum(self.model, self._data, q, v)
+        return self._data.com[0].copy(), np.concatenate([hg.linear, hg.angular])
 
     def collision_wrench(self) -> ContactWrench:
         """The ground's total force (N) and torque (N*m) on every link other than the
@@ -956,6 +967,30 @@ class Simulator:
         q, _ = self._qv(q)
         fid = self.robot.frame_id(frame)
         return pin.computeFrameJacobian(self.model, self._data, q, fid, pin.LOCAL_WORLD_ALIGNED)
+
+    def contact_jacobian(self, q=None) -> tuple[np.ndarray, np.ndarray]:
+        """The contact surfaces' points at ``q`` (default: now), in :attr:`contact_points`
+        order: their world positions (n, 3), m (a sphere's: its lowest point, the centre
+        minus its radius along the ground plane's normal), and their Jacobian (3n, nv),
+        rows (x, y, z) of point 0, then of point 1, ...: ``J @ v`` is the world-frame
+        velocity of the body's material point there (for a sphere, not the rate of its
+        lowest point, which rolls), ``v`` in pinocchio's convention (:attr:`v`); ``J.T @ f``
+        the generalized force of point forces ``f`` (3n,), world axes.
+        Built point by point from pinocchio's joint Jacobians (not the step's fast path)."""
+        q, _ = self._qv(q)
+        pts = self.contact_points
+        model, data = self.model, self._data
+        pin.computeJointJacobians(model, data, q)
+        P, J = np.zeros((pts.n, 3)), np.zeros((3 * pts.n, model.nv))
+        offset = self.ground.normal
+        for k in range(pts.n):
+            jid = int(pts.joint_ids[pts.slot[k]])
+            oMi = data.oMi[jid]
+            p = oMi.act(pts.r_local[k]) - pts.radius[k] * offset
+            Jj = pin.getJointJacobian(model, data, jid, pin.LOCAL_WORLD_ALIGNED)
+            P[k] = p
+            J[3 * k:3 * k + 3] = Jj[:3] - pin.skew(p - oMi.translation) @ Jj[3:]
+        return P, J
 
     def frame_pose(self, frame: str, q=None) -> pin.SE3:
         """World pose (world <- frame) of a frame."""

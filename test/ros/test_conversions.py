@@ -466,3 +466,29 @@ def test_cdr_readers_reject_malformed_data(data):
         cv.JointStateReader()(data)
     with pytest.raises(ValueError):
         cv.read_odometry_pose(data)
+
+
+def test_contact_state_round_trip_and_its_cop():
+    """contact_state_msg -> read_contact_state gives the reading's numbers back exactly
+    (sections, shapes, stamp); a surface without normal force has a NaN CoP; a CoP is the
+    normal-force-weighted mean of its points (two points, by hand)."""
+    import wb_sim
+    from wb_sim.ros.conversions import contact_state_msg, pressure_centre, read_contact_state
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    for _ in range(60):
+        sim.step(np.zeros(sim.nj))
+    r = sim.contact_points_state()
+    com, h = sim.centroidal_momentum()
+    t_ns = 12 * 10**9 + 345_678_901
+    x = read_contact_state(contact_state_msg(t_ns, r, sim.surface_names, com, h))
+    assert list(x) == ["stamp", "robot", "surfaces", "points"]
+    assert x["stamp"].tolist() == [[12.0, 345_678_901.0]]
+    assert x["points"].shape == (len(r.surface), 11) and x["surfaces"].shape == (2, 6)
+    assert np.array_equal(x["points"][:, 7:10], r.force)
+    assert np.array_equal(x["robot"][0, 3:], np.concatenate([com, h]))
+    n = np.array([0.0, 0.0, 1.0])
+    P = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])
+    F = np.array([[5.0, 1.0, 30.0], [0.0, -2.0, 10.0]])
+    np.testing.assert_allclose(pressure_centre(P, F, np.stack([n, n])), [0.25, 0.5, 0.0],
+                               rtol=0, atol=1e-15)
+    assert np.isnan(pressure_centre(P, -F, np.stack([n, n]))).all()  # pulling: no CoP

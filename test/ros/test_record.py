@@ -57,7 +57,7 @@ def record_argv(*args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """A bag of the standing humanoid under the PD controller (about 3 s of wall time):
-    13 topics, contact_wrench/collision among them (the shipped humanoid has collision)."""
+    14 topics, contact_wrench/collision and contact_state among them (the shipped humanoid has collision)."""
     tmp = tmp_path_factory.mktemp("bag")
     bag = tmp / "standing"
     domain = fresh_domain_id()
@@ -70,7 +70,7 @@ def recorded(tmp_path_factory):
         rec = Proc("record", record_argv("-o", str(bag), "--wait", str(STARTUP_TIMEOUT)),
                    domain, tmp)
         procs.append(rec)
-        assert rec.wait_for_log("recording 13 topics into", STARTUP_TIMEOUT), \
+        assert rec.wait_for_log("recording 14 topics into", STARTUP_TIMEOUT), \
             "\n".join(p.describe() for p in procs)
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp)
         procs.append(ctrl)
@@ -144,12 +144,22 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/joint_commands": "sensor_msgs/msg/JointState",
         "/effort_commands": "std_msgs/msg/Float64MultiArray",
         "/external_wrench": "geometry_msgs/msg/WrenchStamped",
+        "/contact_state": "std_msgs/msg/Float64MultiArray",
         "/contact_wrench/left_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/right_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/collision": "geometry_msgs/msg/WrenchStamped",
         "/wb_sim_record/parameters": "std_msgs/msg/String",
         "/wb_sim_record/controller_parameters": "std_msgs/msg/String"}
     assert {t: m for t, (m, _) in topics.items()} == expected
+    # the contact truth, recorded at its 100 Hz, read back from the bag as from a message
+    from wb_sim.ros.conversions import read_contact_state
+    with Reader(bag) as reader:
+        conn = [c for c in reader.connections if c.topic == "/contact_state"]
+        last = read_contact_state(ts.deserialize_cdr(list(reader.messages(conn))[-1][2],
+                                                     conn[0].msgtype))
+    # (every 10th step, and the states published out of turn: the first, the resends)
+    assert 0.8 <= topics["/contact_state"][1] / (topics["/joint_states"][1] / 10) <= 1.25
+    assert last["points"].shape == (8, 11) and np.isfinite(last["surfaces"]).all()  # standing
     assert topics["/robot_description"][1] == topics["/tf_static"][1] == 1
     assert topics["/wb_sim_record/parameters"][1] == 1 and len(params) == 1
     p = params[0]["parameters"]

@@ -8,6 +8,7 @@ validate an incoming command and return torques, or raise
 
 from __future__ import annotations
 
+import array
 import struct
 from typing import Mapping, Sequence
 
@@ -16,7 +17,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import Float64MultiArray
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..actuators import ActuatorReading
 from ..sensors import ContactWrench, ImuReading
@@ -25,6 +26,100 @@ from .gate import (CommandRejected, check_finite, parse_effort_array,  # noqa: F
                    parse_joint_command_arrays)
 
 NS_PER_S = 1_000_000_000
+
+
+# ----------------------------------------------------------------------------- contact_state
+
+#: the sections of a ``contact_state`` message, in order: (label, columns, what each row is)
+CONTACT_STATE_SECTIONS = (
+    ("stamp", 2, "sec, nanosec of the state's simulated time (its joint_states' stamp)"),
+    ("robot", 12, "ZMP (3, m), centre of mass (3, m), centroidal momentum: linear (3, "
+                  "kg*m/s), angular about the centre of mass (3, kg*m^2/s)"),
+    ("surfaces", 6, "per contact surface: centre of pressure (3, m; NaN without normal "
+                    "force), total ground force (3, N)"),
+    ("points", 11, "per contact point: position (3, m), ground normal (3), penetration (1, "
+                   "m, > 0 in the ground), ground force (3, N), status (0 none, 1 stick, "
+                   "2 slip)"),
+)
+#: the status column's codes
+CONTACT_STATUS_CODES = {"none": 0.0, "stick": 1.0, "slip": 2.0}
+
+
+def pressure_centre(position: np.ndarray, force: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """The centre of pressure of point forces: ``sum(f_n p) / sum(f_n)`` with ``f_n`` each
+    force's component along its point's normal (3,); NaN where the normal forces sum to
+    zero or less. Over coplanar contacts and with no other external force, the centre of
+    pressure of all of them is the ZMP."""
+    fn = np.einsum("ij,ij->i", force, normal)
+    total = fn.sum()
+    if not total > 0.0:
+        return np.full(3, np.nan)
+    return fn @ position / total
+
+
+class ContactStateMessage:
+    """``contact_state`` messages of one robot: the surfaces' contact points of a
+    :class:`~wb_sim.sensors.ContactPointsReading` (with normals), each surface's centre of
+    pressure and force, the ZMP, the centre of mass and the centroidal momentum, as one
+    Float64MultiArray: the sections of :data:`CONTACT_STATE_SECTIONS` one after the other,
+    row-major; ``layout.dim[i]`` = (label, rows, rows * columns) of section i. The message
+    and its buffer are made once (``surface_of_point``: each point's surface index, of
+    ``n_surfaces``) and refilled by each call."""
+
+    def __init__(self, surface_of_point: Sequence[int], n_surfaces: int):
+        self.surface = np.asarray(surface_of_point, dtype=np.intp)
+        self.n_surfaces = S = int(n_surfaces)
+        n = len(self.surface)
+        rows = (1, 1, S, n)
+        sizes = [r * c for r, (_, c, _) in zip(rows, CONTACT_STATE_SECTIONS)]
+        self.buffer = buf = np.zeros(sum(sizes))
+        at = np.cumsum([0, *sizes])
+        self.stamp, self.robot = buf[at[0]:at[1]], buf[at[1]:at[2]]
+        self.surfaces = buf[at[2]:at[3]].reshape(S, 6)
+        self.points = buf[at[3]:at[4]].reshape(n, 11)
+        self.msg = Float64MultiArray()
+        self.msg.layout.dim = [MultiArrayDimension(label=label, size=r, stride=size)
+                               for (label, _, _), r, size in
+                               zip(CONTACT_STATE_SECTIONS, rows, sizes)]
+
+    def __call__(self, t_ns: int, reading, com: np.ndarray, momentum: np.ndarray
+                 ) -> Float64MultiArray:
+        P, F, N = reading.position, reading.force, reading.normal
+        pts, idx, S = self.points, self.surface, self.n_surfaces
+        pts[:, 0:3], pts[:, 3:6], pts[:, 6], pts[:, 7:10] = P, N, reading.depth, F
+        pts[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
+        fn = np.einsum("ij,ij->i", F, N)
+        den = np.bincount(idx, weights=fn, minlength=S)
+        sf = self.surfaces
+        for a in range(3):
+            sf[:, a] = np.bincount(idx, weights=fn * P[:, a], minlength=S)
+            sf[:, 3 + a] = np.bincount(idx, weights=F[:, a], minlength=S)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sf[:, :3] /= den[:, None]
+        sf[den <= 0.0, :3] = np.nan
+        self.robot[:3] = pressure_centre(P, F, N)
+        self.robot[3:6], self.robot[6:] = com, momentum
+        self.stamp[:] = t_ns // NS_PER_S, t_ns % NS_PER_S
+        self.msg.data = array.array("d", self.buffer.tobytes())
+        return self.msg
+
+
+def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str], com: np.ndarray,
+                      momentum: np.ndarray) -> Float64MultiArray:
+    """One ``contact_state`` message (:class:`ContactStateMessage`, made for it)."""
+    index = {name: k for k, name in enumerate(surface_names)}
+    return ContactStateMessage([index[x] for x in reading.surface], len(surface_names))(
+        t_ns, reading, com, momentum)
+
+
+def read_contact_state(msg) -> dict[str, np.ndarray]:
+    """A ``contact_state`` message back into its sections: label -> (rows, columns) array."""
+    data, out, at = np.asarray(msg.data, dtype=float), {}, 0
+    columns = {label: c for label, c, _ in CONTACT_STATE_SECTIONS}
+    for dim in msg.layout.dim:
+        out[dim.label] = data[at:at + dim.stride].reshape(dim.size, columns[dim.label])
+        at += dim.stride
+    return out
 
 
 # ----------------------------------------------------------------------------- time

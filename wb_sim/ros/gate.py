@@ -27,6 +27,7 @@ lock around every call. ``log(level, text, topic)`` receives what the node logs
 from __future__ import annotations
 
 import collections
+import copy
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -350,6 +351,31 @@ class CommandGate:
         self.lost = False
         if self.timing is not None:
             self.timing.clear()
+
+    #: what :meth:`snapshot` keeps: the command acting and the watchdog's state
+    _SNAPSHOT_FIELDS = ("targets", "_servo", "tripped", "last_cmd_ns", "cmd_stamp_ns",
+                        "cmd_seq", "active_seq", "applied_seq", "lost", "timing")
+    #: of those, the times on the node's clock, shifted by :meth:`restore`
+    _SNAPSHOT_TIMES = ("last_cmd_ns", "cmd_stamp_ns")
+
+    def snapshot(self) -> dict:
+        """A copy of what decides the torques of the coming steps: the command acting
+        (its targets and modes), the watchdog's origin and state, the command timing's
+        delay line and generator (a node snapshot, ``~/save_snapshot``)."""
+        return {k: copy.deepcopy(getattr(self, k)) for k in self._SNAPSHOT_FIELDS}
+
+    def restore(self, snap: dict, shift_ns: int) -> None:
+        """Back to :meth:`snapshot`'s ``snap`` (which stays usable), its node-clock times
+        moved on by ``shift_ns`` (the clock never goes back: a restored command is as old,
+        in simulated time, as it was when saved, so the watchdog trips at the same step)."""
+        for k in self._SNAPSHOT_FIELDS:
+            value = copy.deepcopy(snap[k])
+            if k in self._SNAPSHOT_TIMES and value is not None:
+                value += shift_ns
+            setattr(self, k, value)
+        if self.timing is not None:
+            self.timing.shift(shift_ns)
+        self._servo_gains = None  # found again at the next step
 
     @property
     def dropped(self) -> int:

@@ -63,6 +63,7 @@ from .parameters import (controller_params, core_keys, declare_all, load_node_co
 from .publishers import StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
 from .services import NodeServices
+from .snapshots import NodeSnapshot, nbytes
 from .verdict import EffortWatch
 
 #: commands: the physics loop takes every waiting message at each step and validates it on
@@ -291,6 +292,10 @@ class SimNode(PolledNodeMixin, Node):
     def _now_ns(self) -> int:
         return self._offset_ns + self.sim.step_count * self._dt_ns
 
+    def now_ns(self) -> int:
+        """The node's simulated time, ns (the stamp of the state now)."""
+        return self._now_ns()
+
     def now_s(self) -> float:
         """The node's simulated time, s (it never goes back, also across resets)."""
         return self._now_ns() / 1e9
@@ -456,6 +461,44 @@ class SimNode(PolledNodeMixin, Node):
         self._wake.set()
         message = f"reset to the initial state at t = {t_reset:.3f} s" + (
             "; the simulation resumes after the divergence" if resumed else "")
+        self.get_logger().info(message)
+        return message
+
+    def take_snapshot(self) -> NodeSnapshot:
+        """A node snapshot of now (the lock held for the copies only; the size is
+        measured after): the core's state, the gate's, the in-process controller's held
+        torques and the clock (:mod:`.snapshots`)."""
+        with self._lock:
+            state = self.sim.get_state()
+            gate = self.gate.snapshot()
+            ctrl = None if self.in_process is None else self.in_process.snapshot()
+            t_ns = self._now_ns()
+        return NodeSnapshot(state, gate, ctrl, t_ns, nbytes((state, gate, ctrl)))
+
+    def restore_snapshot(self, snap: NodeSnapshot) -> str:
+        """Back to ``snap``, between two steps: the physics continues from it bit for
+        bit. The clock goes on, as at a reset: the restored state is published stamped
+        one step after the present time and the steps after it follow at dt; the
+        command acting and the watchdog's origin come back as old (in simulated time) as
+        they were when saved. In lockstep the restored state waits for its command.
+        After a divergence (which paused it) stepping resumes. Returns what happened."""
+        with self._lock:
+            now_ns = self._now_ns()
+            self.sim.set_state(snap.sim)
+            self._offset_ns = now_ns + self._dt_ns - self.sim.step_count * self._dt_ns
+            self.gate.restore(snap.gate, self._now_ns() - snap.t_ns)
+            if self.in_process is not None and snap.controller is not None:
+                self.in_process.restore(snap.controller)
+            self._publish(every=True)
+            t_restored = self._now_ns() / 1e9
+            resumed = self._diverged
+            if resumed:
+                self._diverged = False
+                self._paused.clear()
+        self._wake.set()
+        message = (f"restored the state of t = {snap.t_ns / 1e9:.6f} s at t = "
+                   f"{t_restored:.6f} s (the simulated clock goes on)"
+                   + ("; the simulation resumes after the divergence" if resumed else ""))
         self.get_logger().info(message)
         return message
 

@@ -116,6 +116,7 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_markers_rate_hz", "float", 30.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.contact_state_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.stats_period_s", "float", 10.0, "s",
           "Wall-clock period of the log line with the achieved real-time factor, deadline "
           "misses, command latency, effort saturation and joint drift; 0 = never.", lo=0.0,
@@ -150,6 +151,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "contact_points) and the ground's force on each (contact_forces, 0.5 m per robot "
           "weight), the contact surfaces' and the other links', in the world frame, for RViz "
           "('' = off).", check=_topic),
+    Param("topics.contact_state", "str", "contact_state", "",
+          "std_msgs/Float64MultiArray of the contact truth (docs/ros.md, 'contact_state'): "
+          "per contact point position, normal, penetration, force, stick/slip; per surface "
+          "the centre of pressure and force; the ZMP, centre of mass and centroidal "
+          "momentum; built only while subscribed ('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
           "sensor_msgs/JointState in: name and position / velocity / effort (each empty or one "
           "per name: the fields given select the joint's mode, tau = command.kp (q_ref - q) + "
@@ -278,6 +284,13 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("controller.rate_hz", "float", 0.0, "Hz",
           "Rate of the in-process controller; its torques are held in between. 0 = every "
           "physics step.", lo=0.0),
+    Param("snapshots.max_count", "int", 32, "",
+          "Most snapshots ~/save_snapshot keeps at once; one more is refused (delete one "
+          "with ~/delete_snapshot; saving under a kept name replaces it).", lo=1, hi=100000,
+          live=True),
+    Param("snapshots.max_mb", "float", 256.0, "MB",
+          "Most memory the kept snapshots may hold together (a humanoid's is ~0.1 MB); a "
+          "snapshot above it is refused.", lo=0.0, lo_open=True, live=True),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",

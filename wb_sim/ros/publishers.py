@@ -60,7 +60,7 @@ ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
 OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "actuators", "odom", "tf", "tf_static",
-                 "clock", "robot_description", "contact_markers")
+                 "clock", "robot_description", "contact_markers", "contact_state")
 
 
 class StatePublishers:
@@ -148,6 +148,12 @@ class StatePublishers:
                                     MARKERS_QOS)
             self._markers = ContactMarkers(sim, cfg["world_frame"])
             self._stream["contact_markers"] = self._contact_markers
+        if "contact_state" in self.streams:
+            self._contact_state_pub = pub("contact_state", Float64MultiArray,
+                                          topics["contact_state"], STATE_QOS)
+            self._contact_state_msg = cv.ContactStateMessage(
+                sim.contact_points.surface_of_point, len(sim.surface_names))
+            self._stream["contact_state"] = self._contact_state
         self._heard = set(self._stream)  # streams with a listener, refreshed while publishing
         self._refresh_at = 0.0
         self._world_frame = cfg["world_frame"]
@@ -233,6 +239,14 @@ class StatePublishers:
         # built only for a listener (RViz open, see publish): a MarkerArray goes through
         # rclpy's per-field conversion, ~0.2 ms for a few points, on the physics thread
         self._markers_pub.publish(self._markers.message(cv.time_msg(t_ns)))
+
+    def _contact_state(self, t_ns: int) -> None:
+        # ground truth, never delayed; built only for a listener (see publish): the
+        # readings, the momentum and rclpy's conversion of the array, on the physics thread
+        sim = self.sim
+        com, momentum = sim.centroidal_momentum()
+        self._contact_state_pub.publish(self._contact_state_msg(
+            t_ns, sim.contact_points_state(), com, momentum))
 
     def _tf(self, t_ns: int) -> None:
         sim, rows = self.sim, self._tf_rows

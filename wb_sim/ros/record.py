@@ -63,6 +63,7 @@ STREAM_TYPES = {
     "joint_commands": "sensor_msgs/msg/JointState",
     "effort_commands": "std_msgs/msg/Float64MultiArray",
     "external_wrench": "geometry_msgs/msg/WrenchStamped",
+    "contact_state": "std_msgs/msg/Float64MultiArray",  # built by the node only while recorded
 }
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 #: streams published once, transient-local

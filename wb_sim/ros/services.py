@@ -1,5 +1,6 @@
-"""The node's services: its own ``~/reset``, ``~/pause`` and ``~/step`` (std_srvs), and the
-ROS 2 ``simulation_interfaces`` (:mod:`.sim_interfaces`) where that package imports.
+"""The node's services: its own ``~/reset``, ``~/pause`` and ``~/step`` (std_srvs), the
+ROS 2 ``simulation_interfaces`` (:mod:`.sim_interfaces`) where that package imports, and
+(with it, whose types they use) the named snapshots (:mod:`.snapshots`).
 
 Both act through the node's simulation control (:class:`.sim_interfaces.Control`: reset,
 pause, step while paused), so they agree on what each does.
@@ -17,6 +18,8 @@ checked before anything runs (:mod:`.sim_interfaces`).
 
 from __future__ import annotations
 
+import array
+import re
 import threading
 import time
 
@@ -24,7 +27,10 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
 
-from .sim_interfaces import Control, SimulationInterfaces, interfaces
+from ..errors import CommandError
+from . import dynamics
+from .sim_interfaces import Control, SimulationInterfaces, filter_error, interfaces
+from .snapshots import SnapshotError, SnapshotStore
 
 #: services: a burst of calls (scripts resetting in a loop) is queued, not dropped, up to
 #: this depth per service; above it (a client sending faster than the node answers) the
@@ -104,6 +110,9 @@ class NodeServices:
         node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
         node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
         node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
+        from rcl_interfaces.srv import GetParameters
+        node.create_service(GetParameters, "~/get_dynamics",
+                            self.limiter.wrap(self._on_get_dynamics), **kw)
         self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
@@ -114,6 +123,109 @@ class NodeServices:
         else:
             self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
                                                        self.long_group, self.limiter)
+            self._snapshot_services(node, kw)
+
+    # ------------------------------------------------------------------ dynamics
+
+    def _on_get_dynamics(self, request, response):
+        """``~/get_dynamics`` (rcl_interfaces/srv/GetParameters): ``names`` the quantities
+        of :data:`.dynamics.QUANTITIES` (none: all of them, in that order), each answered
+        by one ParameterValue, all at one state (the lock held while they are computed)."""
+        from rcl_interfaces.msg import ParameterType, ParameterValue
+        T = ParameterType
+        with self.control.lock:
+            values = dynamics.query(self.control.sim, self.control.now_ns(), request.names)
+        out = []
+        for kind, x in values:
+            v = ParameterValue()
+            if kind == "int":
+                v.type, v.integer_value = T.PARAMETER_INTEGER, x
+            elif kind == "ints":
+                v.type, v.integer_array_value = T.PARAMETER_INTEGER_ARRAY, [int(i) for i in x]
+            elif kind == "doubles":
+                v.type, v.double_array_value = T.PARAMETER_DOUBLE_ARRAY, array.array("d", x)
+            elif kind == "strings":
+                v.type, v.string_array_value = T.PARAMETER_STRING_ARRAY, list(x)
+            else:  # an unknown name: its message, as a string
+                v.type, v.string_value = T.PARAMETER_STRING, x
+            out.append(v)
+        response.values = out
+        return response
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _snapshot_services(self, node, kw) -> None:
+        """``~/save_snapshot``, ``~/restore_snapshot``, ``~/delete_snapshot`` (each a
+        ``simulation_interfaces/srv/DeleteEntity``: its one string, ``entity``, is the
+        snapshot's name; its ``Result`` answers) and ``~/list_snapshots``
+        (``simulation_interfaces/srv/GetEntities``: the names, oldest first, that match
+        ``filters.filter``). No standard interface has snapshots; these two types are the
+        installed ones whose fields fit (docs/ros.md, "Snapshots")."""
+        _, srv = interfaces()
+        from simulation_interfaces.msg import Result
+        self._result_codes = {"invalid": Result.RESULT_OPERATION_FAILED,
+                              "full": Result.RESULT_OPERATION_FAILED,
+                              "not_found": Result.RESULT_NOT_FOUND}
+        self._ok_code = Result.RESULT_OK
+        cfg = self.control.cfg
+        self.snapshots = SnapshotStore(cfg["snapshots.max_count"],
+                                       cfg["snapshots.max_mb"] * 1e6)
+        for name, kind in (("save_snapshot", srv.DeleteEntity),
+                           ("restore_snapshot", srv.DeleteEntity),
+                           ("delete_snapshot", srv.DeleteEntity),
+                           ("list_snapshots", srv.GetEntities)):
+            node.create_service(kind, f"~/{name}", self.limiter.wrap(
+                self._snapshot_request(getattr(self, f"_{name}"))), **kw)
+
+    def _snapshot_request(self, act):
+        """A snapshot service: ``act(request, response)`` returns the message of a
+        success; a :class:`.snapshots.SnapshotError` (or the core's CommandError)
+        becomes the Result's code and message; the bounds are the live parameters'."""
+        def callback(request, response):
+            cfg = self.control.cfg
+            self.snapshots.max_count = cfg["snapshots.max_count"]
+            self.snapshots.max_bytes = cfg["snapshots.max_mb"] * 1e6
+            try:
+                message = act(request, response)
+                code = self._ok_code
+            except CommandError as e:
+                message = str(e)
+                code = self._result_codes[getattr(e, "kind", "invalid")]
+            response.result.result = code
+            response.result.error_message = message
+            return response
+        callback.__name__ = act.__name__
+        return callback
+
+    def _save_snapshot(self, request, response) -> str:
+        name = request.entity
+        self.snapshots.fits(name, 0)  # the count, before anything is copied
+        snap = self.control.take_snapshot()
+        replaced = self.snapshots.save(name, snap)
+        return (f"{'replaced' if replaced else 'saved'} snapshot {name!r} at t = "
+                f"{snap.t_ns / 1e9:.6f} s ({snap.nbytes / 1e6:.3f} MB; "
+                f"{len(self.snapshots.names())} of {self.snapshots.max_count} kept)")
+
+    def _restore_snapshot(self, request, response) -> str:
+        return self.control.restore_snapshot(self.snapshots.get(request.entity))
+
+    def _delete_snapshot(self, request, response) -> str:
+        snap = self.snapshots.delete(request.entity)
+        return f"deleted snapshot {request.entity!r} (of t = {snap.t_ns / 1e9:.6f} s)"
+
+    def _list_snapshots(self, request, response) -> str:
+        names = self.snapshots.names()
+        pattern = request.filters.filter
+        if pattern:
+            why = filter_error(pattern, max(names, key=len, default=""))
+            if why is not None:  # checked before it runs, as get_entities' filter
+                raise SnapshotError(f"filters.filter refused: {why}")
+            names = [n for n in names if re.search(pattern, n) is not None]
+        response.entities = names
+        return (f"{len(self.snapshots.names())} of {self.snapshots.max_count} snapshots, "
+                f"{self.snapshots.total_bytes / 1e6:.3f} of {self.snapshots.max_bytes / 1e6:g} "
+                f"MB; " + ", ".join(f"{n}: t = {self.snapshots.get(n).t_ns / 1e9:.6f} s"
+                                     for n in names))
 
     def _pace_parameter_services(self, node) -> None:
         """rclpy's parameter services (made with the node, in its default group): into the

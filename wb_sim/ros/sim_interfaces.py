@@ -143,6 +143,14 @@ class Control(Protocol):
 
     def now_msg(self) -> Any: ...  # builtin_interfaces/Time of the current step
 
+    cfg: Any  #: the node's parameters (the snapshots' bounds)
+
+    def now_ns(self) -> int: ...  # the simulated time of the state now, ns
+
+    def take_snapshot(self) -> Any: ...  # a .snapshots.NodeSnapshot of now
+
+    def restore_snapshot(self, snap: Any) -> str: ...  # back to it (the clock goes on)
+
 
 def interfaces():
     """(msg, srv) modules of simulation_interfaces, or None where it does not import."""

@@ -23,6 +23,7 @@ STREAMS: tuple[tuple[str, str], ...] = (
     ("actuators", "publish.actuators_rate_hz"),
     ("tf", "publish.tf_rate_hz"),
     ("contact_markers", "publish.contact_markers_rate_hz"),
+    ("contact_state", "publish.contact_state_rate_hz"),
 )
 
 

@@ -120,6 +120,16 @@ class CommandTiming:
         self.started = False  #: a command has acted (the first one acts at once)
         self.dropped = 0  #: commands lost since the last clear
 
+    def shift(self, shift_ns: int) -> None:
+        """Move every time of the line on by ``shift_ns`` (a node snapshot restored later
+        on the node's clock, which never goes back: each pending command keeps its delay)."""
+        self._release_ns = [r + shift_ns for r in self._release_ns]
+        self._stamp_ns = [None if s is None else s + shift_ns for s in self._stamp_ns]
+        if self.count:
+            self.next_release_ns += shift_ns
+        if self._last_release_ns >= 0:
+            self._last_release_ns += shift_ns
+
     def admit(self, now_ns: int) -> int | None:
         """A valid command arrives at ``now_ns``: the time (ns) at which it becomes the
         active command, or None if it is lost. Draws two numbers whenever jitter or
