@@ -185,9 +185,10 @@ PARAMETERS: tuple[Param, ...] = (
           "until n steps have passed); Simulator.state stays the true state. 0 = none.",
           lo=0, hi=MAX_SENSOR_DELAY_STEPS),
     # --- contact sensors (wb_sim/sensors.py)
-    Param("contact_sensors.active", "bool", True, "",
+    Param("contact_sensors.active", "bool", False, "",
           "Contact sensors on every contact surface and, with collision.enabled, every link "
-          "meeting the ground: Simulator.contact_states."),
+          "meeting the ground: Simulator.contact_states (opt-in: their debounce is updated at "
+          "every step, about 10 us a step on iCub, 9 % of its step)."),
     Param("contact_sensors.threshold", "float", 1.0, "N",
           "A body is in contact (raw) when the sum of its contacts' normal forces exceeds it.",
           lo=0.0),

@@ -37,7 +37,8 @@ def debounce(raw, n_on, n_off):
 def drop_and_lift(threshold=1.0, t_on=0.005, t_off=0.003):
     sim = wb_sim.Simulator.from_params(box_params(**{
         "initial.base_position": [0.0, 0.0, BOX_LZ / 2 + DROP], "imu.frame": "",
-        "contact_sensors.threshold": threshold, "contact_sensors.t_on": t_on,
+        "contact_sensors.active": True, "contact_sensors.threshold": threshold,
+        "contact_sensors.t_on": t_on,
         "contact_sensors.t_off": t_off}))
     fn, raw, deb = [], [], []
     for k in range(700):
@@ -80,7 +81,7 @@ def test_debounced_contact_lags_by_the_configured_times():
 def test_the_debounce_is_part_of_the_snapshot():
     sim = wb_sim.Simulator.from_params(box_params(**{
         "initial.base_position": [0.0, 0.0, BOX_LZ / 2 + DROP], "imu.frame": "",
-        "contact_sensors.t_on": 0.01}))
+        "contact_sensors.active": True, "contact_sensors.t_on": 0.01}))
     while not sim.contact_states["foot"].in_contact:
         sim.step(np.zeros(0))
     sim.step(np.zeros(0))
@@ -100,7 +101,7 @@ def test_the_debounce_is_part_of_the_snapshot():
 
 
 def test_links_with_whole_body_collision_have_contact_sensors():
-    sim = make_humanoid(**{"contact_sensors.threshold": 0.5})  # zero torque: it falls
+    sim = make_humanoid(**{"contact_sensors.active": True, "contact_sensors.threshold": 0.5})  # zero torque: it falls
     names = sim.contact_sensors.names
     assert names[:2] == ("left_foot", "right_foot") and "pelvis" in names
     touched = set()
