@@ -148,13 +148,17 @@ def plot_campaign(campaign: Campaign, rows: list, directory: Path) -> list:
         for name, s in series.items():
             rate = np.array([s[g].mean() for g in groups])
             ax.plot(centres, 100 * rate, "o-" if name == "stands" else "s--", label=name)
-        for c, g in zip(centres, groups):
-            ax.annotate(f"n={int(g.sum())}", (c, 0), textcoords="offset points", xytext=(0, -14),
-                        ha="center", fontsize=7)
+        # the case counts under the points, on two rows when the points are close (random
+        # samples binned unevenly): neighbours' labels no longer overlap
+        span = float(np.ptp(centres)) or 1.0
+        close = len(centres) > 1 and float(np.min(np.diff(centres))) < 0.08 * span
+        for i, (c, g) in enumerate(zip(centres, groups)):
+            ax.annotate(f"n={int(g.sum())}", (c, 0), textcoords="offset points",
+                        xytext=(0, -14 - (9 if close and i % 2 else 0)), ha="center", fontsize=7)
         ax.legend()
         ax.set_xlabel(key)
         ax.set_ylabel("% of the cases")
-        ax.set_ylim(-12, 105)
+        ax.set_ylim(-18 if close else -12, 105)
         ax.grid(True, alpha=0.3)
         ax.set_title(f"stands / fell against {key}")
         made.append(_save(plt, fig, directory / f"success_vs_{key.replace('/', '_')}.png"))
