@@ -179,7 +179,9 @@ def test_a_big_collision_box_is_built_at_once_as_nothing_is_sampled():
     """A tiny collision.point_spacing on a 100 m box hung the start (83 s, then out of
     memory); the exact geometry samples nothing (the key is gone: refused as unknown),
     so the box is its 8 corners whatever its size."""
-    params = _one_joint(g='<box size="100 100 100"/>', **{"collision.enabled": True})
+    # above the ground: a body 50 m into it is refused at the start (initial.base_position)
+    params = _one_joint(g='<box size="100 100 100"/>', **{"collision.enabled": True,
+                                                          "initial.base_position": [0, 0, 51.0]})
     sim = wb_sim.Simulator.from_params(params)
     assert sim.collision.m == 8
     with pytest.raises(ConfigError, match="unknown parameter 'collision.point_spacing'"):

@@ -77,8 +77,9 @@ COMMAND_STREAMS = ("joint_commands", "effort_commands")
 LOOK_S = 0.5
 #: seconds a controller has to answer for its parameters
 CONTROLLER_WAIT_S = 10.0
-#: seconds the recorder, told to stop, still waits for the parameters on the way
-FINISH_S = 2.0
+#: seconds the recorder, told to stop, still waits for the parameters on the way (a 1 s
+#: recording in CI ended before a controller discovered late had answered, with 2 s)
+FINISH_S = 5.0
 #: seconds between two polls of the subscriptions
 POLL_S = 0.01
 #: seconds between chunks on disk: a killed recorder (or a full disk) loses at most about this
