@@ -471,7 +471,7 @@ def history_from_bag(path: str | Path) -> History:
         ref = np.where((k >= 0)[:, None], np.array(rows)[np.maximum(k, 0)], np.nan)
 
     dt = dt_ns / NS if dt_ns else math.nan
-    drives = _drives(path, data, params, robot, wall_ns, dt)
+    drives = _drives(path, data, params, robot, urdf, wall_ns, dt)
     return History(
         t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
         contact_force=force.reshape(len(wrenches), n, 3), joint_positions=qj,
@@ -485,8 +485,8 @@ def history_from_bag(path: str | Path) -> History:
         **drives)
 
 
-def _drives(path: Path, data: dict, params: dict[str, Any], robot, wall_ns: np.ndarray,
-            dt: float) -> dict[str, Any]:
+def _drives(path: Path, data: dict, params: dict[str, Any], robot, urdf: str,
+            wall_ns: np.ndarray, dt: float) -> dict[str, Any]:
     """The History fields of the drives (actuator model, driven joints, constants, readings
     at the joint-state samples; NaN at a sample without a reading), or {} without readings.
     Each reading message takes the sample of the joint state received last before it."""
@@ -502,7 +502,8 @@ def _drives(path: Path, data: dict, params: dict[str, Any], robot, wall_ns: np.n
         from ..config import load_config
 
         try:
-            cfg = load_config({k: v for k, v in params.items() if k.startswith("actuators.")})
+            cfg = load_config({"robot_description": urdf, **{
+                k: v for k, v in params.items() if k.startswith("actuators.")}})
             model, driven, constants = drive_parameters(make_actuators(
                 robot, cfg.actuators, dt if dt > 0 else 1e-3))  # (dt: not in the constants)
         except WbSimError as e:
