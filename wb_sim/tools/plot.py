@@ -20,8 +20,8 @@ or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
 and, for a run with drives (``actuators.model`` other than ``ideal``), per driven joint:
 
 * ``motor_current.png``: the winding current against the stall current V / R;
-* ``motor_temperature.png``: the winding temperature against its limit (and where
-  derating starts);
+* ``motor_temperature.png``: the winding temperature against its limit (each limit drawn
+  where the peak reaches a quarter of it, as the torques');
 * ``torque_speed.png`` (``dc_motor``): the drive's operating points (joint speed at the
   step's start, joint torque; :func:`~wb_sim.tools.recording.operating_points`) inside
   the torque-speed envelope N eta kt (+-V - kt N omega) / R.
@@ -363,6 +363,16 @@ def _drive_grid(h: History, score: np.ndarray, what: str, how: str, time_axis: b
     return fig, axes, ks
 
 
+def _drive_legend(fig, axes) -> None:
+    """One legend for the figure: every label drawn in some plot, once."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside upper right")
+
+
 def _finite(*arrays) -> np.ndarray:
     """Rows where every one of the (n,) arrays is finite."""
     ok = np.ones(arrays[0].shape, dtype=bool)
@@ -384,14 +394,14 @@ def _motor_current(h: History, out_dir: Path) -> Path:
         ax.plot(h.t[ok], h.motor_current[ok, k], label="current")
         title = h.actuator_joints[k]
         if math.isfinite(stall[k]):
-            ax.axhline(stall[k], color="r", linestyle="--", label="stall current V / R")
-            ax.axhline(-stall[k], color="r", linestyle="--")
+            if use[k] >= LIMIT_IN_VIEW:
+                ax.axhline(stall[k], color="r", linestyle="--", label="stall current V / R")
+                ax.axhline(-stall[k], color="r", linestyle="--")
             title += f"\npeak {100 * use[k]:.0f} % of ±{stall[k]:.3g} A (V / R)"
         ax.set_title(title)
         _min_span(ax, 0.1)
         ax.set_ylabel("current [A]")
-    if ks:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper right")
+    _drive_legend(fig, axes[:len(ks)])
     return _save(fig, out_dir, "motor_current.png")
 
 
@@ -406,15 +416,16 @@ def _motor_temperature(h: History, out_dir: Path) -> Path:
     for ax, k in zip(axes, ks):
         ok = _finite(h.motor_temperature[:, k])
         ax.plot(h.t[ok], h.motor_temperature[ok, k], color="C3", label="winding")
-        title = f"{h.actuator_joints[k]}\npeak {peak[k]:.4g} C (+{rise[k]:.3g} K)"
+        title = f"{h.actuator_joints[k]}\npeak {peak[k]:.4g} C (+{rise[k]:.2g} K)"
         if math.isfinite(limit[k]):
-            ax.axhline(limit[k], color="k", linestyle="--", label="temperature limit")
             title += f", limit {limit[k]:g} C"
+            start = h.motor_temperature[ok, k][0] if ok.any() else limit[k]
+            if rise[k] >= LIMIT_IN_VIEW * (limit[k] - start):  # (else it flattens the curve)
+                ax.axhline(limit[k], color="k", linestyle="--", label="temperature limit")
         ax.set_title(title)
         _min_span(ax, 0.01)
         ax.set_ylabel("temperature [C]")
-    if ks:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper right")
+    _drive_legend(fig, axes[:len(ks)])
     return _save(fig, out_dir, "motor_temperature.png")
 
 
@@ -456,8 +467,7 @@ def _torque_speed(h: History, out_dir: Path) -> Path:
                      f"stall {stall[k]:.3g} N*m, no-load {no_load[k]:.3g} rad/s")
         ax.set_xlabel("joint speed [rad/s]")
         ax.set_ylabel("joint torque [N*m]")
-    if ks:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside upper right")
+    _drive_legend(fig, axes[:len(ks)])
     return _save(fig, out_dir, "torque_speed.png")
 
 
