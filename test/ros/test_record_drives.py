@@ -16,6 +16,11 @@ Checked:
   from t = 0), and (nearly) none elsewhere;
 * ``wb_sim_plot`` on the bag writes the eight figures, the drives' three among them.
 
+Measured when written (3 s of wall time): 226 messages on each reading topic against 2248
+joint states; readings on all 225 samples at whole 10 ms steps and on none elsewhere; the
+drive's torque equal to the effort (difference 0), its speed to the previous velocity
+within 2.7e-16 rad/s.
+
 Skipped without rclpy, rosbags or matplotlib unless ``WB_SIM_REQUIRE_ROS=1``.
 """
 
