@@ -11,7 +11,9 @@ records, under the names the parameters give them:
 * the outputs: ``joint_states``, ``imu/data``, ``odom/ground_truth``,
   ``contact_wrench/<S>`` for each surface S of ``contact_surfaces`` (and
   ``contact_wrench/collision`` with ``collision.enabled``), ``/tf``,
-  ``/tf_static``, ``/clock``, ``robot_description``;
+  ``/tf_static``, ``/clock``, ``robot_description``, and the drives' readings
+  ``actuators/current``, ``actuators/voltage``, ``actuators/temperature`` where
+  ``actuators.model`` is not ``ideal`` (the node publishes them only then);
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
 While it records, it asks every node that publishes on the recorded command
@@ -66,6 +68,9 @@ STREAM_TYPES = {
     "contact_state": "std_msgs/msg/Float64MultiArray",  # built by the node only while recorded
 }
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
+ARRAY_TYPE = "std_msgs/msg/Float64MultiArray"
+#: the drives' readings under the prefix topics.actuators (conversions.ACTUATOR_READINGS' names)
+ACTUATOR_TOPICS = ("current", "voltage", "temperature")
 #: streams published once, transient-local
 LATCHED = ("robot_description", "tf_static")
 PARAMETERS_TOPIC = "/wb_sim_record/parameters"
@@ -120,6 +125,9 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
             out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench"))
         if params.get("collision.enabled"):  # the other links' total wrench
             out.append((absolute(f"{prefix}/collision"), WRENCH_TYPE, "contact_wrench"))
+    prefix = params.get("topics.actuators", DEFAULT_TOPICS["actuators"])
+    if prefix and params.get("actuators.model", "ideal") != "ideal":
+        out += [(absolute(f"{prefix}/{r}"), ARRAY_TYPE, "actuators") for r in ACTUATOR_TOPICS]
     if only is not None:
         wanted = {absolute(t) for t in only}
         out = [o for o in out if o[0] in wanted]

@@ -5,7 +5,7 @@ The bag may come from ``wb_sim_record`` or from ``ros2 bag record`` (MCAP or
 sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
 
 * ``joint_states`` (sensor_msgs/JointState): the time base (one sample per
-  stamp), joint positions and the applied efforts;
+  stamp), joint positions, velocities and the applied efforts;
 * ``odom/ground_truth`` (nav_msgs/Odometry): the world pose of the floating base;
 * ``contact_wrench/<surface>`` (geometry_msgs/WrenchStamped): force and torque
   in the surface frame ``header.frame_id``, rotated here into the world frame;
@@ -13,9 +13,14 @@ sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
   gives the centre of mass and the surface frames' orientation;
 * ``joint_commands`` (sensor_msgs/JointState): the reference positions, when
   the controller fills ``position`` (the example controller does);
+* ``actuators/current``, ``actuators/voltage``, ``actuators/temperature``
+  (std_msgs/Float64MultiArray, joint_states order): the drives' readings. The type has
+  no stamp: each message is given the sample of the joint state received last before
+  it (the node publishes both at the same step, joint states first); the drives'
+  constants (torque-speed envelope) come from the recorded ``actuators.*`` parameters;
 * ``wb_sim_record/parameters`` (std_msgs/String, JSON written by
   ``wb_sim_record``): the simulator's parameters (friction coefficient, ground
-  normal, gravity, floating base, effort limits, topic names). Without it (a
+  normal, gravity, floating base, effort limits, topic names, drives). Without it (a
   bag of ``ros2 bag record``) the friction coefficient is unknown (NaN) and
   the other values are the parameters' defaults, the floating base inferred
   from the presence of odometry.
@@ -41,7 +46,7 @@ import numpy as np
 import pinocchio as pin
 
 from ..errors import WbSimError
-from .recording import History, RecordingError, joint_units
+from .recording import DRIVE_COLUMNS, History, RecordingError, drive_parameters, joint_units
 
 #: topic of the simulator's parameters (JSON) written by wb_sim_record
 PARAMETERS_TOPIC = "/wb_sim_record/parameters"
@@ -53,7 +58,10 @@ NS = 1_000_000_000
 #: holds them equal), for a bag without the recorder's parameters
 DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
                   "contact_wrench": "contact_wrench", "robot_description": "robot_description",
-                  "joint_commands": "joint_commands"}
+                  "joint_commands": "joint_commands", "actuators": "actuators"}
+#: the drives' readings under the prefix topics.actuators, and their History fields
+ACTUATOR_READINGS = {"current": "motor_current", "voltage": "motor_voltage",
+                     "temperature": "motor_temperature"}
 
 
 #: the name under the contact_wrench prefix of the other links' total wrench
@@ -267,6 +275,8 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
                   for k, d in DEFAULT_TOPICS.items()}
         wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
                                       "joint_commands")}
+        drives = {r: f"{topics['actuators'].rstrip('/')}/{r}" for r in ACTUATOR_READINGS}
+        wanted |= set(drives.values())
         prefix = topics["contact_wrench"].rstrip("/") + "/"
         # <prefix>/collision is the other links' total wrench (whole-body collision), not a
         # contact surface (no surface can take that name: it is a parameter group)
@@ -279,7 +289,7 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
             except Exception as e:  # noqa: BLE001 - rosbags raises several types
                 raise RecordingError(f"'{path}': cannot decode a '{c.msgtype}' message on "
                                      f"'{c.topic}': {e}") from None
-    return {"topics": topics, "prefix": prefix, **msgs}, types, params
+    return {"topics": topics, "prefix": prefix, "drives": drives, **msgs}, types, params
 
 
 def _stamp(msg) -> int:
@@ -350,6 +360,7 @@ def history_from_bag(path: str | Path) -> History:
     t_ns = np.array([_stamp(m) for _, m in js_msgs], dtype=np.int64)
     wall_ns = np.array([log for log, _ in js_msgs], dtype=np.int64)
     qj = np.full((len(js_msgs), nj), np.nan)
+    vj = np.full((len(js_msgs), nj), np.nan)
     tau = np.full((len(js_msgs), nj), np.nan)
     order_cache: dict[tuple, np.ndarray] = {}
     for i, (_, m) in enumerate(js_msgs):
@@ -363,6 +374,8 @@ def history_from_bag(path: str | Path) -> History:
             cols = order_cache[key] = np.array([index[n] for n in key], dtype=np.intp)
         if len(m.position) == len(cols):
             qj[i, cols] = m.position
+        if len(m.velocity) == len(cols):
+            vj[i, cols] = m.velocity
         if len(m.effort) == len(cols):
             tau[i, cols] = m.effort
 
@@ -398,7 +411,7 @@ def history_from_bag(path: str | Path) -> History:
     if not keep.any():
         raise RecordingError(f"'{path}': the joint states, odometry and contact wrenches do "
                              f"not overlap in time")
-    t_ns, wall_ns, qj, tau = t_ns[keep], wall_ns[keep], qj[keep], tau[keep]
+    t_ns, wall_ns, qj, vj, tau = t_ns[keep], wall_ns[keep], qj[keep], vj[keep], tau[keep]
     n = t_ns.size
 
     # configurations -> centre of mass and surface orientations
@@ -458,6 +471,7 @@ def history_from_bag(path: str | Path) -> History:
         ref = np.where((k >= 0)[:, None], np.array(rows)[np.maximum(k, 0)], np.nan)
 
     dt = dt_ns / NS if dt_ns else math.nan
+    drives = _drives(path, data, params, robot, urdf, wall_ns, dt)
     return History(
         t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
         contact_force=force.reshape(len(wrenches), n, 3), joint_positions=qj,
@@ -467,4 +481,52 @@ def history_from_bag(path: str | Path) -> History:
         ground_normal=np.array(params.get("ground.normal", [0.0, 0.0, 1.0]), dtype=float),
         friction_coefficient=float(params.get("contact.friction_coefficient", math.nan)),
         mass=robot.mass, gravity=np.array(params.get("gravity", [0.0, 0.0, -9.81]), dtype=float),
-        robot=str(model.name), dt=dt, joint_units=joint_units(robot))
+        robot=str(model.name), dt=dt, joint_units=joint_units(robot), joint_velocities=vj,
+        **drives)
+
+
+def _drives(path: Path, data: dict, params: dict[str, Any], robot, urdf: str,
+            wall_ns: np.ndarray, dt: float) -> dict[str, Any]:
+    """The History fields of the drives (actuator model, driven joints, constants, readings
+    at the joint-state samples; NaN at a sample without a reading), or {} without readings.
+    Each reading message takes the sample of the joint state received last before it."""
+    msgs = {r: data[topic] for r, topic in data["drives"].items()}
+    if not any(msgs.values()):
+        return {}
+    nj, n = robot.nj, wall_ns.size
+    model = str(params.get("actuators.model", ""))
+    driven: tuple[str, ...] = ()
+    constants = None
+    if model and model != "ideal":
+        from ..actuators import make_actuators
+        from ..config import load_config
+
+        try:
+            cfg = load_config({"robot_description": urdf, **{
+                k: v for k, v in params.items() if k.startswith("actuators.")}})
+            model, driven, constants = drive_parameters(make_actuators(
+                robot, cfg.actuators, dt if dt > 0 else 1e-3))  # (dt: not in the constants)
+        except WbSimError as e:
+            raise RecordingError(f"'{path}': the recorded actuators.* parameters: {e}") from None
+    else:  # a bag without the recorder's parameters: the joints with readings, no constants
+        seen = np.zeros(nj, dtype=bool)
+        for _, m in (lm for ms in msgs.values() for lm in ms):
+            if len(m.data) == nj:
+                seen |= np.isfinite(np.asarray(m.data, dtype=float))
+        driven = tuple(j for j, s in zip(robot.joint_names, seen) if s)
+        model = ""
+    cols = np.array([robot.joint_names.index(j) for j in driven], dtype=int)
+    order = np.argsort(wall_ns, kind="stable")
+    received = wall_ns[order]
+    out: dict[str, Any] = {"actuator_model": model, "actuator_joints": driven,
+                           "drive_parameters": constants if constants is not None
+                           else np.full((len(driven), len(DRIVE_COLUMNS)), np.nan)}
+    for reading, field in ACTUATOR_READINGS.items():
+        values = np.full((n, len(driven)), np.nan)
+        for log_ns, m in msgs[reading]:
+            k = int(np.searchsorted(received, log_ns, side="right")) - 1
+            if k < 0 or len(m.data) != nj:
+                continue  # before the first joint state kept, or not this robot's
+            values[order[k]] = np.asarray(m.data, dtype=float)[cols]
+        out[field] = values
+    return out

@@ -15,7 +15,16 @@ or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
   with the largest tracking errors when there are many);
 * ``torques.png``: applied torques against their limits (the joints closest to
   their limits when there are many);
-* ``real_time_factor.png``: simulated time over wall-clock time, over the run.
+* ``real_time_factor.png``: simulated time over wall-clock time, over the run;
+
+and, for a run with drives (``actuators.model`` other than ``ideal``), per driven joint:
+
+* ``motor_current.png``: the winding current against the stall current V / R;
+* ``motor_temperature.png``: the winding temperature against its limit (each limit drawn
+  where the peak reaches a quarter of it, as the torques');
+* ``torque_speed.png`` (``dc_motor``): the drive's operating points (joint speed at the
+  step's start, joint torque; :func:`~wb_sim.tools.recording.operating_points`) inside
+  the torque-speed envelope N eta kt (+-V - kt N omega) / R.
 
 matplotlib is imported here, inside the functions, and never by ``import wb_sim``.
 """
@@ -31,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import WbSimError
-from .recording import History, RecordingError
+from .recording import History, RecordingError, operating_points, torque_speed_envelope
 
 #: at most this many joints in the joint grids
 MAX_JOINTS = 12
@@ -174,16 +183,17 @@ def _contact_forces(h: History, out_dir: Path) -> Path:
     return _save(fig, out_dir, "contact_forces.png")
 
 
-def _joint_grid(h: History, idx: list[int], title: str):
-    """A figure with a grid of small plots, one per joint of ``idx``."""
+def _joint_grid(h: History, idx: list[int], title: str, time_axis: bool = True):
+    """A figure with a grid of small plots, one per joint of ``idx``; ``time_axis``: they
+    share the simulated time as x axis."""
     rows = max(1, math.ceil(len(idx) / COLUMNS))
     cols = min(COLUMNS, max(1, len(idx)))
     fig = _figure(3.1 * cols + 0.6, 2.35 * rows + 1.0)
     fig.suptitle(title)
-    axes = fig.subplots(rows, cols, sharex=True, squeeze=False)
+    axes = fig.subplots(rows, cols, sharex=time_axis, squeeze=False)
     for ax in axes.flat[len(idx):]:
         ax.set_visible(False)
-    for r in range(rows):  # the bottom visible plot of each column gets the time axis label
+    for r in range(rows if time_axis else 0):  # the bottom visible plot of each column gets the time axis label
         for c in range(cols):
             if r * cols + c < len(idx) and (r + 1) * cols + c >= len(idx):
                 axes[r, c].set_xlabel("simulated time [s]")
@@ -343,12 +353,131 @@ def _real_time_factor(h: History, out_dir: Path) -> Path:
     return _save(fig, out_dir, "real_time_factor.png")
 
 
+def _drive_grid(h: History, score: np.ndarray, what: str, how: str, time_axis: bool = True):
+    """A joint grid over the driven joints with the largest ``score`` (all when few):
+    (figure, axes, the driven joints' indices k in actuator_joints order)."""
+    m = len(h.actuator_joints)
+    ks = _pick(score)
+    title = what if len(ks) == m else f"{what}, {len(ks)} of {m} driven joints, those with {how}"
+    fig, axes = _joint_grid(h, ks, _title(h, title), time_axis)
+    return fig, axes, ks
+
+
+def _drive_legend(fig, axes) -> None:
+    """One legend for the figure: every label drawn in some plot, once."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen), loc="outside upper right")
+
+
+def _finite(*arrays) -> np.ndarray:
+    """Rows where every one of the (n,) arrays is finite."""
+    ok = np.ones(arrays[0].shape, dtype=bool)
+    for a in arrays:
+        ok &= np.isfinite(a)
+    return ok
+
+
+def _motor_current(h: History, out_dir: Path) -> Path:
+    stall = h.drive("supply_voltage") / h.drive("resistance")  # A
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peak = np.nanmax(np.abs(h.motor_current), axis=0, initial=0.0)
+        use = np.where(np.isfinite(stall), peak / stall, peak)
+    fig, axes, ks = _drive_grid(h, use, f"motor current ({h.actuator_model})",
+                                "the largest peak current / stall current")
+    for ax, k in zip(axes, ks):
+        ok = _finite(h.motor_current[:, k])
+        ax.plot(h.t[ok], h.motor_current[ok, k], label="current")
+        title = h.actuator_joints[k]
+        if math.isfinite(stall[k]):
+            if use[k] >= LIMIT_IN_VIEW:
+                ax.axhline(stall[k], color="r", linestyle="--", label="stall current V / R")
+                ax.axhline(-stall[k], color="r", linestyle="--")
+            title += f"\npeak {100 * use[k]:.0f} % of ±{stall[k]:.3g} A (V / R)"
+        ax.set_title(title)
+        _min_span(ax, 0.1)
+        ax.set_ylabel("current [A]")
+    _drive_legend(fig, axes[:len(ks)])
+    return _save(fig, out_dir, "motor_current.png")
+
+
+def _motor_temperature(h: History, out_dir: Path) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peak = np.nanmax(h.motor_temperature, axis=0, initial=-np.inf)
+        rise = peak - np.nanmin(h.motor_temperature, axis=0, initial=np.inf)
+    limit = h.drive("temperature_limit")
+    fig, axes, ks = _drive_grid(h, rise, f"winding temperature ({h.actuator_model})",
+                                "the largest rise")
+    for ax, k in zip(axes, ks):
+        ok = _finite(h.motor_temperature[:, k])
+        ax.plot(h.t[ok], h.motor_temperature[ok, k], color="C3", label="winding")
+        title = f"{h.actuator_joints[k]}\npeak {peak[k]:.4g} C (+{rise[k]:.2g} K)"
+        if math.isfinite(limit[k]):
+            title += f", limit {limit[k]:g} C"
+            start = h.motor_temperature[ok, k][0] if ok.any() else limit[k]
+            if rise[k] >= LIMIT_IN_VIEW * (limit[k] - start):  # (else it flattens the curve)
+                ax.axhline(limit[k], color="k", linestyle="--", label="temperature limit")
+        ax.set_title(title)
+        _min_span(ax, 0.01)
+        ax.set_ylabel("temperature [C]")
+    _drive_legend(fig, axes[:len(ks)])
+    return _save(fig, out_dir, "motor_temperature.png")
+
+
+#: an operating point is on the envelope when its terminal voltage is within this
+#: fraction of the supply voltage
+ON_ENVELOPE = 1e-9
+
+
+def _torque_speed(h: History, out_dir: Path) -> Path:
+    speed, torque = operating_points(h)
+    kt, r, v, n, eta = (h.drive(c) for c in ("torque_constant", "resistance", "supply_voltage",
+                                              "gear_ratio", "gear_efficiency"))
+    stall, no_load = n * eta * kt * v / r, v / (kt * n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        use = np.nanmax(np.abs(torque), axis=0, initial=0.0) / stall
+        on = np.abs(h.motor_voltage) >= (1.0 - ON_ENVELOPE) * v
+    fig, axes, ks = _drive_grid(h, use, "torque-speed: the drives' operating points in the "
+                                "dc_motor envelope", "the largest peak torque / stall torque",
+                                time_axis=False)
+    lim = h.torque_limits[h.drive_index]
+    for ax, k in zip(axes, ks):
+        ok = _finite(speed[:, k], torque[:, k])
+        w, tau = speed[ok, k], torque[ok, k]
+        lo_w = min(-1.1 * no_load[k], float(w.min(initial=0.0)))
+        hi_w = max(1.1 * no_load[k], float(w.max(initial=0.0)))
+        grid = np.linspace(lo_w, hi_w, 200)
+        lower, upper = torque_speed_envelope(h, grid)
+        ax.plot(w, tau, ".", markersize=2, alpha=0.5, label="operating points")
+        ax.plot(grid, upper[:, k], "r-", label="envelope N eta kt (±V - kt N w) / R")
+        ax.plot(grid, lower[:, k], "r-")
+        top = max(1.15 * stall[k], float(np.abs(tau).max(initial=0.0)) * 1.05)
+        if math.isfinite(lim[k]) and lim[k] < top:
+            ax.axhline(lim[k], color="k", linestyle=":", label="effort limit")
+            ax.axhline(-lim[k], color="k", linestyle=":")
+        ax.set_xlim(lo_w, hi_w)
+        ax.set_ylim(-top, top)
+        ax.set_title(f"{h.actuator_joints[k]}: {int(on[ok, k].sum())} of {int(ok.sum())} on it\n"
+                     f"stall {stall[k]:.3g} N*m, no-load {no_load[k]:.3g} rad/s")
+        ax.set_xlabel("joint speed [rad/s]")
+        ax.set_ylabel("joint torque [N*m]")
+    _drive_legend(fig, axes[:len(ks)])
+    return _save(fig, out_dir, "torque_speed.png")
+
+
 # ----------------------------------------------------------------------------- API
 
 
 def plot_history(history: History, out_dir: str | Path) -> list[Path]:
     """Write the PNG figures of a history into ``out_dir`` (created if needed);
-    returns their paths. ``contact_forces.png`` only when there are contact surfaces.
+    returns their paths. ``contact_forces.png`` only when there are contact surfaces, the
+    drives' figures only when the run had drives (``torque_speed.png``: dc_motor).
     An empty history is refused: its plots would be empty axes."""
     if len(history.t) == 0:
         raise RecordingError("the history holds no samples (call Recorder.record(sim) after "
@@ -372,6 +501,11 @@ def plot_history(history: History, out_dir: str | Path) -> list[Path]:
         if h.joint_names:
             paths += [_joint_tracking(h, out), _torques(h, out)]
         paths.append(_real_time_factor(h, out))
+        if h.actuator_joints and np.isfinite(h.motor_current).any():
+            paths += [_motor_current(h, out), _motor_temperature(h, out)]
+            if h.actuator_model == "dc_motor" and np.isfinite(h.drive_parameters).all() \
+                    and np.isfinite(h.motor_voltage).any():
+                paths.append(_torque_speed(h, out))
     return paths
 
 
@@ -397,7 +531,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="wb_sim_plot", description="PNG plots of a wb_sim run: base and centre of mass, "
         "contact forces with the friction cone, joint tracking, torques against their limits, "
-        "real-time factor.")
+        "real-time factor; with drives: motor current, winding temperature and the "
+        "torque-speed envelope.")
     ap.add_argument("input", help="a history (.npz from 'python -m wb_sim --record') or a "
                                   "rosbag2 of the node's topics (directory or .mcap file)")
     ap.add_argument("-o", "--output", metavar="OUT_DIR",

@@ -13,7 +13,12 @@ numpy only (the plots import matplotlib themselves, the bag reader rosbags)::
 
 Frames and units: positions in the world frame (m), contact forces of the
 ground on each surface in the world frame (N), joint positions in rad (m for
-prismatic joints), torques in N*m (N), times in s.
+prismatic joints), joint velocities in rad/s (m/s), torques in N*m (N), times in s.
+
+With drives (``actuators.model`` other than ``ideal``) the history also holds, per
+driven joint, the drives' readings (winding current A, terminal voltage V, winding
+temperature C) and, for ``dc_motor``, the motor constants the torque-speed envelope is
+drawn from (:data:`DRIVE_COLUMNS`, :func:`operating_points`, :func:`torque_speed_envelope`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,17 @@ import numpy as np
 
 from ..errors import WbSimError
 
-#: format version written into every .npz history
-FORMAT_VERSION = 1
+#: format version written into every .npz history (2: joint velocities and the drives'
+#: readings; a version 1 file reads with them unknown)
+FORMAT_VERSION = 2
+
+#: the columns of :attr:`History.drive_parameters`, one row per driven joint: the
+#: dc_motor's constants (``actuators.<column>``, units of docs/parameters.md)
+DRIVE_COLUMNS = ("torque_constant", "resistance", "supply_voltage", "gear_ratio",
+                 "gear_efficiency", "temperature_limit")
+#: the History fields a version 1 file lacks (their defaults stand)
+_ADDED_IN_2 = ("joint_velocities", "actuator_model", "actuator_joints", "motor_current",
+               "motor_voltage", "motor_temperature", "drive_parameters")
 
 
 class RecordingError(WbSimError, ValueError):
@@ -49,7 +63,9 @@ class History:
     """Recorded signals of a run, one row per sample.
 
     ``n`` samples, ``nj`` joints (``joint_names`` order), ``ns`` contact
-    surfaces (``surface_names`` order). Unknown values are NaN.
+    surfaces (``surface_names`` order), ``m`` driven joints (``actuator_joints``: those
+    of ``actuators.joints`` when a motor model drives them; none with ideal drives).
+    Unknown values are NaN (a drive's reading at a sample where none was recorded).
     """
 
     t: np.ndarray  #: (n,) simulated time, s
@@ -72,6 +88,14 @@ class History:
     robot: str = ""  #: robot (URDF model) name
     dt: float = math.nan  #: physics step, s
     joint_units: tuple[str, ...] = ()  #: "rad" or "m" per joint ('' = all rad)
+    joint_velocities: np.ndarray | None = None  #: (n, nj) rad/s (m/s); None: unknown (NaN)
+    actuator_model: str = "ideal"  #: actuators.model of the run ('' = unknown)
+    actuator_joints: tuple[str, ...] = ()  #: the m joints a motor model drives
+    motor_current: np.ndarray | None = None  #: (n, m) winding current of the step, A
+    motor_voltage: np.ndarray | None = None  #: (n, m) terminal voltage R I + kt N qdot, V
+    motor_temperature: np.ndarray | None = None  #: (n, m) winding temperature, C
+    #: (m, len(DRIVE_COLUMNS)) the dc_motor's constants per driven joint (NaN: unknown)
+    drive_parameters: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -90,16 +114,33 @@ class History:
         self.friction_coefficient, self.mass = float(self.friction_coefficient), float(self.mass)
         self.dt, self.robot = float(self.dt), str(self.robot)
         n, nj, ns = self.t.size, len(self.joint_names), len(self.surface_names)
+        self.actuator_model = str(self.actuator_model)
+        self.actuator_joints = tuple(str(s) for s in self.actuator_joints)
+        m = len(self.actuator_joints)
+        unknown = lambda x, shape: np.full(shape, np.nan) if x is None else f(x)  # noqa: E731
+        self.joint_velocities = unknown(self.joint_velocities, (n, nj))
+        self.motor_current = unknown(self.motor_current, (n, m))
+        self.motor_voltage = unknown(self.motor_voltage, (n, m))
+        self.motor_temperature = unknown(self.motor_temperature, (n, m))
+        self.drive_parameters = unknown(self.drive_parameters, (m, len(DRIVE_COLUMNS)))
         expected = {"wall": (n,), "base_position": (n, 3), "com": (n, 3),
                     "contact_force": (ns, n, 3), "joint_positions": (n, nj),
                     "reference_positions": (n, nj), "applied_torques": (n, nj),
                     "torque_limits": (nj,), "ground_normal": (3,), "gravity": (3,),
-                    "joint_units": (nj,)}
+                    "joint_units": (nj,), "joint_velocities": (n, nj),
+                    "motor_current": (n, m), "motor_voltage": (n, m),
+                    "motor_temperature": (n, m),
+                    "drive_parameters": (m, len(DRIVE_COLUMNS))}
         for key, shape in expected.items():
             got = np.shape(getattr(self, key))
             if got != shape:
                 raise RecordingError(f"history field '{key}' has shape {got}, expected {shape} "
-                                     f"({n} samples, {nj} joints, {ns} surfaces)")
+                                     f"({n} samples, {nj} joints, {ns} surfaces, {m} driven "
+                                     f"joints)")
+        missing = [j for j in self.actuator_joints if j not in self.joint_names]
+        if missing:
+            raise RecordingError(f"history field 'actuator_joints' names joints the history "
+                                 f"does not have: {', '.join(missing)}")
 
     @property
     def n(self) -> int:
@@ -117,6 +158,15 @@ class History:
         n = self.ground_normal
         return np.linalg.norm(self.contact_force - self.normal_force[..., None] * n, axis=-1)
 
+    @property
+    def drive_index(self) -> np.ndarray:
+        """(m,) index in ``joint_names`` of each driven joint (``actuator_joints``)."""
+        return np.array([self.joint_names.index(j) for j in self.actuator_joints], dtype=int)
+
+    def drive(self, column: str) -> np.ndarray:
+        """(m,) one of :data:`DRIVE_COLUMNS` per driven joint (NaN: unknown)."""
+        return self.drive_parameters[:, DRIVE_COLUMNS.index(column)]
+
     # ------------------------------------------------------------------ files
 
     def save(self, path: str | Path) -> Path:
@@ -126,7 +176,7 @@ class History:
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("joint_names", "surface_names", "joint_units"):
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints"):
             arrays[key] = np.array(arrays[key], dtype=str)
         arrays["format_version"] = np.array(FORMAT_VERSION)
         try:
@@ -160,16 +210,63 @@ class History:
             raise RecordingError(f"'{path}' has history format {version}; this wb_sim reads "
                                  f"up to {FORMAT_VERSION}")
         names = [f.name for f in dataclasses.fields(cls)]
-        missing = [k for k in names if k not in data]
+        optional = _ADDED_IN_2 if version < 2 else ()
+        missing = [k for k in names if k not in data and k not in optional]
         if missing:
             raise RecordingError(f"'{path}': the history lacks {', '.join(missing)}")
-        kw = {k: data[k] for k in names}
-        for key in ("joint_names", "surface_names", "joint_units"):
-            kw[key] = tuple(kw[key].tolist())
+        kw = {k: data[k] for k in names if k in data}
+        if version < 2:
+            kw["actuator_model"] = ""  # not recorded then
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints"):
+            if key in kw:
+                kw[key] = tuple(kw[key].tolist())
         for key in ("friction_coefficient", "mass", "dt"):
             kw[key] = float(kw[key])
-        kw["robot"] = str(kw["robot"])
+        for key in ("robot", "actuator_model"):
+            if key in kw:
+                kw[key] = str(kw[key])
         return cls(**kw)
+
+
+def drive_parameters(actuators) -> tuple[str, tuple[str, ...], np.ndarray]:
+    """``(model name, driven joint names, (m, len(DRIVE_COLUMNS)) constants)`` of a
+    simulator's drives (:attr:`wb_sim.Simulator.actuators`): no joint for ``ideal``;
+    NaN constants for a model without them."""
+    if not actuators.active:
+        return actuators.name, (), np.empty((0, len(DRIVE_COLUMNS)))
+    idx = np.asarray(actuators.idx, dtype=int)
+    names = tuple(actuators.joint_names[i] for i in idx)
+    table = {"torque_constant": "kt", "resistance": "R", "supply_voltage": "V",
+             "gear_ratio": "N", "gear_efficiency": "eta", "temperature_limit": "t_lim"}
+    cols = [np.asarray(getattr(actuators, table[c], np.full(len(idx), np.nan)), dtype=float)
+            for c in DRIVE_COLUMNS]
+    return actuators.name, names, np.column_stack(cols).reshape(len(idx), len(DRIVE_COLUMNS))
+
+
+def operating_points(h: History) -> tuple[np.ndarray, np.ndarray]:
+    """(speed rad/s, torque N*m), each (n, m): each driven joint's operating point as its
+    drive reports it: the joint torque ``N eta kt I`` (the applied torque) and the joint
+    speed the envelope was applied at (the step's start), ``(U - R I) / (kt N)`` from the
+    terminal voltage U = R I + kt N qdot. NaN where a reading is missing."""
+    kt, r, n, eta = (h.drive(c) for c in ("torque_constant", "resistance", "gear_ratio",
+                                           "gear_efficiency"))
+    i, u = h.motor_current, h.motor_voltage
+    return (u - r * i) / (kt * n), n * eta * kt * i
+
+
+def torque_speed_envelope(h: History, speed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) joint torque N*m the dc_motor allows at joint ``speed`` (rad/s):
+    ``speed`` (k,) the same speeds for every driven joint, or (k, m) one per joint; each
+    bound (k, m). ``N eta kt (-+V - kt N speed) / R`` (the supply voltage against
+    the back-EMF: the stall torque N eta kt V / R at rest, zero at the no-load speed
+    V / (kt N)). Not clipped at the stall torque: braking (torque against the motion)
+    the winding may carry more than V / R."""
+    kt, r, v, n, eta = (h.drive(c) for c in ("torque_constant", "resistance", "supply_voltage",
+                                              "gear_ratio", "gear_efficiency"))
+    w = np.asarray(speed, dtype=float)
+    w = w[:, None] if w.ndim == 1 else w
+    gain = n * eta * kt
+    return gain * (-v - kt * n * w) / r, gain * (v - kt * n * w) / r
 
 
 class Recorder:
@@ -181,9 +278,10 @@ class Recorder:
 
     Cost per kept sample, measured on the 2-core CI machine with the humanoid
     (23 joints, 8 contact points): 14 us (the simulator's contact-point reading
-    6.5 us, the centre of mass 2.5 us, the rest copying into the buffers),
-    against 85 us for a step with its controller; a skipped sample costs
-    0.15 us. After ``sim.reset()`` call :meth:`clear` (or keep the samples:
+    6.5 us, the centre of mass 2.5 us, the rest copying into the buffers; the
+    joint velocities, added later, 0.8 us more: 15.6 -> 16.4 us measured back to back),
+    against 85 us for a step with its controller; with drives (every joint on
+    ``dc_motor``) the readings add 8.7 us (25.1 us); a skipped sample costs 0.15 us. After ``sim.reset()`` call :meth:`clear` (or keep the samples:
     ``t`` then starts again from 0).
     """
 
@@ -203,24 +301,31 @@ class Recorder:
         single = bool(np.all(robot.nq_joint == 1))
         self._idx_q = np.asarray(robot.idx_q) if single else None
         self._fixed_base = None if robot.floating_base else sim.state.base_position
+        self._idx_v = np.asarray(robot.idx_v)
+        model, driven, constants = drive_parameters(sim.actuators)
+        self._drives = np.array([sim.joint_names.index(j) for j in driven], dtype=int) \
+            if driven else None
         self._meta = dict(
             torque_limits=np.array(sim.actuation.effort_limit, dtype=float),
             joint_names=tuple(sim.joint_names), surface_names=self.surface_names,
             ground_normal=np.array(sim.config.ground.normal, dtype=float),
             friction_coefficient=float(sim.config.contact.friction_coefficient),
             mass=float(sim.mass), gravity=np.array(sim.config.gravity, dtype=float),
-            robot=str(robot.model.name), dt=float(sim.dt), joint_units=joint_units(robot))
+            robot=str(robot.model.name), dt=float(sim.dt), joint_units=joint_units(robot),
+            actuator_model=model, actuator_joints=driven, drive_parameters=constants)
         self._n = 0
         self._wall0: float | None = None
         self._alloc(max(16, int(capacity)))
 
     def _alloc(self, cap: int) -> None:
         nj, ns = self._nj, len(self.surface_names)
+        m = 0 if self._drives is None else len(self._drives)
         new = {"t": np.empty(cap), "wall": np.empty(cap), "base_position": np.empty((cap, 3)),
                "com": np.empty((cap, 3)), "contact_force": np.empty((ns, cap, 3)),
-               "joint_positions": np.empty((cap, nj)),
+               "joint_positions": np.empty((cap, nj)), "joint_velocities": np.empty((cap, nj)),
                "reference_positions": np.full((cap, nj), np.nan),
-               "applied_torques": np.empty((cap, nj))}
+               "applied_torques": np.empty((cap, nj)), "motor_current": np.empty((cap, m)),
+               "motor_voltage": np.empty((cap, m)), "motor_temperature": np.empty((cap, m))}
         n = self._n
         if n:
             for key, buf in new.items():
@@ -256,9 +361,15 @@ class Recorder:
             b["contact_force"][:, i] = self._sum @ sim.contact_points_state().force
         b["joint_positions"][i] = q[self._idx_q] if self._idx_q is not None \
             else sim.robot.joint_positions(q)
+        b["joint_velocities"][i] = sim.v[self._idx_v]
         if q_ref is not None:
             b["reference_positions"][i] = q_ref
         b["applied_torques"][i] = sim.applied_torques
+        if self._drives is not None:
+            r, d = sim.actuator_readings, self._drives
+            b["motor_current"][i] = r.current[d]
+            b["motor_voltage"][i] = r.voltage[d]
+            b["motor_temperature"][i] = r.temperature[d]
         self._n = i + 1
         return True
 
