@@ -1,0 +1,168 @@
+"""Closed kinematic chains (loop_closures.*): a parallelogram four-bar linkage released under
+gravity against the closed form of its single degree of freedom (a pendulum), the loop's
+drift, the energy, the closure force against the statics, and the parameters' errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pinocchio as pin
+import pytest
+from scipy.integrate import solve_ivp
+
+from wb_sim import Simulator
+from wb_sim.errors import ConfigError, ModelError
+from wb_sim.loop_closures import PassiveJointsWarning
+
+G = 9.81
+L, D = 0.3, 0.5        # crank and coupler lengths, m
+M1, M2, M3 = 1.0, 2.0, 1.5  # crank, coupler, second crank masses, kg
+#: the start, rad from the x axis (hanging is -pi/2; 0 and pi, all links in line, are the
+#: parallelogram's branch points, which the swing from here never reaches)
+TH0 = -0.5
+
+
+def _rod(name, m, length, sign=1.0):
+    """A uniform rod along x (sign -1: along -x) from its frame's origin."""
+    i = m * length**2 / 12.0
+    return f"""
+  <link name="{name}">
+    <inertial><origin xyz="{sign * length / 2} 0 0"/><mass value="{m}"/>
+      <inertia ixx="1e-4" ixy="0" ixz="0" iyy="{i}" iyz="0" izz="{i}"/></inertial>
+  </link>"""
+
+
+def _revolute(name, parent, child, x):
+    return f"""
+  <joint name="{name}" type="revolute"><parent link="{parent}"/><child link="{child}"/>
+    <origin xyz="{x} 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-10" upper="10" effort="100" velocity="100"/></joint>"""
+
+
+#: a parallelogram four-bar in the x-y plane (gravity along -y): crank1 from the base's
+#: origin, the coupler from crank1's end, crank2 from the coupler's end back (along -x)
+#: to the base's anchor at (D, 0, 0); the loop is closed at crank2's tip
+FOURBAR = f"""<robot name="fourbar">
+  <link name="base"/>
+  <link name="anchor"/>
+  <joint name="base_anchor" type="fixed"><parent link="base"/><child link="anchor"/>
+    <origin xyz="{D} 0 0"/></joint>
+  {_rod("crank1", M1, L)}{_rod("coupler", M2, D)}{_rod("crank2", M3, L, -1.0)}
+  <link name="tip"/>
+  {_revolute("j1", "base", "crank1", 0.0)}{_revolute("j2", "crank1", "coupler", L)}
+  {_revolute("j3", "coupler", "crank2", D)}
+  <joint name="crank2_tip" type="fixed"><parent link="crank2"/><child link="tip"/>
+    <origin xyz="{-L} 0 0"/></joint>
+</robot>"""
+
+
+def _params(**extra):
+    p = {"robot_description": FOURBAR, "floating_base": False, "gravity": [0.0, -G, 0.0],
+         "contact_surfaces": [], "physics_rate_hz": 1000.0,
+         "loop_closures.frames_a": ["tip"], "loop_closures.frames_b": ["anchor"],
+         "joints.damping": 0.0, "initial.joint_names": ["j1", "j2", "j3"],
+         "initial.joint_positions": [TH0, -TH0, TH0]}
+    p.update(extra)
+    return p
+
+
+def _sim(**extra) -> Simulator:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PassiveJointsWarning)
+        return Simulator.from_params(_params(**extra))
+
+
+def _pendulum(t_end, theta0=TH0):
+    """The closed form's 1-DOF equation: the coupler translates, both cranks turn by theta
+    about their pivots: I theta'' = -g k cos(theta)."""
+    inertia = M1 * L**2 / 3 + M3 * L**2 / 3 + M2 * L**2
+    k = M1 * L / 2 + M2 * L + M3 * L / 2
+    return solve_ivp(lambda t, y: [y[1], -G * k * np.cos(y[0]) / inertia], (0.0, t_end),
+                     [theta0, 0.0], rtol=1e-11, atol=1e-12, dense_output=True)
+
+
+def _energy(sim) -> float:
+    model, data = sim.model, sim.model.createData()
+    q, v = sim.q, sim.v
+    return 0.5 * v @ pin.crba(model, data, q) @ v + pin.computePotentialEnergy(model, data, q)
+
+
+def test_fourbar_follows_its_one_dof_motion():
+    sim = _sim()
+    ref = _pendulum(2.0)
+    worst, amp = 0.0, 0.0
+    for _ in range(2000):
+        sim.step(np.zeros(3))
+        th = ref.sol(sim.t)[0]
+        worst = max(worst, abs(sim.q[0] - th))
+        amp = max(amp, abs(th + np.pi / 2))  # the swing about hanging
+        # the loop's other angles follow: j2 = -theta, j3 = theta
+        assert abs(sim.q[1] + sim.q[0]) < 1e-3 and abs(sim.q[2] - sim.q[0]) < 1e-3
+    print(f"four-bar: max |theta - theta_ref| = {worst:.3e} rad over 2 s, amplitude {amp:.3f} "
+          f"rad: {100 * worst / amp:.3f} %")
+    assert amp > 1.0  # it swung through a large arc, about 2 half periods
+    assert ref.sol(np.linspace(0.0, 2.0, 2001))[0].min() < -2.5  # reached the far side
+    assert worst < 0.005 * amp
+
+
+def test_fourbar_stays_closed_and_energy_does_not_grow():
+    sim = _sim()
+    e0 = _energy(sim)
+    drift, e_max = 0.0, e0
+    for i in range(60000):
+        sim.step(np.zeros(3))
+        if i % 100 == 99:
+            drift = max(drift, float(sim.loop_closure_errors()[0]))
+            e_max = max(e_max, _energy(sim))
+    scale = G * (M1 * L / 2 + M2 * L + M3 * L / 2)  # the swing's potential energy range / 2
+    print(f"four-bar over 60 s: drift {drift * 1e3:.2e} mm, energy max growth "
+          f"{(e_max - e0) / scale * 100:.4f} %, final {(_energy(sim) - e0) / scale * 100:.3f} %")
+    assert drift < 1e-4
+    assert e_max - e0 < 0.01 * scale
+
+
+def test_closure_force_holds_the_statics():
+    """Held at rest by a PD on j1 (j2, j3 passive, their commands ignored): the closure's
+    force balances gravity as the statics g(q) = tau + J^T f gives it (pinocchio's
+    generalized gravity and the tip's Jacobian, independent of the step)."""
+    sim = _sim(**{"loop_closures.passive_joints": ["j2", "j3"]})
+    k = M1 * L / 2 + M2 * L + M3 * L / 2
+    for _ in range(4000):
+        th, w = sim.q[0], sim.v[0]
+        sim.step(np.array([G * k * np.cos(th) + 50.0 * (TH0 - th) - 5.0 * w, 5.0, -5.0]))
+    assert abs(sim.q[0] - TH0) < 1e-9 and np.abs(sim.v).max() < 1e-9
+    model = sim.model
+    data = model.createData()
+    q = sim.q
+    grav = pin.computeGeneralizedGravity(model, data, q)
+    pin.computeJointJacobians(model, data, q)
+    pin.updateFramePlacements(model, data)
+    J = pin.getFrameJacobian(model, data, model.getFrameId("tip"),
+                             pin.LOCAL_WORLD_ALIGNED)[:2]  # x, y rows (planar)
+    f = np.linalg.solve(J[:, 1:].T, grav[1:])  # the passive joints' rows: tau = 0
+    w = sim.loop_closure_wrenches
+    assert w.shape == (1, 6)
+    print(f"closure force {w[0, :2]} N, statics {f} N")
+    assert np.allclose(w[0, :2], f, rtol=1e-6, atol=1e-6)
+    assert np.abs(w[0, 2:]).max() < 1e-9
+    # and j1's torque closes the balance: tau_1 = g_1 - (J^T f)_1 = g k cos(theta)
+    assert grav[0] - J[:, 0] @ f == pytest.approx(G * k * np.cos(TH0), rel=1e-9)
+
+
+def test_passive_joints_warn_and_take_no_torque():
+    with pytest.warns(PassiveJointsWarning, match="j2, j3"):
+        Simulator.from_params(_params(**{"loop_closures.passive_joints": ["j2", "j3"]}))
+
+
+def test_unknown_frame_is_named_with_close_names():
+    with pytest.raises(ModelError, match=r"frame 'ancor'.*did you mean 'anchor'"):
+        _sim(**{"loop_closures.frames_b": ["ancor"]})
+    with pytest.raises(ModelError, match=r"loop_closures.passive_joints.*'j4'"):
+        _sim(**{"loop_closures.passive_joints": ["j4"]})
+    with pytest.raises(ConfigError, match=r"loop_closures.types.*did you mean 'point'"):
+        _sim(**{"loop_closures.types": ["pont"]})
+    with pytest.raises(ConfigError, match=r"loop_closures.offsets.*6 per closure"):
+        _sim(**{"loop_closures.offsets": [0.0, 0.0, 0.0]})
+    with pytest.raises(ConfigError, match=r"time_constant.*dt"):
+        _sim(**{"loop_closures.time_constant": 1e-4})
