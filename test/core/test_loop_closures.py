@@ -221,3 +221,54 @@ def test_closure_and_contacts_in_one_solve(model):
     print(f"{model}: closure force {w[[0, 2]]} N, statics {f} N; ground {fz:.6f} N of "
           f"{weight:.6f} N")
     assert np.allclose(w[[0, 2]], f, rtol=tol, atol=tol * np.abs(f).max())
+
+
+def test_anchor_offset_on_frame_b_is_the_same_closure():
+    """The anchor given as an offset on the base (frame_b = base, offset (D, 0, 0)) instead
+    of the anchor frame: the same trajectory."""
+    a = _sim()
+    b = _sim(**{"loop_closures.frames_b": ["base"],
+                "loop_closures.offsets": [D, 0.0, 0.0, 0.0, 0.0, 0.0]})
+    for _ in range(500):
+        a.step(np.zeros(3))
+        b.step(np.zeros(3))
+    assert np.abs(a.q - b.q).max() < 1e-12
+
+
+def _welded(closed: bool) -> str:
+    """A pendulum rod with a block at its end, the block's centre of mass off the rod's
+    axis: welded by a URDF fixed joint (closed False), or hung on a revolute joint about
+    the rod's axis (closed True: a frame closure welds it back)."""
+    joint = ('<joint name="j2" type="revolute"><parent link="rod"/><child link="block"/>'
+             '<origin xyz="0.4 0 0" rpy="0.2 0 0.3"/><axis xyz="1 0 0"/>'
+             '<limit lower="-10" upper="10" effort="100" velocity="100"/></joint>')
+    if not closed:
+        joint = ('<joint name="j2" type="fixed"><parent link="rod"/><child link="block"/>'
+                 '<origin xyz="0.4 0 0" rpy="0.2 0 0.3"/></joint>')
+    return f"""<robot name="welded"><link name="base"/>{_rod("rod", 1.0, 0.4)}
+  <link name="block"><inertial><origin xyz="0.02 0.05 0.01"/><mass value="0.7"/>
+    <inertia ixx="0.002" ixy="0" ixz="0" iyy="0.003" iyz="0" izz="0.004"/></inertial></link>
+  {_revolute("j1", "base", "rod", 0.0)}{joint}</robot>"""
+
+
+def test_frame_closure_welds_like_a_fixed_joint():
+    """A 6-D closure with a rotated offset holds a revolute joint like a URDF fixed joint:
+    the same pendulum motion, and its torque about j2's axis holds the block's weight."""
+    ref = Simulator.from_params({"robot_description": _welded(False), "floating_base": False,
+                                 "gravity": [0.0, -G, 0.0], "joints.damping": 0.0})
+    sim = _sim(**{"robot_description": _welded(True), "initial.joint_names": [],
+                  "initial.joint_positions": [], "loop_closures.frames_a": ["block"],
+                  "loop_closures.frames_b": ["rod"], "loop_closures.types": ["frame"],
+                  "loop_closures.offsets": [0.4, 0.0, 0.0, 0.2, 0.0, 0.3]})
+    worst = 0.0
+    for _ in range(2000):
+        ref.step(np.zeros(1))
+        sim.step(np.zeros(2))
+        worst = max(worst, abs(sim.q[0] - ref.q[0]))
+    print(f"welded by a frame closure: max |q1 - q1_fixed| = {worst:.2e} rad over 2 s, "
+          f"j2 {abs(sim.q[1]):.1e} rad")
+    assert abs(ref.q[0]) > 0.5  # it swung
+    assert worst < 1e-9 and abs(sim.q[1]) < 1e-12
+    # the weld's torque did hold j2 (gravity loads it through the block's offset mass)
+    axis = sim.frame_pose("block").rotation[:, 0]  # j2's axis, world
+    assert abs(sim.loop_closure_wrenches[0, 3:] @ axis) > 0.01
