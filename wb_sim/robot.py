@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
-from .errors import ConfigError, ModelError, WbSimError
+from .errors import ConfigError, ModelError, UnsupportedError, WbSimError
 from .paths import share_dir
 
 #: URDF joint types the simulator accepts (fixed joints are merged by pinocchio).
@@ -247,6 +247,13 @@ def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
         root = ET.fromstring(xml)
     except ET.ParseError as e:
         raise ModelError(f"malformed URDF XML in {origin}: {e}") from e
+    if root.tag == "mujoco":
+        raise UnsupportedError(
+            f"{origin} is an MJCF model (<mujoco>): wb_sim builds its models from URDF only "
+            f"for now (its stepping model, collision shapes and checks read the URDF); convert "
+            f"it to URDF and give each <equality> as a loop closure: <connect body1 body2 "
+            f"anchor> as loop_closures.types 'point' (frames_a body1 at the anchor, frames_b "
+            f"body2), <weld> as 'frame' (docs/physics.md, Closed kinematic chains)")
     if root.tag != "robot":
         raise ModelError(f"{origin} is not a URDF: root element is <{root.tag}>, expected <robot>")
     for j in root.findall("joint"):  # not the <joint> elements of <transmission>

@@ -12,7 +12,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from wb_sim import Simulator
-from wb_sim.errors import ConfigError, ModelError
+from wb_sim.errors import ConfigError, ModelError, UnsupportedError
 from wb_sim.loop_closures import PassiveJointsWarning
 
 G = 9.81
@@ -272,3 +272,13 @@ def test_frame_closure_welds_like_a_fixed_joint():
     # the weld's torque did hold j2 (gravity loads it through the block's offset mass)
     axis = sim.frame_pose("block").rotation[:, 0]  # j2's axis, world
     assert abs(sim.loop_closure_wrenches[0, 3:] @ axis) > 0.01
+
+
+def test_mjcf_model_is_refused_with_the_way_to_close_its_loops(tmp_path):
+    path = tmp_path / "fourbar.xml"
+    path.write_text('<mujoco model="m"><worldbody><body name="a"><joint type="hinge"/>'
+                    '<geom size="0.1"/></body></worldbody>'
+                    '<equality><connect body1="a" body2="world" anchor="0 0 0"/></equality>'
+                    '</mujoco>')
+    with pytest.raises(UnsupportedError, match=r"MJCF.*loop_closures.types 'point'"):
+        Simulator.from_params({"urdf_path": str(path), "floating_base": False})
