@@ -50,17 +50,24 @@ class LoopClosures:
 
     def __init__(self, robot, model, cfg, dt: float):
         """``cfg``: the validated ``loop_closures`` group; ``model``: the stepping model
-        (same frames as the robot's)."""
+        (same frames as the robot's). The robot's own closures (an MJCF's ``<equality>``,
+        :attr:`wb_sim.robot.RobotModel.closures`) come after the configured ones."""
         self.model = model
         n = len(cfg.frames_a)
-        self.types = tuple(cfg.types) if cfg.types else ("point",) * n
-        self.fa = [robot.frame_id(f, "loop_closures.frames_a") for f in cfg.frames_a]
-        self.fb = [robot.frame_id(f, "loop_closures.frames_b") for f in cfg.frames_b]
-        self.names = tuple(f"{a}-{b}" for a, b in zip(cfg.frames_a, cfg.frames_b))
+        own = robot.closures
+        self.types = (tuple(cfg.types) if cfg.types else ("point",) * n) + \
+            tuple(c[0] for c in own)
+        self.fa = [robot.frame_id(f, "loop_closures.frames_a") for f in cfg.frames_a] + \
+            [robot.frame_id(c[1]) for c in own]
+        self.fb = [robot.frame_id(f, "loop_closures.frames_b") for f in cfg.frames_b] + \
+            [robot.frame_id(c[2]) for c in own]
+        self.names = tuple(f"{a}-{b}" for a, b in zip(cfg.frames_a, cfg.frames_b)) + \
+            tuple(f"{c[1]}-{c[2]}" for c in own)
         off = np.asarray(cfg.offsets, dtype=float).reshape(-1, 6) if cfg.offsets else \
             np.zeros((n, 6))
         #: the anchors' placements in frame_b
-        self.offsets = [pin.SE3(pin.rpy.rpyToMatrix(*o[3:]), o[:3].copy()) for o in off]
+        self.offsets = [pin.SE3(pin.rpy.rpyToMatrix(*o[3:]), o[:3].copy()) for o in off] + \
+            [pin.SE3.Identity() for _ in own]
         if cfg.time_constant < dt:
             raise ConfigError(
                 f"parameter 'loop_closures.time_constant' = {cfg.time_constant} s is shorter "

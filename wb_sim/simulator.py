@@ -201,7 +201,8 @@ class Simulator:
         self.surface_names = self.contact_points.surface_names
         #: the closed chains' constraints (wb_sim.loop_closures.LoopClosures), or None
         self.loop_closures = LoopClosures(robot, self._model_step, config.loop_closures,
-                                          self.dt) if config.loop_closures.frames_a else None
+                                          self.dt) \
+            if config.loop_closures.frames_a or robot.closures else None
         self._passive = self.loop_closures.passive if self.loop_closures is not None else ()
         self._closure_impulse = None  # the closures' impulses of the last step
         self._weight = self.mass * float(np.linalg.norm(config.gravity))
@@ -347,7 +348,11 @@ class Simulator:
             root = pin.JointModelComposite(2)
             root.addJoint(pin.JointModelTranslation())
             root.addJoint(pin.JointModelSpherical())
-            model = pin.buildModelFromXML(robot.urdf_xml, root)
+            if robot.mjcf_file is not None:
+                model = pin.buildModelFromMJCF(str(robot.mjcf_file), root)
+                robot.add_extra_frames(model)
+            else:
+                model = pin.buildModelFromXML(robot.urdf_xml, root)
             if (model.nq, model.nv, model.nframes) != (self.model.nq, self.model.nv,
                                                        self.model.nframes):
                 raise ModelError("internal: the stepping model does not match the robot model")
