@@ -617,7 +617,7 @@ class Simulator:
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
         if closures is not None:  # the closures' rows eliminated: the contacts see M_c^-1
-            Minv_upper, v_free = closures.eliminate(data, Minv_upper, v_free, self.dt)
+            Minv_upper, v_free = closures.eliminate(data, Minv_upper, q, v, v_free, self.dt)
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
         else:

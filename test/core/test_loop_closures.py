@@ -10,6 +10,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 from scipy.integrate import solve_ivp
+from scipy.optimize import fsolve
 
 from wb_sim import Simulator
 from wb_sim.errors import ConfigError, ModelError, UnsupportedError
@@ -43,18 +44,36 @@ def _revolute(name, parent, child, x):
 #: a parallelogram four-bar in the x-y plane (gravity along -y): crank1 from the base's
 #: origin, the coupler from crank1's end, crank2 from the coupler's end back (along -x)
 #: to the base's anchor at (D, 0, 0); the loop is closed at crank2's tip
-FOURBAR = f"""<robot name="fourbar">
+def _fourbar(l1, l2, l3, ground) -> str:
+    return f"""<robot name="fourbar">
   <link name="base"/>
   <link name="anchor"/>
   <joint name="base_anchor" type="fixed"><parent link="base"/><child link="anchor"/>
-    <origin xyz="{D} 0 0"/></joint>
-  {_rod("crank1", M1, L)}{_rod("coupler", M2, D)}{_rod("crank2", M3, L, -1.0)}
+    <origin xyz="{ground} 0 0"/></joint>
+  {_rod("crank1", M1, l1)}{_rod("coupler", M2, l2)}{_rod("crank2", M3, l3, -1.0)}
   <link name="tip"/>
-  {_revolute("j1", "base", "crank1", 0.0)}{_revolute("j2", "crank1", "coupler", L)}
-  {_revolute("j3", "coupler", "crank2", D)}
+  {_revolute("j1", "base", "crank1", 0.0)}{_revolute("j2", "crank1", "coupler", l1)}
+  {_revolute("j3", "coupler", "crank2", l2)}
   <joint name="crank2_tip" type="fixed"><parent link="crank2"/><child link="tip"/>
-    <origin xyz="{-L} 0 0"/></joint>
+    <origin xyz="{-l3} 0 0"/></joint>
 </robot>"""
+
+
+FOURBAR = _fourbar(L, D, L, D)
+#: a crank-rocker (Grashof, not a parallelogram): its loop is not a linear set of joint
+#: angles, so the step's first-order motion leaves it and the stabilisation brings it back
+CRANK_ROCKER = (0.3, 0.5, 0.4, 0.45)
+
+
+def _closed_angles(l1, l2, l3, ground, th1):
+    """(j2, j3) closing the loop at j1 = th1 (the elbow-up branch)."""
+    def gap(x):
+        a, b = th1 + x[0], th1 + x[0] + x[1]
+        return [l1 * np.cos(th1) + l2 * np.cos(a) - l3 * np.cos(b) - ground,
+                l1 * np.sin(th1) + l2 * np.sin(a) - l3 * np.sin(b)]
+    x = fsolve(gap, [-th1 + 0.5, 0.5], xtol=1e-12)
+    assert np.abs(gap(x)).max() < 1e-12
+    return x
 
 
 def _params(**extra):
@@ -106,8 +125,17 @@ def test_fourbar_follows_its_one_dof_motion():
     assert worst < 0.005 * amp
 
 
-def test_fourbar_stays_closed_and_energy_does_not_grow():
-    sim = _sim()
+def _crank_rocker(**extra) -> Simulator:
+    th1 = 1.0
+    q23 = _closed_angles(*CRANK_ROCKER, th1)
+    return _sim(**{"robot_description": _fourbar(*CRANK_ROCKER),
+                   "initial.joint_positions": [th1, *q23], **extra})
+
+
+def _swing_60s(time_constant):
+    """(largest loop error m, largest energy gain J, energy change at the end J, scale J)
+    of the crank-rocker released from j1 = 1 rad, 60 s at 1 kHz."""
+    sim = _crank_rocker(**{"loop_closures.time_constant": time_constant})
     e0 = _energy(sim)
     drift, e_max = 0.0, e0
     for i in range(60000):
@@ -115,11 +143,22 @@ def test_fourbar_stays_closed_and_energy_does_not_grow():
         if i % 100 == 99:
             drift = max(drift, float(sim.loop_closure_errors()[0]))
             e_max = max(e_max, _energy(sim))
-    scale = G * (M1 * L / 2 + M2 * L + M3 * L / 2)  # the swing's potential energy range / 2
-    print(f"four-bar over 60 s: drift {drift * 1e3:.2e} mm, energy max growth "
-          f"{(e_max - e0) / scale * 100:.4f} %, final {(_energy(sim) - e0) / scale * 100:.3f} %")
+    scale = G * (M1 + M2 + M3) * 0.5  # the potential energy's range is of this order
+    return drift, e_max - e0, _energy(sim) - e0, scale
+
+
+def test_fourbar_stays_closed_and_energy_does_not_grow():
+    """A crank-rocker (its loop curved in joint space, unlike the parallelogram's) swinging
+    under gravity for 60 s at 1 kHz: the loop stays closed to < 0.1 mm with the default
+    stabilisation (10 ms), less well with next to none (10 s); the energy never grows."""
+    drift, gain, end, scale = _swing_60s(0.01)
+    loose, _, _, _ = _swing_60s(10.0)
+    print(f"crank-rocker over 60 s: drift {drift * 1e3:.2e} mm (T = 10 s: {loose * 1e3:.2e} "
+          f"mm), energy max gain {gain / scale * 100:.4f} %, at the end {end / scale * 100:.2f} "
+          f"% of m g l / 2 = {scale:.1f} J")
     assert drift < 1e-4
-    assert e_max - e0 < 0.01 * scale
+    assert loose > 1.5 * drift
+    assert gain < 0.01 * scale
 
 
 def test_closure_force_holds_the_statics():
@@ -131,7 +170,7 @@ def test_closure_force_holds_the_statics():
     for _ in range(4000):
         th, w = sim.q[0], sim.v[0]
         sim.step(np.array([G * k * np.cos(th) + 50.0 * (TH0 - th) - 5.0 * w, 5.0, -5.0]))
-    assert abs(sim.q[0] - TH0) < 1e-9 and np.abs(sim.v).max() < 1e-9
+    assert abs(sim.q[0] - TH0) < 1e-7 and np.abs(sim.v).max() < 1e-7
     model = sim.model
     data = model.createData()
     q = sim.q
@@ -146,8 +185,9 @@ def test_closure_force_holds_the_statics():
     print(f"closure force {w[0, :2]} N, statics {f} N")
     assert np.allclose(w[0, :2], f, rtol=1e-6, atol=1e-6)
     assert np.abs(w[0, 2:]).max() < 1e-9
-    # and j1's torque closes the balance: tau_1 = g_1 - (J^T f)_1 = g k cos(theta)
-    assert grav[0] - J[:, 0] @ f == pytest.approx(G * k * np.cos(TH0), rel=1e-9)
+    # and j1's torque closes the balance: tau_1 = g_1 - (J^T f)_1, the 1-DOF g k cos(theta)
+    assert grav[0] - J[:, 0] @ f == pytest.approx(sim.applied_torques[0], rel=1e-7)
+    assert sim.applied_torques[0] == pytest.approx(G * k * np.cos(q[0]), rel=1e-6)
 
 
 def test_passive_joints_warn_and_take_no_torque():
