@@ -55,7 +55,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("urdf_path", "str", "", "",
           "URDF file: absolute path, path relative to the YAML file, or "
           "'icub-models:<model>' / 'example-robot-data:<path under robots/>' for "
-          "robots installed from PyPI. Exactly one of urdf_path, robot_description."),
+          "robots installed from PyPI; an MJCF file (.xml, <mujoco>) with its <equality> "
+          "connect / weld as loop closures. Exactly one of urdf_path, robot_description."),
     Param("robot_description", "str", "", "", "URDF XML string (alternative to urdf_path)."),
     Param("floating_base", "bool", True, "",
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
