@@ -349,7 +349,7 @@ class Simulator:
             root.addJoint(pin.JointModelTranslation())
             root.addJoint(pin.JointModelSpherical())
             if robot.mjcf_file is not None:
-                model = pin.buildModelFromMJCF(str(robot.mjcf_file), root)
+                model = pin.buildModelAndConstraintsFromMJCF(str(robot.mjcf_file), root)[0]
                 robot.add_extra_frames(model)
             else:
                 model = pin.buildModelFromXML(robot.urdf_xml, root)

@@ -217,8 +217,9 @@ def _standing_fourbar() -> str:
       <inertia ixx="0.05" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>""")
 
 
-@pytest.mark.parametrize("model", ["compliant", "rigid"])
-def test_closure_and_contacts_in_one_solve(model):
+@pytest.mark.parametrize("model, description", [("compliant", "urdf"), ("rigid", "urdf"),
+                                                ("compliant", "mjcf")])
+def test_closure_and_contacts_in_one_solve(model, description, tmp_path):
     """Both contact models: the base stands on its points, the linkage held by a PD on j1;
     at rest the ground carries the whole weight, the loop is closed and the closure's force
     is the statics' (the passive joints' rows of g(q) = J^T f; the contacts act on the base
@@ -233,6 +234,13 @@ def test_closure_and_contacts_in_one_solve(model):
                    "initial.base_position": [0.0, 0.0, 0.1],
                    "initial.joint_positions": [th0, -th0, th0],
                    "loop_closures.passive_joints": ["j2", "j3"]})
+    base_mass = 5.0
+    if description == "mjcf":  # the same linkage on a 1 kg base, closed by its <equality>
+        path = tmp_path / "standing.xml"
+        path.write_text(_mjcf_fourbar().replace('axis="0 0 1"', 'axis="0 1 0"'))
+        p.update({"robot_description": "", "urdf_path": str(path), "loop_closures.frames_a": [],
+                  "loop_closures.frames_b": []})
+        base_mass = 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PassiveJointsWarning)
         sim = Simulator.from_params(p)
@@ -243,7 +251,7 @@ def test_closure_and_contacts_in_one_solve(model):
     # the weight with or without the closure (measured: 4e-4 without, 4e-4 with)
     tol = {"compliant": 1e-6, "rigid": 1e-3}[model]
     assert np.abs(sim.v).max() < 1e-4
-    weight = (5.0 + M1 + M2 + M3) * G
+    weight = (base_mass + M1 + M2 + M3) * G
     fz = sim.point_forces[:, 2].sum()
     assert fz == pytest.approx(weight, rel=tol)
     assert sim.loop_closure_errors()[0] < 1e-6
@@ -254,11 +262,12 @@ def test_closure_and_contacts_in_one_solve(model):
     pin.computeJointJacobians(mdl, data, q)
     pin.updateFramePlacements(mdl, data)
     lwa = pin.LOCAL_WORLD_ALIGNED
-    J = (pin.getFrameJacobian(mdl, data, mdl.getFrameId("tip"), lwa)
-         - pin.getFrameJacobian(mdl, data, mdl.getFrameId("anchor"), lwa))[[0, 2]]
+    a, b = ("tip", "anchor") if description == "urdf" else ("mjcf_connect0_a", "mjcf_connect0_b")
+    J = (pin.getFrameJacobian(mdl, data, mdl.getFrameId(a), lwa)
+         - pin.getFrameJacobian(mdl, data, mdl.getFrameId(b), lwa))[[0, 2]]
     f = np.linalg.solve(J[:, 7:].T, grav[7:])  # j2, j3 (v: base 6, j1, j2, j3)
     w = sim.loop_closure_wrenches[0]
-    print(f"{model}: closure force {w[[0, 2]]} N, statics {f} N; ground {fz:.6f} N of "
+    print(f"{model} {description}: closure force {w[[0, 2]]} N, statics {f} N; ground {fz:.6f} N of "
           f"{weight:.6f} N")
     assert np.allclose(w[[0, 2]], f, rtol=tol, atol=tol * np.abs(f).max())
 
