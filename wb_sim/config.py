@@ -26,6 +26,7 @@ import numpy as np
 from .actuators import PARAMETERS as ACTUATOR_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
+from .robot import did_you_mean
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
 
 # ----------------------------------------------------------------------------
@@ -54,7 +55,8 @@ PARAMETERS: tuple[Param, ...] = (
     Param("urdf_path", "str", "", "",
           "URDF file: absolute path, path relative to the YAML file, or "
           "'icub-models:<model>' / 'example-robot-data:<path under robots/>' for "
-          "robots installed from PyPI. Exactly one of urdf_path, robot_description."),
+          "robots installed from PyPI; an MJCF file (.xml, <mujoco>) with its <equality> "
+          "connect / weld as loop closures. Exactly one of urdf_path, robot_description."),
     Param("robot_description", "str", "", "", "URDF XML string (alternative to urdf_path)."),
     Param("floating_base", "bool", True, "",
           "true: free-flyer root joint on the URDF root link; false: root link fixed "
@@ -237,6 +239,26 @@ PARAMETERS: tuple[Param, ...] = (
           "Each payload's inertia about its centre of mass, link axes: 6 numbers per payload "
           "(flat), ixx, ixy, ixz, iyy, iyz, izz as in a URDF <inertia>; [] = point masses. "
           "Positive semi-definite, triangle inequality."),
+    # --- closed kinematic chains (wb_sim/loop_closures.py)
+    Param("loop_closures.frames_a", "strs", [], "",
+          "Loop closures, one per entry: the frame whose origin is held to the anchor on "
+          "loop_closures.frames_b (the other loop_closures.* lists give one entry per closure, "
+          "in order). Solved with the contacts as bilateral rows (docs/physics.md)."),
+    Param("loop_closures.frames_b", "strs", [], "",
+          "Per closure, the frame carrying the anchor (a link or a URDF fixed joint)."),
+    Param("loop_closures.types", "strs", [], "",
+          "Per closure: 'point' (3 rows: the two points coincide, a revolute or spherical "
+          "joint of the loop) or 'frame' (6 rows: also the orientations, a weld); [] = point."),
+    Param("loop_closures.offsets", "floats", [], "m, rad",
+          "Per closure, the anchor's placement in frame_b: 6 numbers x, y, z, roll, pitch, "
+          "yaw (flat); [] = frame_b's origin and axes."),
+    Param("loop_closures.time_constant", "float", 0.01, "s",
+          "Drift stabilisation: each step asks the closures' velocity to cancel their error "
+          "over this time (the error decays as exp(-t / T)); at least dt.",
+          lo=0.0, lo_open=True, hi=10.0),
+    Param("loop_closures.passive_joints", "strs", [], "",
+          "Joints of the closed chains that are not actuated: they take no torque (their "
+          "commands are ignored), named in a warning at construction."),
     Param("perturbation.mass_scale_links", "strs", [], "",
           "Links whose mass and rotational inertia are scaled (a payload, a model error), "
           "one factor each in perturbation.mass_scale."),
@@ -594,6 +616,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     _check_perturbation(groups["perturbation"])
     _check_payloads(groups["payloads"])
     _check_ft_sensors(groups["ft_sensors"])
+    _check_loop_closures(groups["loop_closures"])
     _check_terrain(groups["terrain"])
     return SimConfig({**top, **groups, "surfaces": surfaces,
                       "poses": tuple(_pose(name, flat, values) for name in pose_names)})
@@ -657,6 +680,29 @@ def _check_ft_sensors(p: Group) -> None:
             if v not in allowed:
                 raise ConfigError(f"parameter 'ft_sensors.{key}': {v!r} is not one of "
                                   f"{', '.join(allowed)}")
+
+
+def _check_loop_closures(p: Group) -> None:
+    """The closures' lists agree in length and their types are known (the frames are
+    checked against the robot by wb_sim.loop_closures)."""
+    n = len(p.frames_a)
+    for key, values, per in (("frames_b", p.frames_b, 1), ("types", p.types, 1),
+                             ("offsets", p.offsets, 6)):
+        if key != "frames_b" and not values:
+            continue
+        if len(values) != per * n:
+            raise ConfigError(
+                f"parameter 'loop_closures.{key}' has {len(values)} entries but "
+                f"'loop_closures.frames_a' gives {n} closure(s): give {per} per closure"
+                + ("" if key == "frames_b" else " (or [] for the default)"))
+    for t in p.types:
+        if t not in ("point", "frame"):
+            raise ConfigError(f"parameter 'loop_closures.types': unknown type {t!r}"
+                              f"{did_you_mean(t, ('point', 'frame'))}; give 'point' or 'frame'")
+    for a, b in zip(p.frames_a, p.frames_b):
+        if a == b:
+            raise ConfigError(f"parameter 'loop_closures.frames_b': closure {a!r}-{b!r} ties a "
+                              f"frame to itself: give two frames on different links")
 
 
 def _check_payloads(p: Group) -> None:

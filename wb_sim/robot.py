@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pinocchio as pin
 
-from .errors import ConfigError, ModelError, WbSimError
+from .errors import ConfigError, ModelError, UnsupportedError, WbSimError
 from .paths import share_dir
 
 #: URDF joint types the simulator accepts (fixed joints are merged by pinocchio).
@@ -247,6 +247,12 @@ def _check_urdf_xml(xml: str, origin: str, mimic: str = "refuse") -> ET.Element:
         root = ET.fromstring(xml)
     except ET.ParseError as e:
         raise ModelError(f"malformed URDF XML in {origin}: {e}") from e
+    if root.tag == "mujoco":
+        raise UnsupportedError(
+            f"{origin} is an MJCF model (<mujoco>): give it as a file, urdf_path ending in "
+            f".xml (pinocchio parses MJCF files only); or convert it to URDF and give each "
+            f"<equality> as a loop closure: <connect> as loop_closures.types 'point', <weld> "
+            f"as 'frame' (docs/physics.md, Closed kinematic chains)")
     if root.tag != "robot":
         raise ModelError(f"{origin} is not a URDF: root element is <{root.tag}>, expected <robot>")
     for j in root.findall("joint"):  # not the <joint> elements of <transmission>
@@ -392,6 +398,13 @@ class RobotModel:
         velocity_limit, effort_limit: URDF limits (inf when none or zero).
         damping, friction: URDF ``<dynamics>`` (N*m*s/rad, N*m).
         root_link: name of the URDF root link (the floating base).
+        mjcf_file: the MJCF file the model was built from (``urdf_path`` ending in .xml
+            with a ``<mujoco>`` root), or None for a URDF.
+        closures: the loop closures the model brings (an MJCF's ``<equality>`` connect /
+            weld): (type 'point' or 'frame', frame_a, frame_b) each, frames of
+            :attr:`extra_frames` (the anchor is frame_b's origin).
+        extra_frames: frames added to the parsed model, (name, parent joint, placement)
+            each: :meth:`add_extra_frames` adds them to a model parsed again.
     """
 
     model: pin.Model
@@ -410,6 +423,9 @@ class RobotModel:
     damping: np.ndarray
     friction: np.ndarray
     root_link: str
+    mjcf_file: Path | None = None
+    closures: tuple = ()
+    extra_frames: tuple = ()
 
     def __post_init__(self):
         # derived once: which joints take one coordinate (revolute, prismatic) and which
@@ -484,6 +500,12 @@ class RobotModel:
         """
         if urdf_path:
             path = resolve_urdf_path(urdf_path)
+            if path.suffix == ".xml" and _is_mjcf(path):
+                if mass_scale or com_offset:
+                    raise UnsupportedError(
+                        f"'{path}' is an MJCF model: perturbation.* edits the inertials of "
+                        f"URDF models only for now")
+                return cls._from_mjcf(path, floating_base, base_placement, max_joints)
             if path.suffix == ".xacro":
                 xml = expand_xacro(path, xacro_args or {})
             else:
@@ -506,7 +528,51 @@ class RobotModel:
                 model = pin.buildModelFromXML(xml)
         except (RuntimeError, ValueError) as e:
             raise ModelError(f"pinocchio cannot build a model from {origin}: {e}") from e
+        return cls._assemble(model, origin, floating_base, base_placement, urdf_xml=xml,
+                             urdf_file=path, root_link=_root_link_name(root))
 
+    @classmethod
+    def _from_mjcf(cls, path: Path, floating_base: bool, base_placement, max_joints: int):
+        """The robot of an MJCF file, its ``<equality>`` connect and weld constraints as
+        loop closures between frames added at their anchors (pinocchio's parser)."""
+        origin = f"'{path}'"
+        root = pin.JointModelFreeFlyer() if floating_base else None
+        try:
+            model, points, frames = (pin.buildModelAndConstraintsFromMJCF(str(path), root)
+                                     if root is not None else
+                                     pin.buildModelAndConstraintsFromMJCF(str(path)))
+        except (RuntimeError, ValueError) as e:
+            raise ModelError(f"pinocchio cannot build a model from the MJCF {origin}: {e}") \
+                from e
+        moving = model.njoints - (2 if floating_base else 1)
+        if moving > max_joints:
+            raise ModelError(f"parameter 'urdf_path': {origin} has {moving} moving joints, more "
+                             f"than max_joints = {max_joints}")
+        extra, closures = [], []
+        for kind, constraints in (("point", points), ("frame", frames)):
+            for i, c in enumerate(constraints):
+                names = []
+                for side, joint, placement in (("a", c.joint1_id, c.joint1_placement),
+                                               ("b", c.joint2_id, c.joint2_placement)):
+                    name = f"mjcf_{'connect' if kind == 'point' else 'weld'}{i}_{side}"
+                    extra.append((name, int(joint), pin.SE3(placement)))
+                    names.append(name)
+                closures.append((kind, names[0], names[1]))
+        _add_frames(model, extra)
+        bodies = [f.name for f in model.frames if f.type == pin.FrameType.BODY]
+        xml = path.read_text()
+        return cls._assemble(model, origin, floating_base, base_placement, urdf_xml=xml,
+                             urdf_file=path, root_link=bodies[0] if bodies else "",
+                             mjcf_file=path, closures=tuple(closures), extra_frames=tuple(extra))
+
+    def add_extra_frames(self, model: pin.Model) -> None:
+        """Add :attr:`extra_frames` to ``model`` (the same model parsed again)."""
+        _add_frames(model, self.extra_frames)
+
+    @classmethod
+    def _assemble(cls, model: pin.Model, origin: str, floating_base: bool, base_placement,
+                  **fields) -> "RobotModel":
+        """The robot of a parsed model: the base placed, the joints' data read."""
         if not floating_base and base_placement is not None:
             for j in range(1, model.njoints):
                 if model.parents[j] == 0:
@@ -545,11 +611,11 @@ class RobotModel:
         for arr in (lower, upper, vel, eff, damping, friction):
             arr.setflags(write=False)
 
-        robot = cls(model=model, urdf_xml=xml, urdf_file=path, floating_base=floating_base,
+        robot = cls(model=model, floating_base=floating_base,
                     joint_names=names, joint_ids=np.array(ids, dtype=int), idx_q=idx_q,
                     idx_v=idx_v, nq_joint=nq, position_lower=lower, position_upper=upper,
                     velocity_limit=vel, effort_limit=eff, damping=damping, friction=friction,
-                    root_link=_root_link_name(root))
+                    **fields)
         robot._check_masses(origin)
         return robot
 
@@ -564,6 +630,9 @@ class RobotModel:
         A file that cannot be loaded raises ModelError naming the URDF (and ``key``,
         the parameter that asked for the geometry, when given)."""
         types = {"collision": pin.GeometryType.COLLISION, "visual": pin.GeometryType.VISUAL}
+        if self.mjcf_file is not None:
+            raise UnsupportedError(f"{key + ': ' if key else ''}the geometry of an MJCF model "
+                                   f"('{self.mjcf_file}') is not supported yet (URDF only)")
         if kind not in types:
             raise ValueError(f"geometry kind must be one of {sorted(types)}, got {kind!r}")
         xml = resolve_mesh_uris(self.urdf_xml, self.urdf_file)
@@ -617,6 +686,22 @@ class RobotModel:
         iq, two = self._idx_q_two, self._two
         q[iq] = np.cos(x[two])
         q[iq + 1] = np.sin(x[two])
+
+
+def _is_mjcf(path: Path) -> bool:
+    """Whether the file's root element is <mujoco> (an unreadable file: False, the URDF
+    path reports it)."""
+    try:
+        for _, elem in ET.iterparse(path, events=("start",)):
+            return elem.tag == "mujoco"
+    except (OSError, ET.ParseError):
+        return False
+    return False
+
+
+def _add_frames(model: pin.Model, frames) -> None:
+    for name, joint, placement in frames:
+        model.addFrame(pin.Frame(name, joint, placement, pin.FrameType.OP_FRAME))
 
 
 def _root_link_name(root: ET.Element) -> str:

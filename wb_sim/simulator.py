@@ -49,6 +49,7 @@ from .errors import CommandError, ConfigError, DivergenceError, ModelError
 from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
+from .loop_closures import LoopClosures
 from .payloads import Payload, apply_payloads, make_payload
 from .pin_views import new_data
 from .robot import RobotModel, did_you_mean, rotate_inverse
@@ -198,6 +199,12 @@ class Simulator:
         self._no_points = not self.contact.active
         self._max_penetration = self.contact.max_penetration
         self.surface_names = self.contact_points.surface_names
+        #: the closed chains' constraints (wb_sim.loop_closures.LoopClosures), or None
+        self.loop_closures = LoopClosures(robot, self._model_step, config.loop_closures,
+                                          self.dt) \
+            if config.loop_closures.frames_a or robot.closures else None
+        self._passive = self.loop_closures.passive if self.loop_closures is not None else ()
+        self._closure_impulse = None  # the closures' impulses of the last step
         self._weight = self.mass * float(np.linalg.norm(config.gravity))
         self._note_contact_resolution()
 
@@ -341,7 +348,11 @@ class Simulator:
             root = pin.JointModelComposite(2)
             root.addJoint(pin.JointModelTranslation())
             root.addJoint(pin.JointModelSpherical())
-            model = pin.buildModelFromXML(robot.urdf_xml, root)
+            if robot.mjcf_file is not None:
+                model = pin.buildModelAndConstraintsFromMJCF(str(robot.mjcf_file), root)[0]
+                robot.add_extra_frames(model)
+            else:
+                model = pin.buildModelFromXML(robot.urdf_xml, root)
             if (model.nq, model.nv, model.nframes) != (self.model.nq, self.model.nv,
                                                        self.model.nframes):
                 raise ModelError("internal: the stepping model does not match the robot model")
@@ -452,6 +463,8 @@ class Simulator:
         # the acceleration of the initial state under zero torque, for the IMU: a trial
         # step whose deformation is dropped (the surfaces' here, the links' by the model)
         v1, _, force = self._dynamics(q, v, u, tau)
+        if self.loop_closures is not None:
+            self._closure_impulse = self.loop_closures.impulse
         too_deep = self._too_deep() if pose is not None else None
         if too_deep:
             self.set_state(before)
@@ -515,6 +528,31 @@ class Simulator:
         coordinates (t1, t2, n), N (read-only, no copy)."""
         return self._s.force
 
+    @property
+    def loop_closure_wrenches(self) -> np.ndarray:
+        """(n, 6) per loop closure (``loop_closures.*``, in order) the wrench [force,
+        torque] the closure exerted on frame_a during the last step, at frame_a's origin,
+        world axes, N and N*m (frame_b's anchor takes the opposite); (0, 6) without
+        closures. The contact forces' share is that of the contact surfaces' points."""
+        lc = self.loop_closures
+        if lc is None:
+            return np.zeros((0, 6))
+        lc.impulse = self._closure_impulse
+        return lc.wrenches(self.dt)
+
+    def loop_closure_errors(self, q=None) -> np.ndarray:
+        """Per closure its position error |p_a - p_anchor| (m) at ``q`` (default: now)."""
+        lc = self.loop_closures
+        if lc is None:
+            return np.zeros(0)
+        q = self._s.q if q is None else q
+        e = lc.errors(self._model_step, new_data(self._model_step), q)
+        out, r0 = [], 0
+        for k in lc.rows:
+            out.append(float(np.linalg.norm(e[r0:r0 + 3])))
+            r0 += k
+        return np.array(out)
+
     def _public_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Stepping-model velocity (base linear velocity in world axes) ->
         pinocchio's free-flyer velocity (in base axes); a new array."""
@@ -567,7 +605,8 @@ class Simulator:
         v_free = pin.aba(model, data, q, v, tau, pin.Convention.WORLD) * h
         v_free += v
         gyro = self._gyroscopic
-        if gyro is None and self._no_points and limits is None:  # nothing to solve for
+        closures = self.loop_closures
+        if gyro is None and self._no_points and limits is None and closures is None:
             return v_free, u, self._no_forces
         Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
         if limits is not None:
@@ -577,11 +616,15 @@ class Simulator:
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
+        if closures is not None:  # the closures' rows eliminated: the contacts see M_c^-1
+            Minv_upper, v_free = closures.eliminate(data, Minv_upper, q, v, v_free, self.dt)
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
         else:
             pts.update(model, data, None)
             v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
+            if closures is not None and v_next is not v_free:  # the contacts' J_c^T p
+                closures.impulse_after(pts.jacobian_g().T @ (force.ravel() * self.dt))
         if gyro is not None:
             # the base's velocity-product terms implicit on the whole increment, the limit
             # and contact impulses included (as MuJoCo's implicit integrators do); the
@@ -607,12 +650,17 @@ class Simulator:
         s = self._s
         tau = self._checked_torques(tau)
         acting, commands = self._command_pipe(s, tau)
+        if len(self._passive):  # a closed chain's passive joints take no torque
+            acting = acting.copy()
+            acting[self._passive] = 0.0
         applied = self.actuation.saturate(acting)
         drive = s.actuator
         if self._drives is not None:  # the drives' torque loop, envelope and heat
             applied, drive = self._drives.drive(drive, applied, self._joint_qv(s.q, s.v)[1])
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
         q_next, v_next, u_next, force = self._advance(s, applied, pushes)
+        if self.loop_closures is not None:
+            self._closure_impulse = self.loop_closures.impulse
         touch = () if self.contact_sensors is None else \
             self.contact_sensors.next(s.touch, self._normal_forces(force))
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
