@@ -22,9 +22,11 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from ..errors import ConfigError
 from . import conversions as cv
 from . import rclpy_shim
 from .frames import FrameTree, ft_sensor_frames
+from .parameters import _TOPIC_TOKEN
 from .streams import STREAMS, StreamTable
 from .urdf import urdf_for_ros
 
@@ -134,6 +136,13 @@ class StatePublishers:
             self.ft_frames, self._ft_static, self.notes = ft_sensor_frames(
                 sim.ft_sensors, sim.robot.urdf_xml, {cfg["world_frame"]})
         if "ft" in self.streams:
+            for name in sim.ft_sensors.names:
+                if not _TOPIC_TOKEN.match(name):
+                    raise ConfigError(
+                        f"force-torque sensor '{name}' (ft_sensors.names or the URDF's "
+                        f"<sensor name=...>): its topic {topics['ft']}/{name} is not a valid "
+                        f"ROS topic name (letters, digits and '_', not starting with a digit); "
+                        f"rename it or set topics.ft: '' to publish none")
             # one WrenchStamped per sensor; the reading (an RNEA pass over the step) is
             # computed once for all of them, only while one of them has a listener
             self._ft_raw = [(raw(pub("ft", WrenchStamped, f"{topics['ft']}/{name}", STATE_QOS)),
