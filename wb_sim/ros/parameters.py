@@ -23,7 +23,8 @@ from ..config import (PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, flatten,
 from ..errors import ConfigError
 from ..parameters import Param, by_key, table_markdown, unknown_key_error
 
-_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: one token of a ROS 2 topic name
+TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _topic(x):
@@ -33,7 +34,7 @@ def _topic(x):
     if not x:
         return None
     body = x[2:] if x.startswith("~/") else x[1:] if x.startswith("/") else x
-    if not body or any(not _TOPIC_TOKEN.match(t) for t in body.split("/")):
+    if not body or any(not TOPIC_TOKEN.match(t) for t in body.split("/")):
         return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
                 "start with a digit, separated by single '/', optionally starting with '/' or "
                 "'~/' ('' disables the stream)")

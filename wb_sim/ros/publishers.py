@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from . import conversions as cv
 from . import rclpy_shim
 from .frames import FrameTree, ft_sensor_frames
-from .parameters import _TOPIC_TOKEN
+from .parameters import TOPIC_TOKEN
 from .streams import STREAMS, StreamTable
 from .urdf import urdf_for_ros
 
@@ -137,7 +137,7 @@ class StatePublishers:
                 sim.ft_sensors, sim.robot.urdf_xml, {cfg["world_frame"]})
         if "ft" in self.streams:
             for name in sim.ft_sensors.names:
-                if not _TOPIC_TOKEN.match(name):
+                if not TOPIC_TOKEN.match(name):
                     raise ConfigError(
                         f"force-torque sensor '{name}' (ft_sensors.names or the URDF's "
                         f"<sensor name=...>): its topic {topics['ft']}/{name} is not a valid "
