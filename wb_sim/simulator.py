@@ -832,6 +832,15 @@ class Simulator:
             return {}
         return self.contact_sensors.readings(self._s.touch)
 
+    def contact_sensor_array(self) -> np.ndarray:
+        """The contact sensors' readings as one (n, 3) array, rows [normal force (N), raw
+        (0/1), debounced (0/1)], in ``contact_sensors.names`` order (a new array; see
+        :attr:`contact_states`); (0, 3) with ``contact_sensors.active: false``."""
+        if self.contact_sensors is None:
+            return np.zeros((0, 3))
+        raw, debounced, _, normal = self._s.touch
+        return np.column_stack([normal, raw, debounced]).astype(float)
+
     def _build_ft_sensors(self) -> FTSensors | None:
         """The sensors of ft_sensors.* and, with ft_sensors.from_urdf, the URDF's."""
         cfg = self.config.ft_sensors

@@ -111,7 +111,11 @@ def test_links_with_whole_body_collision_have_contact_sensors():
         per_link = {}
         for link, f in zip(col.surface, col.force):
             per_link[link] = per_link.get(link, 0.0) + f[2]
-        for name, st in sim.contact_states.items():
+        states = sim.contact_states
+        # the array the node publishes (contact_sensors) is the same readings, row by row
+        assert np.array_equal(sim.contact_sensor_array(), np.array(
+            [[st.normal_force, st.in_contact, st.debounced] for st in states.values()]))
+        for name, st in states.items():
             if st.kind == "link":
                 assert st.normal_force == pytest.approx(per_link.get(name, 0.0), abs=1e-9)
                 assert st.in_contact == (st.normal_force > 0.5)
@@ -126,3 +130,4 @@ def test_contact_sensor_parameters():
     sim = wb_sim.Simulator.from_params(box_params(**{"contact_sensors.active": False}))
     sim.step(np.zeros(0))
     assert sim.contact_states == {}
+    assert sim.contact_sensor_array().shape == (0, 3)

@@ -491,6 +491,7 @@ class LockstepController:
         self.odom: dict[int, Any] = {}
         self.answered: set[int] = set()
         self.states: list[tuple] = []
+        self.stamps: list[int] = []  #: each state's stamp, ns
         node = ros.node
         self.pub = node.create_publisher(JointState, "joint_commands", command_qos)
         self.subs = [node.create_subscription(JointState, "joint_states", self._on_js, state_qos),
@@ -516,6 +517,7 @@ class LockstepController:
         twist = np.array([t_.linear.x, t_.linear.y, t_.linear.z,
                           t_.angular.x, t_.angular.y, t_.angular.z])
         self.states.append((qj, vj, np.array(js.effort), p.z, q, twist))
+        self.stamps.append(t)
         if self.left <= 0:
             return
         self.answered.add(t)

@@ -288,6 +288,20 @@ def test_wb_sim_record_plans_the_other_links_wrench_only_with_collision():
     assert "/w/collision" in on and "/w/right_foot" in on
 
 
+def test_wb_sim_record_plans_the_sensors_topics():
+    """The parameters' force-torque sensors (WrenchStamped on topics.ft/<name>) and, only
+    with contact_sensors.active, the contact sensors' array."""
+    from wb_sim.ros.record import plan_topics
+    params = {"ft_sensors.names": ["l_ft", "r_ft"]}
+    plain = {t: (m, s) for t, m, s in plan_topics(params)}
+    assert plain["/ft/l_ft"] == ("geometry_msgs/msg/WrenchStamped", "ft") and "/ft/r_ft" in plain
+    assert "/contact_sensors" not in plain
+    on = {t: (m, s) for t, m, s in plan_topics({**params, "topics.ft": "wrenches",
+                                                "contact_sensors.active": True})}
+    assert "/wrenches/r_ft" in on and "/ft/r_ft" not in on
+    assert on["/contact_sensors"] == ("std_msgs/msg/Float64MultiArray", "contact_sensors")
+
+
 def test_plot_of_the_bag(recorded, tmp_path):
     bag, _, _ = recorded
     assert plot_main([str(bag), "-o", str(tmp_path)]) == 0

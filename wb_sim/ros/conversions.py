@@ -122,6 +122,51 @@ def read_contact_state(msg) -> dict[str, np.ndarray]:
     return out
 
 
+# ----------------------------------------------------------------------------- contact_sensors
+
+#: the columns of a contact sensor's row in a ``contact_sensors`` message
+CONTACT_SENSOR_COLUMNS = ("normal force (N)", "raw contact (0/1)", "debounced contact (0/1)")
+
+
+class ContactSensorsMessage:
+    """``contact_sensors`` messages: one Float64MultiArray holding the stamp (sec, nanosec)
+    then one row [normal force N, raw 0/1, debounced 0/1] per sensor; ``layout.dim[0]`` =
+    ('stamp', 1, 2), ``layout.dim[1 + i]`` = (sensor i's name, 1, 3), the labelled sections
+    of ``contact_state``'s convention. Made once (``names``: the sensors, in the
+    simulator's ``contact_sensors.names`` order), refilled by each call."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = tuple(names)
+        n = len(self.names)
+        self.buffer = np.zeros(2 + 3 * n)
+        self.rows = self.buffer[2:].reshape(n, 3)
+        self.msg = Float64MultiArray()
+        self.msg.layout.dim = [MultiArrayDimension(label="stamp", size=1, stride=2)] + [
+            MultiArrayDimension(label=name, size=1, stride=3) for name in self.names]
+
+    def __call__(self, t_ns: int, readings: np.ndarray) -> Float64MultiArray:
+        """``readings``: (n, 3), the simulator's ``contact_sensor_array()``."""
+        self.buffer[0], self.buffer[1] = t_ns // NS_PER_S, t_ns % NS_PER_S
+        self.rows[:] = readings
+        self.msg.data = array.array("d", self.buffer.tobytes())
+        return self.msg
+
+
+def read_contact_sensors(msg) -> tuple[int, dict[str, np.ndarray]]:
+    """A ``contact_sensors`` message back: (stamp ns, sensor name -> [normal force, raw,
+    debounced])."""
+    data = np.asarray(msg.data, dtype=float)
+    dims = list(msg.layout.dim)
+    if not dims or dims[0].label != "stamp":
+        raise ValueError("not a contact_sensors message: its first dimension is not 'stamp'")
+    t_ns = int(data[0]) * NS_PER_S + int(data[1])
+    out, at = {}, 2
+    for dim in dims[1:]:
+        out[dim.label] = data[at:at + dim.stride].copy()
+        at += dim.stride
+    return t_ns, out
+
+
 # ----------------------------------------------------------------------------- time
 
 

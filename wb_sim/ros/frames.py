@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from ..errors import ConfigError
 from ..robot import RobotModel
 
 
@@ -110,3 +111,49 @@ def _axis(joint: ET.Element) -> np.ndarray:
 
 def _transform(parent: str, child: str, M: pin.SE3) -> Transform:
     return Transform(parent, child, M.translation.copy(), pin.Quaternion(M.rotation).coeffs().copy())
+
+
+def ft_sensor_frames(ft_sensors, urdf_xml: str, taken) -> tuple[list[str], list[Transform],
+                                                                 list[str]]:
+    """The TF frame of each force-torque sensor (``ft_sensors``: the simulator's
+    :class:`wb_sim.ft_sensors.FTSensors`, in its ``names`` order): (frame ids, the static
+    transforms to add to ``/tf_static``, notes to log).
+
+    * ``child`` (and ``parent`` of a fixed joint, whose two sides share the frame): the child
+      link, already in TF;
+    * ``parent`` of a moving joint: the joint's frame on the parent side, the URDF joint's
+      ``<origin>`` in its parent link, static;
+    * ``sensor``: the child link moved by the sensor's pose, static.
+
+    A new frame is named after its sensor, or ``<sensor>_frame`` where that name is a frame
+    already (``taken``: the URDF's links and the world frame; noted); ConfigError when both
+    are.
+    """
+    root = ET.fromstring(urdf_xml)
+    joints = {j.get("name"): j for j in root.findall("joint")}
+    taken = set(taken) | {link.get("name") for link in root.findall("link")}
+    ids, static, notes = [], [], []
+    for cut in ft_sensors.cuts:
+        spec = cut.spec
+        if cut.frame_used == "child":
+            ids.append(cut.link)
+            continue
+        if cut.frame_used == "parent":
+            j = joints[spec.joint]
+            parent, M = j.find("parent").get("link"), _origin(j)
+        else:  # sensor: the child side's frame (the child link's) moved by the pose
+            parent, M = cut.link, cut.pose
+        name = spec.name
+        if name in taken:
+            alt = f"{name}_frame"
+            if alt in taken:
+                raise ConfigError(f"{spec.origin}: the force-torque sensor "
+                                  f"'{name}' needs a TF frame, '{name}' or '{alt}', and "
+                                  f"both name a frame already; rename the sensor")
+            notes.append(f"force-torque sensor '{name}': a frame of that name exists already; "
+                         f"its frame in TF is '{alt}'")
+            name = alt
+        taken.add(name)
+        ids.append(name)
+        static.append(_transform(parent, name, M))
+    return ids, static, notes

@@ -154,6 +154,8 @@ class SimNode(PolledNodeMixin, Node):
         if self.gate.waiting_for_first:
             self._paused.set()
         self.out = StatePublishers(self, sim, self.cfg, self.gate)
+        for note in self.out.notes:
+            self.get_logger().info(note)
         self._make_subscriptions()
         self.node_services = NodeServices(self, self, self.now_s)
         self.add_on_set_parameters_callback(self._on_set_parameters)

@@ -23,7 +23,8 @@ from ..config import (PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, flatten,
 from ..errors import ConfigError
 from ..parameters import Param, by_key, table_markdown, unknown_key_error
 
-_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: one token of a ROS 2 topic name
+TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _topic(x):
@@ -33,7 +34,7 @@ def _topic(x):
     if not x:
         return None
     body = x[2:] if x.startswith("~/") else x[1:] if x.startswith("/") else x
-    if not body or any(not _TOPIC_TOKEN.match(t) for t in body.split("/")):
+    if not body or any(not TOPIC_TOKEN.match(t) for t in body.split("/")):
         return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
                 "start with a digit, separated by single '/', optionally starting with '/' or "
                 "'~/' ('' disables the stream)")
@@ -111,6 +112,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.joint_states_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.imu_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_wrench_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.ft_rate_hz", "float", 0.0, "Hz",
+          _RATE_DOC + " The force-torque sensors' reading (an RNEA pass, 60-120 us a step on "
+          "the humanoid) is paid only while someone subscribes to one of them.", lo=0.0),
+    Param("publish.contact_sensors_rate_hz", "float", 0.0, "Hz",
+          _RATE_DOC + " Built only while someone subscribes.", lo=0.0),
     Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.actuators_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
@@ -127,6 +133,14 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("topics.contact_wrench", "str", "contact_wrench", "",
           "Prefix of the geometry_msgs/WrenchStamped topics <prefix>/<surface> ('' = off).",
           check=_topic),
+    Param("topics.ft", "str", "ft", "",
+          "Prefix of the force-torque sensors' geometry_msgs/WrenchStamped <prefix>/<sensor> "
+          "(ft_sensors.*, the URDF's Gazebo sensors), header.frame_id the sensor's frame in TF "
+          "(docs/ros.md, 'Force-torque sensors'); only with sensors ('' = off).", check=_topic),
+    Param("topics.contact_sensors", "str", "contact_sensors", "",
+          "std_msgs/Float64MultiArray of the contact sensors (docs/ros.md, 'contact_sensors'): "
+          "per sensor normal force (N), raw and debounced contact (0/1); only with "
+          "contact_sensors.active ('' = off).", check=_topic),
     Param("topics.actuators", "str", "actuators", "",
           "Prefix of the drives' readings, std_msgs/Float64MultiArray <prefix>/current (A), "
           "<prefix>/voltage (V), <prefix>/temperature (C), one entry per joint in joint_states "

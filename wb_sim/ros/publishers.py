@@ -22,9 +22,11 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 
+from ..errors import ConfigError
 from . import conversions as cv
 from . import rclpy_shim
-from .frames import FrameTree
+from .frames import FrameTree, ft_sensor_frames
+from .parameters import TOPIC_TOKEN
 from .streams import STREAMS, StreamTable
 from .urdf import urdf_for_ros
 
@@ -59,8 +61,9 @@ LISTENERS_REFRESH_S = 0.05
 ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
-OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "actuators", "odom", "tf", "tf_static",
-                 "clock", "robot_description", "contact_markers", "contact_state")
+OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "ft", "contact_sensors", "actuators",
+                 "odom", "tf", "tf_static", "clock", "robot_description", "contact_markers",
+                 "contact_state")
 
 
 class StatePublishers:
@@ -76,6 +79,10 @@ class StatePublishers:
             topics["odom"] = ""  # the base does not move
         if not sim.actuators.active:
             topics["actuators"] = ""  # ideal drives report nothing
+        if sim.ft_sensors is None:
+            topics["ft"] = ""
+        if sim.contact_sensors is None:
+            topics["contact_sensors"] = ""  # contact_sensors.active false
         self.topics = topics
         self.streams = StreamTable.from_config(cfg, 1.0 / sim.dt,
                                                {s: bool(topics[s]) for s, _ in STREAMS})
@@ -121,6 +128,32 @@ class StatePublishers:
                 raw(pub("contact_wrench", WrenchStamped, f"{topics['contact_wrench']}/collision",
                         STATE_QOS)),
                 cv.wrench_template(cfg["world_frame"])) if sim.collision is not None else None
+        #: the notes to log once (an F/T sensor's frame renamed to avoid a clash)
+        self.notes: list[str] = []
+        #: per force-torque sensor its TF frame; the static transforms of the new ones
+        self.ft_frames, self._ft_static = [], []
+        if sim.ft_sensors is not None:
+            self.ft_frames, self._ft_static, self.notes = ft_sensor_frames(
+                sim.ft_sensors, sim.robot.urdf_xml, {cfg["world_frame"]})
+        if "ft" in self.streams:
+            for name in sim.ft_sensors.names:
+                if not TOPIC_TOKEN.match(name):
+                    raise ConfigError(
+                        f"force-torque sensor '{name}' (ft_sensors.names or the URDF's "
+                        f"<sensor name=...>): its topic {topics['ft']}/{name} is not a valid "
+                        f"ROS topic name (letters, digits and '_', not starting with a digit); "
+                        f"rename it or set topics.ft: '' to publish none")
+            # one WrenchStamped per sensor; the reading (an RNEA pass over the step) is
+            # computed once for all of them, only while one of them has a listener
+            self._ft_raw = [(raw(pub("ft", WrenchStamped, f"{topics['ft']}/{name}", STATE_QOS)),
+                             cv.wrench_template(frame))
+                            for name, frame in zip(sim.ft_sensors.names, self.ft_frames)]
+            self._stream["ft"] = self._ft
+        if "contact_sensors" in self.streams:
+            self._contact_sensors_pub = pub("contact_sensors", Float64MultiArray,
+                                            topics["contact_sensors"], STATE_QOS)
+            self._contact_sensors_msg = cv.ContactSensorsMessage(sim.contact_sensors.names)
+            self._stream["contact_sensors"] = self._contact_sensors
         if "actuators" in self.streams:
             # a few Float64MultiArray through rclpy's own conversion (no template: a small
             # stream, 100 Hz by default, and only while someone listens)
@@ -186,7 +219,8 @@ class StatePublishers:
         """``/tf_static``, ``robot_description`` and the terrain markers (once, at start)."""
         stamp = cv.time_msg(t_ns)
         if self._tf_static_pub is not None:
-            tfs = [cv.transform_msg(stamp, t) for t in self.frames.static_transforms()]
+            tfs = [cv.transform_msg(stamp, t)
+                   for t in self.frames.static_transforms() + self._ft_static]
             self._tf_static_pub.publish(TFMessage(transforms=tfs))
         if self._desc_pub is not None:
             robot = self.sim.robot
@@ -227,6 +261,17 @@ class StatePublishers:
             publish, cdr = self._collision_raw
             w = sim.sensed_collision_wrench_array()
             publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _ft(self, t_ns: int) -> None:
+        # the readings now (the core keeps no delayed copy: sensors.delay_steps does not
+        # delay them), with their noise and bias
+        for (publish, cdr), w in zip(self._ft_raw, self.sim.ft_wrench_array()):
+            publish(cdr.serialize(t_ns, w[:3], w[3:]))
+
+    def _contact_sensors(self, t_ns: int) -> None:
+        # the readings of the last step, never delayed; built only for a listener
+        self._contact_sensors_pub.publish(
+            self._contact_sensors_msg(t_ns, self.sim.contact_sensor_array()))
 
     def _actuators(self, t_ns: int) -> None:
         # the drives' readings now (sensors.delay_steps does not delay them); no stamp in a

@@ -128,6 +128,13 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     prefix = params.get("topics.actuators", DEFAULT_TOPICS["actuators"])
     if prefix and params.get("actuators.model", "ideal") != "ideal":
         out += [(absolute(f"{prefix}/{r}"), ARRAY_TYPE, "actuators") for r in ACTUATOR_TOPICS]
+    prefix = params.get("topics.ft", DEFAULT_TOPICS["ft"])
+    if prefix:  # the parameters' force-torque sensors (not the URDF's: the URDF is not read)
+        for s in params.get("ft_sensors.names") or []:
+            out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "ft"))
+    topic = params.get("topics.contact_sensors", DEFAULT_TOPICS["contact_sensors"])
+    if topic and params.get("contact_sensors.active"):
+        out.append((absolute(str(topic)), "std_msgs/msg/Float64MultiArray", "contact_sensors"))
     if only is not None:
         wanted = {absolute(t) for t in only}
         out = [o for o in out if o[0] in wanted]
