@@ -26,7 +26,6 @@ Noise is white Gaussian per axis, drawn once per step from a generator seeded wi
 
 from __future__ import annotations
 
-import copy
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ import pinocchio as pin
 from .errors import ModelError
 from .pin_views import new_data
 from .robot import RobotModel, did_you_mean
+from .sensors import SeededNoise
 
 FRAMES = ("child", "parent", "sensor")
 DIRECTIONS = ("parent_to_child", "child_to_parent")
@@ -172,7 +172,7 @@ class _Cut:
         return total
 
 
-class FTSensors:
+class FTSensors(SeededNoise):
     """The force-torque sensors of a robot (see the module docstring): ``specs`` declared,
     ``model`` the simulator's stepping model (its inertias carry the payloads), ``cfg`` the
     ``ft_sensors`` parameter group (noise, bias, seed)."""
@@ -181,6 +181,7 @@ class FTSensors:
         self.model = model
         self.data = new_data(model)
         self.cuts = [_Cut(model, robot, s) for s in specs]
+        self._noise_shape = (len(self.cuts), 6)
         self.names = tuple(s.name for s in specs)
         n = len(specs)
         self.cfg = cfg
@@ -198,21 +199,6 @@ class FTSensors:
         self._fext.extend([pin.Force.Zero() for _ in range(model.njoints)])
         self._touched: list[int] = []
         self.reset()
-
-    def reset(self) -> None:
-        self._rng = np.random.default_rng(self.cfg.seed)
-        self._noise = np.zeros((len(self.cuts), 6))
-        if self.noisy:
-            self.draw_noise()
-
-    def snapshot(self) -> tuple:
-        """The sensors' evolving state, a copy: (noise generator state, current noise)."""
-        return copy.deepcopy(self._rng.bit_generator.state), self._noise.copy()
-
-    def restore(self, snap: tuple) -> None:
-        rng_state, noise = snap
-        self._rng.bit_generator.state = copy.deepcopy(rng_state)
-        self._noise = np.array(noise, dtype=float)
 
     def draw_noise(self) -> None:
         """Draw the white noise of the next readings (once per step)."""

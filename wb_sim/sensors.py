@@ -129,7 +129,35 @@ def _frozen(x: np.ndarray) -> np.ndarray:
     return x
 
 
-class Imu:
+class SeededNoise:
+    """White noise drawn from a seeded generator, once per step, as part of a sensor's state
+    (the IMU's, the force-torque sensors'): :meth:`reset` to the seed, :meth:`snapshot` /
+    :meth:`restore` of the generator and the current draw. A subclass sets ``cfg.seed``,
+    ``noisy`` and ``_noise_shape``, and draws ``_noise`` in ``draw_noise``."""
+
+    _noise_shape: tuple = ()
+
+    def reset(self) -> None:
+        self._rng = np.random.default_rng(self.cfg.seed)
+        self._noise = np.zeros(self._noise_shape)
+        if self.noisy:
+            self.draw_noise()
+
+    def snapshot(self) -> tuple:
+        """The evolving state, a copy: (noise generator state, current noise)."""
+        return copy.deepcopy(self._rng.bit_generator.state), self._noise.copy()
+
+    def restore(self, snap: tuple) -> None:
+        """Back to a :meth:`snapshot` (which stays usable: it is copied)."""
+        rng_state, noise = snap
+        self._rng.bit_generator.state = copy.deepcopy(rng_state)
+        self._noise = np.array(noise, dtype=float)
+
+    def draw_noise(self) -> None:
+        raise NotImplementedError
+
+
+class Imu(SeededNoise):
     """An IMU at a frame of the robot; see the module docstring."""
 
     def __init__(self, robot: RobotModel, cfg: Group, gravity: np.ndarray,
@@ -187,21 +215,7 @@ class Imu:
             self._R_p = placement.rotation.copy() if rotated else None
             self._q_p = pin.Quaternion(placement.rotation) if rotated else None
 
-    def reset(self) -> None:
-        self._rng = np.random.default_rng(self.cfg.seed)
-        self._noise = np.zeros(6)
-        if self.noisy:
-            self.draw_noise()
-
-    def snapshot(self) -> tuple:
-        """The IMU's evolving state, a copy: (noise generator state, current noise)."""
-        return copy.deepcopy(self._rng.bit_generator.state), self._noise.copy()
-
-    def restore(self, snap: tuple) -> None:
-        """Back to a :meth:`snapshot` (which stays usable: it is copied)."""
-        rng_state, noise = snap
-        self._rng.bit_generator.state = copy.deepcopy(rng_state)
-        self._noise = np.array(noise, dtype=float)
+    _noise_shape = (6,)
 
     def draw_noise(self) -> None:
         """Draw the white noise of the next reading (called once per step)."""
