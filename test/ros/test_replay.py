@@ -50,6 +50,9 @@ def recorded(tmp_path_factory):
                          capture_output=True, text=True, timeout=180, cwd=tmp,
                          env=ros_env(fresh_domain_id()))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    # the replay needs the controller's parameters in the bag (the recorder's log says why
+    # not, if not)
+    assert read_recording(bag).controllers, out.stdout[-4000:] + out.stderr[-4000:]
     return bag
 
 

@@ -299,6 +299,7 @@ class BagRecorder:
         self._seq: dict[tuple, int] = {}
         self.writer = None
         self.controllers: ControllerWatch | None = None
+        self._lockstep = False  # the simulator steps once per answer: a controller drives it
         self._chunk_due = time.monotonic() + CHUNK_S
 
     # ------------------------------------------------------------------ setup
@@ -343,6 +344,7 @@ class BagRecorder:
 
         from ..tools.bag import typestore
 
+        self._lockstep = params.get("sync.mode") == "lockstep"
         plan = plan_topics(params, self.only)
         if self.only is not None:
             known = {t for t, _, _ in plan}
@@ -412,9 +414,14 @@ class BagRecorder:
             return
         end = time.monotonic() + wait_s
         self.watch_controllers()
-        while self.controllers.pending and time.monotonic() < end:
+        # in lockstep a controller drives the simulator: one not discovered yet (a short run
+        # can end before DDS has told this recorder of the controller's publisher: CI saw a
+        # 1 s run's bag without it) is still looked for while it runs, up to wait_s
+        unseen = self._lockstep and not self.controllers.seen
+        while (self.controllers.pending or unseen) and time.monotonic() < end:
             time.sleep(0.01)
-            self.watch_controllers(look=False)
+            self.watch_controllers(look=unseen)
+            unseen = unseen and not self.controllers.seen
         missed = self.controllers.given_up + list(self.controllers.asks)
         if missed:
             self.log.warning(f"no parameters recorded of {', '.join(missed)} (no answer from "
