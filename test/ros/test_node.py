@@ -748,8 +748,14 @@ def _controller_death(s: SimSetup, name: str):
     time before it to 1.5 s after it) and the node's log written after it."""
     ros = s.ros
     # torques, not drive targets: the last command is found as the final run of unchanged
-    # efforts (a drive's efforts change at every step with the state)
-    pd = s.start_pd_controller(name, "drive_gains:=false")
+    # efforts (a drive's efforts change at every step with the state). Paused while it
+    # starts: the robot the previous test's controller left lying costs the node more than
+    # a millisecond a step, and in CI the next controller's start then timed out
+    s.pause(True)
+    try:
+        pd = s.start_pd_controller(name, "drive_gains:=false")
+    finally:
+        s.pause(False)
     js = ros.record(JointState, "joint_states", STATE_QOS)
     try:
         assert ros.spin_until(lambda: js.msgs and any(js.last.effort), 10), s.describe()
