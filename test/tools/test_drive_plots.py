@@ -150,7 +150,7 @@ def test_a_bag_gives_each_reading_the_joint_state_received_before_it(tmp_path):
     readings every 10th step (received just after that step's joint state, before the next
     one), the recorder's parameters. The reader's readings are the Recorder's, bit for bit,
     at those samples, NaN elsewhere; the drive's constants come from the parameters."""
-    pytest.importorskip("rosbags")
+    require_modules("rosbags", why="pip install rosbags (the plot extra)")
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
