@@ -417,6 +417,13 @@ def _loader():
     return _LOADER
 
 
+def yaml_value(text: str):
+    """A YAML value given on a command line (``KEY:=VALUE``), read with wb_sim's loader
+    (:func:`_loader`: ``2e4`` is a number, as in ROS's ``-p``). Raises ``yaml.YAMLError``."""
+    import yaml
+    return yaml.load(text, Loader=_loader())
+
+
 #: most nodes a YAML document may hold once its aliases are expanded: an alias repeats a node
 #: without copying it, and a 1 kB file of nested aliases (a "billion laughs") expands to
 #: 1e9 nodes that every reader of the document then walks

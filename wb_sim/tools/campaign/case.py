@@ -85,6 +85,11 @@ def case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, li
     return params, special, pushes, cparams
 
 
+def ab_case(spec: dict, case: dict) -> dict:
+    """The case's run B of the A/B switch: the campaign's ``ab`` values over its own."""
+    return {**case, "params": {**case["params"], **spec["ab"]["set"]}}
+
+
 def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> ControllerLoop:
     """The case's controller closing the loop on ``sim`` (:class:`wb_sim.control.ControllerLoop`)."""
     ref = spec["controller"]["callable"]
@@ -100,8 +105,28 @@ def run_case(task: dict) -> dict:
     spec, case = task["spec"], task["case"]
     row = {"case_id": case["index"], "case_hash": case["hash"], "status": "ok", "error": ""}
     t0 = time.perf_counter()
+    ab = spec.get("ab")
+    trace_a: dict = {}
+    _run_into(row, spec, case, task.get("out"), trace_a if ab else None)
+    if ab:  # the A/B switch: the same case again with the ab values, compared with A
+        from ..ab import divergence
+        row_b: dict = {"status": "ok", "error": ""}
+        trace_b: dict = {}
+        _run_into(row_b, spec, ab_case(spec, case), None, trace_b)
+        row.update({f"b.{k}": v for k, v in row_b.items()})
+        if trace_a.get("t") is not None and trace_b.get("t") is not None:
+            d = divergence(trace_a["t"], trace_a["joints"], trace_b["t"], trace_b["joints"],
+                           trace_a["names"], base_a=trace_a["base"], base_b=trace_b["base"],
+                           wrap=trace_a["wrap"], base_m=ab["base_m"], joint_rad=ab["joint_rad"])
+            row.update(d.row())
+    row["_wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def _run_into(row: dict, spec: dict, case: dict, out, trace) -> None:
+    """Run the case into ``row`` (its metrics, status and error); never raises."""
     try:
-        row.update(_run(spec, case, task.get("out")))
+        row.update(_run(spec, case, out, trace))
     except DivergenceError as e:
         row.update(getattr(e, "_partial", {}))
         row["status"], row["error"] = "diverged", str(e)
@@ -109,11 +134,12 @@ def run_case(task: dict) -> dict:
         tb = traceback.extract_tb(e.__traceback__)
         where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
         row["status"], row["error"] = "error", f"{type(e).__name__}: {e}{where}"
-    row["_wall_s"] = time.perf_counter() - t0
-    return row
 
 
-def _run(spec: dict, case: dict, out: str | None) -> dict:
+def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> dict:
+    """The case's metrics. ``keep`` (a dict, for the A/B switch): filled with the run's
+    trajectory as far as it got (``t``, ``joints``, ``base`` (None: fixed base), ``names``,
+    ``wrap``: the continuous joints), also when it diverges."""
     import pinocchio as pin
 
     from ...pin_views import new_data
@@ -177,6 +203,19 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         }
         return {m: values[m] for m in spec["metrics"]}
 
+    steps_done = 0
+
+    def kept() -> None:
+        if keep is None:
+            return
+        from ..ab import continuous_joints
+        qs = trace_q[:steps_done + 1]
+        keep.update(t=np.arange(steps_done + 1) * dt,
+                    joints=np.array([sim.robot.joint_positions(q) for q in qs]).reshape(
+                        len(qs), nj),
+                    base=qs[:, :3].copy() if floating else None,
+                    names=tuple(sim.joint_names), wrap=continuous_joints(sim.robot))
+
     try:
         for k in range(n):
             for link, force, torque, dur in schedule.get(k, ()):
@@ -186,6 +225,7 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             trace_tau[k] = sim.applied_torques
             q = sim.q
             trace_q[k + 1] = q
+            steps_done = k + 1
             monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
@@ -219,7 +259,9 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     except DivergenceError as e:
         e._partial = metrics(True)
         _save_recording(rec, out, case)
+        kept()
         raise
+    kept()
     result = metrics(False)
     trace = {"t": np.arange(n + 1) * dt, "q": trace_q, "applied_torques": trace_tau}
     for name, ref in spec["custom_metrics"].items():
