@@ -7,7 +7,7 @@ the joint's whole body inertia, the massless bodies welded to it included), one 
 joint per pinocchio joint (origin the joint's placement, its axis, its limits, damping and
 friction), every other body and frame (an ``<equality>``'s anchors) a massless link on a
 fixed joint, and the visual geometry (boxes, spheres, cylinders, capsules as a cylinder
-and two spheres, ellipsoids as scaled spheres are not written, meshes by absolute path).
+and two spheres, meshes by absolute path; planes and ellipsoids are left out).
 
 Numbers are written with ``repr`` (17 significant digits): the URDF read back by
 pinocchio has the same inertias and joint placements but for the orientations' round trip
@@ -58,8 +58,7 @@ def _inertial(Y: pin.Inertia) -> str:
 
 
 def _kind(joint) -> str:
-    name = joint.shortname().removeprefix("JointModel")
-    return name
+    return joint.shortname().removeprefix("JointModel")
 
 
 def _visuals(obj) -> list[str]:

@@ -37,7 +37,7 @@ from tf2_msgs.msg import TFMessage  # noqa: E402
 
 import wb_sim  # noqa: E402
 from helpers.mjcf_robots import ankle_leg_params  # noqa: E402
-from helpers.ros import LockstepController, SimSetup, stamp_ns  # noqa: E402
+from helpers.ros import LockstepController, SimSetup  # noqa: E402
 from wb_sim.ros.conversions import read_loop_closures  # noqa: E402
 from wb_sim.ros.frames import FrameTree  # noqa: E402
 
