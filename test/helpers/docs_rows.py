@@ -43,6 +43,11 @@ def pct(x: float, decimals: int = 2) -> str:
     return s.replace("-", MINUS) + " %"
 
 
+def _same_or_each(shown: list[str], same: str) -> str:
+    """'v <same>' when every entry reads the same, else 'a / b / c'."""
+    return f"{shown[0]} {same}" if len(set(shown)) == 1 else " / ".join(shown)
+
+
 def sci(x: float, digits: int = 2) -> str:
     """A small number in short scientific notation: 7.5e-4, −4e-5."""
     mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
@@ -202,6 +207,67 @@ def mujoco_lying_table() -> str:
 
 
 # ---------------------------------------------------------------------------
+# docs/physics.md: the drives (dc_motor) against closed forms, the humanoid on them
+# ---------------------------------------------------------------------------
+
+def drives_table() -> str:
+    """test/core/test_actuators.py's runs: the AK80-9 defaults on a wheel (the torque loop's
+    step response) and on the humanoid's legs (standing 5 s against ideal drives; an 8 V
+    squat against the torque-speed envelope)."""
+    from helpers.drives import LEGS, legs_stand, squat, torque_step, wheel
+
+    def tiny(x: float, what: str) -> str:
+        return f"< 1e-12 {what}" if x < 1e-12 else f"{sci(x)} {what}"
+
+    motor = wheel().actuators
+    stall, no_load = float(motor.stall_torque()[0]), float(motor.no_load_speed()[0])
+    steps = {rate: torque_step(rate) for rate in (10000.0, 1000.0, 100.0)}
+    fine = steps[10000.0]
+    stand, ideal = legs_stand(True), legs_stand(False)
+    sim = stand["sim"]
+    r = sim.actuator_readings
+    knees = [sim.joint_names.index(n) for n in ("l_knee", "r_knee")]
+
+    def knee(fmt) -> str:
+        shown = [fmt(k) for k in knees]
+        return shown[0] if shown[0] == shown[1] else " / ".join(shown)
+
+    carry = (f"{knee(lambda k: f'{abs(sim.applied_torques[k]):.1f}')} N·m, "
+             f"{knee(lambda k: f'{abs(r.current[k]):.1f}')} A at "
+             f"{knee(lambda k: f'{abs(r.voltage[k]):.1f}')} V, winding "
+             f"{knee(lambda k: f'{r.temperature[k]:.2f}')} °C")
+    low = squat(8.0)
+    rows = [
+        ("AK80-9 (the defaults): stall torque, no-load speed at the joint",
+         f"{stall:.1f} N·m, {no_load:.2f} rad/s ({no_load * 30 / math.pi:.0f} rpm)",
+         "N η kt V / R, V / (kt N)"),
+        ("20 Hz, ζ = 0.4 torque loop, a 10 N·m step: every sample at 10 kHz / 1 kHz / 100 Hz",
+         _same_or_each([tiny(steps[k]["error"], "of the step") for k in steps], "at all three"),
+         "the closed form at (k + 1) dt"),
+        ("same, 10 kHz: rise time (10–90 %), overshoot",
+         f"{fine['rise'] * 1e3:.3f} ms, {fine['overshoot'] * 100:.3f} %",
+         f"{fine['rise_exact'] * 1e3:.3f} ms ({sci(abs(fine['rise'] / fine['rise_exact'] - 1), 1)}), "
+         f"{fine['overshoot_exact'] * 100:.3f} % "
+         f"({sci(abs(fine['overshoot'] / fine['overshoot_exact'] - 1), 1)})"),
+        (f"humanoid, AK80-9 on its {len(LEGS)} leg joints, 200 Hz ζ = 0.7 loop (assumed), shipped "
+         "PD + gravity controller, 5 s: base below its start",
+         f"{stand['drop'] * 1e3:.2f} mm", f"{ideal['drop'] * 1e3:.2f} mm with ideal drives"),
+        ("same, crouched: each knee after 5 s", carry, ""),
+        (f"fed 8 V (stall {low['stall']:.1f} N·m, no-load {low['no_load']:.2f} rad/s), a squat "
+         "of 1.2 rad at the knees and back in 1.5 s, twice: steps on the envelope",
+         f"{low['bound']} of 3000", ""),
+        ("same: the largest leg torque beyond N η kt (±V − kt N q̇)/R at the step's starting "
+         "speed", tiny(low["excess"], "of stall"), "0"),
+        ("same: the base's lowest point below its start; back to it within",
+         f"{low['depth'] * 100:.0f} cm; {low['end_dz'] * 1e3:.1f} mm", ""),
+    ]
+    lines = ["| drives (`test/core/test_actuators.py`) | measured | closed form, reference |",
+             "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |".replace("|  |", "| |") for a, b, c in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------
 
@@ -221,6 +287,9 @@ BLOCKS = {b.name: b for b in [
           "test_gyroscopic.py's wheel, body and tops, 5 s at 1 kHz (top also 10 kHz)"),
     Block("friction", "docs/physics.md", friction_table,
           "test_friction_direction.py's box, 12 runs of < 1 s"),
+    Block("drives", "docs/physics.md", drives_table,
+          "test_actuators.py's wheel step responses, the humanoid 5 s on drives and ideal, "
+          "the 8 V squat (3 s)"),
     Block("mujoco-lying", "docs/physics.md", mujoco_lying_table,
           "test_mujoco_lying.py's humanoid, 3 s at 1 kHz, both models and MuJoCo's twin",
           needs=lambda: __import__("helpers.extras").extras.require_mujoco()),
