@@ -268,6 +268,29 @@ def drives_table() -> str:
 
 
 # ---------------------------------------------------------------------------
+# docs/physics.md: torsional friction
+# ---------------------------------------------------------------------------
+
+def torsion_table() -> str:
+    """test/core/contact/test_torsional_friction.py's ball braking at 250 Hz, 1 kHz, 4 kHz."""
+    from helpers.torsion import ALPHA, MODELS, braking
+    rates = (250.0, 1000.0, 4000.0)
+    lines = [f"| braking, exact `l m g / I` = {ALPHA:.3f} rad/s² | 250 Hz / 1 kHz / 4 kHz |",
+             "|---|---|"]
+    for model in MODELS:
+        a = [braking(model, rate)["alpha"] for rate in rates]
+        err = [x / ALPHA - 1.0 for x in a]
+        shown = _same_or_each([f"{x:.3f}" for x in a], "at all three")
+        if max(map(abs, err)) < 1e-5:
+            off = "< 0.001 %"
+        else:
+            lo, hi = sorted((min(err, key=abs), max(err, key=abs)), key=abs)
+            off = f"{pct(lo, 3)[:-2]} to {pct(hi, 3)}" if pct(lo, 3) != pct(hi, 3) else pct(hi, 3)
+        lines.append(f"| {model} | {shown} ({off}) |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------
 
@@ -287,6 +310,8 @@ BLOCKS = {b.name: b for b in [
           "test_gyroscopic.py's wheel, body and tops, 5 s at 1 kHz (top also 10 kHz)"),
     Block("friction", "docs/physics.md", friction_table,
           "test_friction_direction.py's box, 12 runs of < 1 s"),
+    Block("torsion", "docs/physics.md", torsion_table,
+          "test_torsional_friction.py's ball, 6 runs of 1.1 s"),
     Block("drives", "docs/physics.md", drives_table,
           "test_actuators.py's wheel step responses, the humanoid 5 s on drives and ideal, "
           "the 8 V squat (3 s)"),
