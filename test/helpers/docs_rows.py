@@ -291,6 +291,20 @@ def torsion_table() -> str:
 
 
 # ---------------------------------------------------------------------------
+# docs/physics.md: the four-bar against its one degree of freedom
+# ---------------------------------------------------------------------------
+
+def fourbar_sentence() -> str:
+    """test/core/test_loop_closures.py's parallelogram swing (2 s at 1 kHz)."""
+    from helpers.fourbar import swing
+    got = swing()
+    return ("A parallelogram four-bar released under gravity (2 s at 1 kHz) follows the closed "
+            "form of its one degree\nof freedom (a pendulum: the coupler translates) to "
+            f"{100 * got['worst'] / got['amplitude']:.2f} % of its {got['amplitude']:.2f} rad "
+            "swing.")
+
+
+# ---------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------
 
@@ -315,6 +329,8 @@ BLOCKS = {b.name: b for b in [
     Block("drives", "docs/physics.md", drives_table,
           "test_actuators.py's wheel step responses, the humanoid 5 s on drives and ideal, "
           "the 8 V squat (3 s)"),
+    Block("fourbar", "docs/physics.md", fourbar_sentence,
+          "test_loop_closures.py's parallelogram swing, 2 s at 1 kHz"),
     Block("mujoco-lying", "docs/physics.md", mujoco_lying_table,
           "test_mujoco_lying.py's humanoid, 3 s at 1 kHz, both models and MuJoCo's twin",
           needs=lambda: __import__("helpers.extras").extras.require_mujoco()),
