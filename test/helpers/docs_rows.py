@@ -344,7 +344,7 @@ def _pattern(name: str) -> re.Pattern:
 
 def markers_in(text: str) -> list[str]:
     """The names of the generated blocks a page marks, in order."""
-    return re.findall(r"<!-- generated: (\S+) ", text)
+    return re.findall(r"^[ \t]*<!-- generated: (\S+) .*-->$", text, re.M)
 
 
 def shown(block: Block) -> str:
