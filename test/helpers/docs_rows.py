@@ -305,6 +305,20 @@ def fourbar_sentence() -> str:
 
 
 # ---------------------------------------------------------------------------
+# docs/physics.md: the humanoid carrying a payload
+# ---------------------------------------------------------------------------
+
+def payload_sentence() -> str:
+    """test/core/test_payloads.py's humanoid with a crate on its torso, 5 s."""
+    from helpers.robots import CRATE, crate_stand
+    got = crate_stand()
+    return (f"The humanoid with {CRATE:g} kg on its torso stands 5 s under the example PD + "
+            f"gravity controller\n({got['drop'] * 1e3:.1f} mm lower, tilted "
+            f"{got['tilt_deg']:.2f}°, the feet carrying (m + {CRATE:g} kg) g to "
+            f"{sci(abs(got['carried']), 1)}).")
+
+
+# ---------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------
 
@@ -331,6 +345,8 @@ BLOCKS = {b.name: b for b in [
           "the 8 V squat (3 s)"),
     Block("fourbar", "docs/physics.md", fourbar_sentence,
           "test_loop_closures.py's parallelogram swing, 2 s at 1 kHz"),
+    Block("payload", "docs/physics.md", payload_sentence,
+          "test_payloads.py's humanoid with a crate, 5 s"),
     Block("mujoco-lying", "docs/physics.md", mujoco_lying_table,
           "test_mujoco_lying.py's humanoid, 3 s at 1 kHz, both models and MuJoCo's twin",
           needs=lambda: __import__("helpers.extras").extras.require_mujoco()),
