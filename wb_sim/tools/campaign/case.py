@@ -179,17 +179,53 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
     trace_q = np.empty((n + 1, sim.model.nq))
     trace_tau = np.empty((n, sim.nj))
     trace_q[0] = sim.q
-
-    min_cos_tilt = 1.0
-    com_dev = peak = 0.0
-    saturated_steps = losses = 0
-    loaded = np.zeros(ns, dtype=bool)
+    # what the metrics need, kept per step and judged once after the loop (vectorized): the
+    # commands as given and whether the controller gave them this step, the time, each
+    # surface's normal force. The plain per-step version of these metrics (the reference the
+    # tests hold this to) is StandMonitor.update / watch and the git history of this loop.
+    trace_cmd = np.empty((n, sim.nj))
+    fresh = np.zeros(n, dtype=bool)
+    trace_t = np.empty(n + 1)
+    trace_t[0] = sim.t
+    trace_normal = np.empty((n, ns))
     nj = sim.nj
-    ratio = np.empty(nj)
-    normal = np.empty(ns)
+    feet_every = 10  # StandMonitor.watch's sampling of the surfaces' positions
 
     def metrics(diverged: bool) -> dict:
+        m = steps_done
+        z = trace_q[1:m + 1, 2] if floating else np.zeros(m)
+        feet_rows = [k for k in range(1, m + 1) if (sim_steps0 + k) % feet_every == 0] \
+            if pts.n else []
+        feet = None
+        if feet_rows:  # the surfaces' frames at the sampled steps (StandMonitor.watch's)
+            feet = np.empty((len(feet_rows), ns, 3))
+            for i, k in enumerate(feet_rows):
+                pin.forwardKinematics(model, data, trace_q[k])
+                for j, f in enumerate(surface_frames):
+                    feet[i, j] = pin.updateFramePlacement(model, data, f).translation
+        monitor.update_run(trace_t[1:m + 1], z, trace_tau[:m],
+                           trace_t[feet_rows] if feet_rows else None, feet)
         verdict = monitor.verdict()
+        peak = 0.0
+        if nj and fresh[:m].any():  # the commands as given (they can exceed the limits)
+            peak = max(peak, float((np.abs(trace_cmd[:m][fresh[:m]]) * inv_limits).max()))
+        # saturation of what acted in each step (after joints.command_delay_steps)
+        saturated_steps = int(np.count_nonzero(
+            (np.abs(trace_tau[:m]) * inv_limits).max(axis=1) >= sat_level)) if nj and m else 0
+        min_cos_tilt, com_dev = 1.0, 0.0
+        if floating and m:
+            qx, qy = trace_q[1:m + 1, 3], trace_q[1:m + 1, 4]
+            min_cos_tilt = min(min_cos_tilt, float((1.0 - 2.0 * (qx * qx + qy * qy)).min()))
+            for k in range(1, m + 1):
+                com = pin.centerOfMass(model, data, trace_q[k])
+                d = math.hypot(com[0] - com0[0], com[1] - com0[1])
+                if d > com_dev:
+                    com_dev = d
+        losses = 0
+        if ns and m:  # a surface loaded at one step and not at the next
+            loaded = np.greater(trace_normal[:m], threshold)
+            before = np.vstack([np.zeros((1, ns), dtype=bool), loaded[:-1]])
+            losses = int(np.count_nonzero(before > loaded))
         values = {
             "stands": bool(verdict.stands and not diverged),
             "fell": bool(diverged or verdict.fell),
@@ -204,6 +240,8 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
         return {m: values[m] for m in spec["metrics"]}
 
     steps_done = 0
+    sim_steps0 = sim.step_count
+    surface_frames = [sim.robot.frame_id(f) for f in pts.surface_frames] if pts.n else []
 
     def kept() -> None:
         if keep is None:
@@ -223,39 +261,17 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
             tau = loop.torques()  # the controller's, called when due (rate_hz); checked
             sim.step(tau)  # the simulator delays it by joints.command_delay_steps
             trace_tau[k] = sim.applied_torques
-            q = sim.q
-            trace_q[k + 1] = q
+            trace_q[k + 1] = sim.q
+            trace_cmd[k] = tau
+            fresh[k] = loop.fresh
+            trace_t[k + 1] = sim.t
             steps_done = k + 1
-            monitor.watch(sim)
             if rec is not None:
                 rec.record(sim)
-            if loop.fresh:  # the commands as given (they can exceed the limits)
-                np.abs(tau, out=ratio)
-                ratio *= inv_limits
-                r = float(ratio.max()) if nj else 0.0
-                if r > peak:
-                    peak = r
-            # saturation of what acted in this step (after joints.command_delay_steps)
-            np.abs(trace_tau[k], out=ratio)
-            ratio *= inv_limits
-            if nj and ratio.max() >= sat_level:
-                saturated_steps += 1
-            if floating:
-                qx, qy = q[3], q[4]
-                c = 1.0 - 2.0 * (qx * qx + qy * qy)
-                if c < min_cos_tilt:
-                    min_cos_tilt = c
-                com = pin.centerOfMass(model, data, q)
-                d = math.hypot(com[0] - com0[0], com[1] - com0[1])
-                if d > com_dev:
-                    com_dev = d
             if ns:
                 # sim.point_forces: the points' forces of the last step, ground coordinates
                 # (tangential 1, 2, normal); what contact_wrench_array() maps, 10x cheaper
-                f = np.greater(per_surface.dot(sim.point_forces[:, 2], out=normal), threshold)
-                if (loaded > f).any():  # loaded before, not now
-                    losses += int(np.count_nonzero(loaded > f))
-                loaded = f
+                per_surface.dot(sim.point_forces[:, 2], out=trace_normal[k])
     except DivergenceError as e:
         e._partial = metrics(True)
         _save_recording(rec, out, case)
