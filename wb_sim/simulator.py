@@ -1120,6 +1120,10 @@ class Simulator:
             out = a.copy()
             if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
+            for jid in self._object_joints:  # the free objects' roots alike
+                iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+                out[iv:iv + 3] = a[iv:iv + 3] @ pin.Quaternion(q[iq + 3:iq + 7]).matrix() \
+                    - np.cross(v[iv + 3:iv + 6], v[iv:iv + 3])
             return out
         finally:
             self._restore_readings(saved)
