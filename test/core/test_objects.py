@@ -225,6 +225,27 @@ def test_a_box_thrown_at_the_humanoid_pushes_it_on_a_frictionless_ground():
     assert p1[0] - 2.0 * box[0] > 0.9 * p0[0]  # the robot took it
 
 
+def test_a_far_object_leaves_the_standing_humanoids_trajectory(make_humanoid,
+                                                               shipped_controller):
+    """The humanoid standing under the example controller, with a box resting 5 m away and
+    without it: the robot's coordinates agree to rounding (1.1e-16 measured: the contact
+    products run over the object's zero columns in another order) over 0.2 s, and the
+    controller ignores the object's coordinates after the robot's."""
+    runs = []
+    for extra in ({}, {"objects.names": ["far"], "objects.shapes": ["box"],
+                       "objects.sizes": [0.3, 0.3, 0.3], "objects.mass": [5.0],
+                       "objects.positions": [5.0, 0.0, 0.15]}):
+        sim = make_humanoid(**extra)
+        ctrl = shipped_controller(sim)
+        qs = []
+        for _ in range(200):
+            sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+            qs.append(sim.q[:sim.robot.model.nq].copy())
+        runs.append(np.array(qs))
+    assert sim.object_pose("far").translation[2] == pytest.approx(0.15, abs=1e-3)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=0.0, atol=1e-12)
+
+
 def test_solid_inertias_match_pinocchios():
     m = 2.5
     cases = {"box": ((0.3, 0.2, 0.1), pin.Inertia.FromBox(m, 0.3, 0.2, 0.1)),
