@@ -473,3 +473,19 @@ def test_the_vectorized_stand_monitor_is_the_per_sample_one_bit_for_bit():
     a, b = plain.verdict(), fast.verdict()
     assert a == b, (a, b)
     assert a.base_drop > 0 and a.foot_slide > 1e-4 and a.saturated  # every figure in play
+
+
+def test_workers_run_one_blas_thread_each(tmp_path, monkeypatch):
+    """A worker's matrices are small: n workers must not each start one BLAS thread per core
+    (backends.WORKER_ENV); the user's own setting wins."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    camp = {"robot": "humanoid", "duration_s": 0.01, "plots": False,
+            "grid": {"contact.stiffness": [2e4, 4e4]},
+            "custom_metrics": {"blas": "helpers.campaign:blas_threads"}}
+    res = run_campaign(camp, workers=2, out=tmp_path / "a", progress=False)
+    assert [r["blas"] for r in res.rows] == [1.0, 1.0]
+    import os
+    assert "OPENBLAS_NUM_THREADS" not in os.environ  # this process's environment is left as it was
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    res = run_campaign(camp, workers=2, out=tmp_path / "b", progress=False)
+    assert [r["blas"] for r in res.rows] == [3.0, 3.0]
