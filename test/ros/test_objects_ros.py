@@ -278,3 +278,28 @@ def test_wb_sim_record_plans_the_object_markers_with_objects():
     plan = {t: (m, k) for t, m, k in plan_topics({"objects.names": ["crate"]})}
     assert plan["/objects"] == ("visualization_msgs/msg/MarkerArray", "objects")
     assert "objects" in LATCHED and "/tf" in plan
+
+
+def test_spawn_while_running_in_real_time_pauses_the_physics_and_goes_on(tmp_path, params_file):
+    """Free-running at real_time_factor 1: a spawn pauses the physics for the rebuild (the
+    answer and the log say how long), the clock then goes on at the real-time pace without
+    a burst to catch up (no 'behind its deadlines' re-anchoring) and the new object's frame
+    is on /tf."""
+    from sensor_msgs.msg import JointState
+    setup = SimSetup(tmp_path, "real_time_factor:=1.0", params_file=params_file)
+    try:
+        res = _spawn(setup, "cube", "wb_sim://sphere?size=0.05&mass=0.3")
+        assert res.result.result == OK, res.result.error_message
+        assert "physics paused" in res.result.error_message
+        tf = setup.ros.record(TFMessage, "/tf", TF_QOS)
+        js = setup.ros.record(JointState, "joint_states", TF_QOS)
+        assert setup.ros.spin_until(lambda: any(
+            t.child_frame_id == "cube" for m in tf.msgs for t in m.transforms), 10.0)
+        setup.ros.spin_for(1.0)
+        stamps = [stamp_ns(m) for m in js.msgs]
+        assert stamps == sorted(stamps) and len(stamps) > 100
+        log = setup.node.log()
+        assert "spawned object 'cube'" in log and "behind its deadlines" not in log, log
+        assert setup.node.alive()
+    finally:
+        setup.close()

@@ -519,7 +519,11 @@ class SimNode(PolledNodeMixin, Node):
             took = time.perf_counter() - t0
             self.out.objects_changed(self._now_ns())
             t = self._now_ns() / 1e9
-        self._wake.set()  # re-anchor the pacing after the pause
+            # the deadlines start again from now: the physics thread, waiting for the
+            # lock, must not count the rebuild as missed deadlines and race to catch up
+            # (nor leave real-time priority as a loop that fell behind)
+            self.pacer.anchor(time.perf_counter())
+        self._wake.set()
         message = (f"{what} object '{obj.name}' ({obj.shape} {list(obj.size)} m, "
                    f"{obj.mass:g} kg) at t = {t:.3f} s; the physics paused {took:.2f} s "
                    f"for the simulator's rebuild")
