@@ -355,9 +355,12 @@ def start_viewer(name: str, sim, lock, logger):
     viewer = make_viewer(name, sim.robot, rate_hz=VIEWER_RATE_HZ, ground_height=ground.height,
                          ground_normal=ground.normal, terrain=sim.terrain)
 
+    nq = sim.robot.model.nq  # the robot's configuration (free objects' come after it and
+    # are not drawn yet)
+
     def snapshot():
         with lock:  # the feet's and (collision.enabled) the links' contacts
-            return (sim.q.copy(), *contact_arrows(sim))
+            return (sim.q[:nq].copy(), *contact_arrows(sim))
 
     viewer.start(snapshot)
     logger.info(f"viewer: open {viewer.url} in a browser")
