@@ -189,10 +189,15 @@ def _spawn(s, name, uri, xyz=(0.5, -0.5, 0.3), **extra):
 
 def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     """Spawn a 0.1 m box 0.3 m up: after 400 lockstep cycles it rests at 0.05 m (1 mm);
-    delete it: /tf and the markers lose it, the others stay."""
+    delete it: /tf and the markers lose it, the others stay. A snapshot of the set without
+    it is refused while it is there (naming the sets), restored once it is gone."""
+    res = _call(s, si.DeleteEntity, "save_snapshot", entity="no_cube").result
+    assert res.result == OK, res.error_message
     res = _spawn(s, "cube", "wb_sim://box?size=0.1,0.1,0.1&mass=0.5")
     assert res.result.result == OK, res.result.error_message
     assert res.entity_name == "cube" and "physics paused" in res.result.error_message
+    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
+    assert res.result != OK and "free objects" in res.error_message, res.error_message
     s.node.wait_for_log("spawned object 'cube'", 10.0)
     names = (*NAMES, "cube")
     markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
@@ -214,6 +219,8 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     assert tf and all(set(rows) == set(NAMES) for rows in tf.values()), tf
     res = _call(s, si.GetEntities, "get_entities")
     assert list(res.entities) == ["wb_humanoid", *NAMES]
+    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
+    assert res.result == OK, res.error_message
 
 
 @pytest.mark.parametrize("name, uri, code, fragments", [
@@ -226,15 +233,27 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
      ("must be > 0",)),
     ("b5", "wb_sim://box?mass=1", "RESOURCE_PARSE_ERROR", ("lacks size",)),
     ("b6", "file:///tmp/box.urdf", "UNSUPPORTED_FORMAT", ("wb_sim://",)),
+    ("", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_INVALID", ("give the object a name",)),
+    ("l_foot", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("robot frame",)),
+    ("b7", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
+     ("under the ground", "raise its position")),
 ])
 def test_spawn_refusals_say_what_is_wrong(s, name, uri, code, fragments):
-    res = _spawn(s, name, uri)
+    res = _spawn(s, name, uri, xyz=(0.5, -0.5, 0.0 if name == "b7" else 0.3))
     expected = getattr(si.SpawnEntity.Response, code, None)
     expected = getattr(si_msg.Result, code) if expected is None else expected
     assert res.result.result == expected, res.result.error_message
     for f in fragments:
         assert f in res.result.error_message, res.result.error_message
     assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
+
+
+def test_spawn_with_allow_renaming_takes_a_free_name(s):
+    res = _spawn(s, "crate", "wb_sim://cylinder?size=0.05,0.2&mass=1", allow_renaming=True)
+    assert res.result.result == OK and res.entity_name == "crate_1", res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == \
+        ["wb_humanoid", *NAMES, "crate_1"]
+    assert _call(s, si.DeleteEntity, "delete_entity", entity="crate_1").result.result == OK
 
 
 def test_delete_refusals(s):
