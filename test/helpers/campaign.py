@@ -63,3 +63,8 @@ def pd_killing_worker(sim, case, kp=300.0, kd=10.0):
 def blas_threads(sim, trace):
     """The worker's OPENBLAS_NUM_THREADS as a number (0: not set)."""
     return float(os.environ.get("OPENBLAS_NUM_THREADS", "0"))
+
+
+def crate_height(sim, trace):
+    """The height of the object 'crate' at the end of a case, m."""
+    return float(sim.object_pose("crate").translation[2])
