@@ -333,3 +333,45 @@ def test_mesh_robots_are_framed_in_the_browser(robot, tmp_path):
     ys = np.flatnonzero(r["robot_mask"].any(axis=1))
     span = (ys.max() - ys.min()) / r["robot_mask"].shape[0] if len(ys) else 0.0
     assert span > 1 / 3, f"{robot}: the robot spans {span:.2f} of the image's height"
+
+
+def test_free_objects_in_the_browser(tmp_path):
+    """The free objects (issue 31) in the page: one node per object at its pose (the
+    matrix three.js holds equals the simulator's pose), its solid's parts, rebuilt when
+    an object is spawned; the robot drawn from its own coordinates."""
+    require_browser("meshcat", "chromium")
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
+        "objects.names": ["crate", "ball"], "objects.shapes": ["box", "sphere"],
+        "objects.sizes": [0.3, 0.2, 0.25, 0.1, 0.0, 0.0], "objects.mass": [5.0, 1.0],
+        "objects.positions": [0.7, 0.0, 0.4, 0.5, 0.5, 0.3], "objects.rpy": [0.0, 0.0, 0.5,
+                                                                          0.0, 0.0, 0.0]})
+    for _ in range(50):
+        sim.step(np.zeros(sim.nj))
+    nq = sim.robot.model.nq
+    from wb_sim.tools.viewer import contact_arrows
+
+    def node(name):
+        return f"viewer.scene_tree.find(['meshcat', 'wb_sim', 'objects', '{name}'])"
+
+    with make_viewer("meshcat", sim.robot) as viewer:
+        with pytest.raises(CommandError, match=r"2 objects need \(2, 7\) poses"):
+            viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, np.zeros((1, 7)))
+        viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
+        browser = Chromium(viewer.url, tmp_path / "chromium-profile")
+        try:
+            browser.wait_for(f"Object.keys({node('crate')}.children).length == 1 && "
+                             f"Object.keys({node('ball')}.children).length == 1")
+            for name in ("crate", "ball"):
+                m = np.array(browser.evaluate(f"Array.from({node(name)}.object.matrix.elements)"),
+                             dtype=float).reshape(4, 4).T  # three.js: column-major
+                assert np.allclose(m, sim.object_pose(name).homogeneous, atol=1e-6), (name, m)
+            # a spawned capsule: the set is rebuilt, a cylinder and two spheres
+            sim.spawn_object("rod", "capsule", [0.05, 0.4, 0.0], 2.0, [0.0, 0.8, 0.3])
+            viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
+            browser.wait_for(f"Object.keys({node('rod')}.children).length == 3 && "
+                             f"Math.abs({node('rod')}.object.matrix.elements[13] - 0.8) < 1e-6")
+            m = np.array(browser.evaluate(f"Array.from({node('rod')}.object.matrix.elements)"),
+                         dtype=float).reshape(4, 4).T
+            assert np.allclose(m, sim.object_pose("rod").homogeneous, atol=1e-6)
+        finally:
+            browser.close()

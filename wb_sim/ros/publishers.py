@@ -355,12 +355,11 @@ def start_viewer(name: str, sim, lock, logger):
     viewer = make_viewer(name, sim.robot, rate_hz=VIEWER_RATE_HZ, ground_height=ground.height,
                          ground_normal=ground.normal, terrain=sim.terrain)
 
-    nq = sim.robot.model.nq  # the robot's configuration (free objects' come after it and
-    # are not drawn yet)
+    nq = sim.robot.model.nq  # the robot's configuration (the free objects' come after it)
 
     def snapshot():
-        with lock:  # the feet's and (collision.enabled) the links' contacts
-            return (sim.q[:nq].copy(), *contact_arrows(sim))
+        with lock:  # the feet's and (collision.enabled) the links' contacts; the objects
+            return (sim.q[:nq].copy(), *contact_arrows(sim), sim.objects, sim.object_poses())
 
     viewer.start(snapshot)
     logger.info(f"viewer: open {viewer.url} in a browser")

@@ -155,7 +155,8 @@ def _view(viewer, sim: Simulator, t0: float) -> None:
     k = sim.step_count
     if k % max(1, round(1.0 / (30.0 * sim.dt))) == 0:
         from .viewer import contact_arrows
-        viewer.show(sim.q, *contact_arrows(sim))
+        viewer.show(sim.q[:sim.robot.model.nq], *contact_arrows(sim), sim.objects,
+                    sim.object_poses())
         ahead = sim.t - (time.perf_counter() - t0)
         if ahead > 0:
             time.sleep(ahead)

@@ -387,6 +387,9 @@ class MeshcatViewer:
         self._arrow_paths: list[tuple[str, str, str]] = []  # per arrow: node, shaft, head
         self._camera_set = False
         self._last_state: tuple[np.ndarray, np.ndarray] | None = None
+        self._objects: tuple = ()  # the free objects drawn (wb_sim.objects.FreeObject)
+        self._object_paths: list[str] = []
+        self._last_object_poses: np.ndarray | None = None
         self._stop = threading.Event()
         self._closed = False
         self._server = _Server() if zmq_url is None else None
@@ -527,11 +530,14 @@ class MeshcatViewer:
     # ------------------------------------------------------------------ drawing
 
     def show(self, q: np.ndarray, contact_positions: np.ndarray,
-             contact_forces: np.ndarray) -> None:
-        """Draw now: the robot at configuration ``q`` (pinocchio layout, nq),
-        and an arrow of length ``|F| * force_scale_m_per_N`` from each contact
-        point (``(n, 3)`` world positions, m) along its force (``(n, 3)`` world
-        forces exerted by the ground, N). Sends only what changed."""
+             contact_forces: np.ndarray, objects: tuple = (),
+             object_poses: np.ndarray | None = None) -> None:
+        """Draw now: the robot at configuration ``q`` (the robot's pinocchio layout, its
+        nq: ``sim.q[:sim.robot.model.nq]``), and an arrow of length
+        ``|F| * force_scale_m_per_N`` from each contact point (``(n, 3)`` world
+        positions, m) along its force (``(n, 3)`` world forces exerted by the ground, N);
+        the free ``objects`` (``sim.objects``) at ``object_poses`` (``sim.object_poses()``:
+        (k, 7) rows [x, y, z, qx, qy, qz, qw]). Sends only what changed."""
         q = np.asarray(q, dtype=float)
         if q.shape != (self.model.nq,):
             raise CommandError(f"viewer: q must have shape ({self.model.nq},), got {q.shape}")
@@ -539,6 +545,11 @@ class MeshcatViewer:
         F = np.asarray(contact_forces, dtype=float).reshape(-1, 3)
         if P.shape != F.shape:
             raise CommandError(f"viewer: {len(P)} contact positions but {len(F)} forces")
+        if objects:
+            object_poses = np.asarray(object_poses, dtype=float)
+            if object_poses.shape != (len(objects), 7):
+                raise CommandError(f"viewer: {len(objects)} objects need ({len(objects)}, 7) "
+                                   f"poses, got {object_poses.shape}")
         with self._conn.lock:
             if self._closed:
                 raise ViewerError("the viewer is closed")
@@ -548,6 +559,7 @@ class MeshcatViewer:
             paths, transforms, properties = [], [], []
             self._robot_updates(q, paths, transforms)
             self._arrow_updates(P, F, paths, transforms, properties)
+            self._object_updates(tuple(objects), object_poses, paths, transforms)
             conn = self._conn
             conn.send_frames(conn.transform_frames(paths, transforms)
                              + [conn.property_frames(*p) for p in properties])
@@ -570,6 +582,55 @@ class MeshcatViewer:
         for k in changed:
             paths.append(self._geom_paths[k])
             transforms.append(T[k])
+
+    def _object_geometry(self, objects: tuple) -> None:
+        """(Re)build the free objects' solids under ``<root>/objects`` (after a spawn or a
+        delete the set changes): a node per object that its pose moves, its solid in a
+        child node in the object's axes (three.js cylinders lie along y)."""
+        import meshcat.geometry as mg
+        self._vis[f"{self._root}/objects"].delete()
+        material = mg.MeshLambertMaterial(color=OBJECT_COLOR)
+        y_to_z = np.eye(4)
+        y_to_z[:3, :3] = _Y_TO_Z
+        self._object_paths = []
+        for o in objects:
+            node = self._vis[f"{self._root}/objects/{o.name}"]
+            a, b, c = o.size
+            parts: list = []
+            if o.shape == "box":
+                parts.append((mg.Box([a, b, c]), np.eye(4)))
+            elif o.shape == "sphere":
+                parts.append((mg.Sphere(a), np.eye(4)))
+            else:  # cylinder, capsule: radius a, length b along z
+                parts.append((mg.Cylinder(b, a), y_to_z))
+                if o.shape == "capsule":
+                    for sign in (1.0, -1.0):
+                        T = np.eye(4)
+                        T[2, 3] = sign * 0.5 * b
+                        parts.append((mg.Sphere(a), T))
+            for i, (geometry, T) in enumerate(parts):
+                node[f"part_{i}"].set_object(geometry, material)
+                node[f"part_{i}"].set_transform(T)
+            self._object_paths.append(self._path(f"{self._root}/objects/{o.name}"))
+        self._objects = objects
+        self._last_object_poses = None
+
+    def _object_updates(self, objects: tuple, poses, paths: list, transforms: list) -> None:
+        if objects != self._objects:
+            self._object_geometry(objects)
+        if not objects:
+            return
+        poses = np.asarray(poses, dtype=float)
+        last = self._last_object_poses
+        for k, row in enumerate(poses):
+            if last is not None and np.abs(row - last[k]).max() <= _TRANSFORM_TOL:
+                continue
+            T = np.eye(4)
+            T[:3, :3] = pin.Quaternion(row[3:7]).normalized().matrix()  # x, y, z, w
+            T[:3, 3] = row[:3]
+            paths.append(self._object_paths[k])
+            transforms.append(T)
+        self._last_object_poses = poses.copy()
 
     def _arrow_updates(self, P: np.ndarray, F: np.ndarray, paths: list, transforms: list,
                        properties: list) -> None:
@@ -605,8 +666,9 @@ class MeshcatViewer:
     def start(self, snapshot: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray] | None]
               ) -> None:
         """Draw from a daemon thread: every ``1 / rate_hz`` s, call ``snapshot()``
-        and :meth:`show` its ``(q, contact_positions, contact_forces)``, unless
-        ``q`` and the forces equal the last ones (or it returned ``None``).
+        and :meth:`show` its ``(q, contact_positions, contact_forces)`` or
+        ``(q, contact_positions, contact_forces, objects, object_poses)``, unless
+        they equal the last ones (or it returned ``None``).
 
         ``snapshot`` runs in the viewer's thread: it must return copies that the
         simulation thread does not modify (e.g. taken under the caller's lock).
@@ -629,12 +691,15 @@ class MeshcatViewer:
             try:
                 state = snapshot()
                 if state is not None:
-                    q, P, F = (np.array(x, dtype=float) for x in state)
+                    q, P, F = (np.array(x, dtype=float) for x in state[:3])
+                    objects, poses = (tuple(state[3]), np.array(state[4], dtype=float)) \
+                        if len(state) > 3 else ((), np.zeros((0, 7)))
                     last = self._last_state
                     if (last is None or not np.array_equal(q, last[0])
-                            or not np.array_equal(F, last[1])):
-                        self.show(q, P, F)
-                        self._last_state = (q, F)
+                            or not np.array_equal(F, last[1]) or objects != last[2]
+                            or not np.array_equal(poses, last[3])):
+                        self.show(q, P, F, objects, poses)
+                        self._last_state = (q, F, objects, poses)
             except Exception as e:  # keep drawing; the simulation must not notice
                 if self._stop.is_set():
                     break
@@ -686,6 +751,8 @@ def _grid_segments(half_size: float, cell: float) -> np.ndarray:
 
 #: RGB of the terrain's solids
 TERRAIN_COLOR = 0xB0A890
+#: the free objects' colour (orange)
+OBJECT_COLOR = 0xE08030
 
 
 #: viewer option ``viewer``: name -> class (``None``: no viewer)
