@@ -85,8 +85,14 @@ class ContactModel(Protocol):
 
     def statistics(self) -> dict:
         """Counts of the solver's work: at least ``solves``; the rigid model adds
-        ``nonconverged`` and ``iterations_mean`` / ``iterations_p99``, the compliant
-        one ``active_set_solves``."""
+        ``nonconverged``, ``iterations_total`` and ``iterations_mean`` /
+        ``iterations_p99``, the compliant one ``active_set_solves``."""
+
+    def solver_health(self) -> dict[str, float]:
+        """The last solve, computed when asked (nothing per step): ``residual`` (m/s, how
+        far its impulses are from solving the contact problem) and ``impulse_work`` (J,
+        the kinetic energy its impulses added; > 0: energy gained); NaN where the law has
+        no such measure (the compliant ground)."""
 
     # -- what the simulator reads without asking which model it holds
     #: the contact surfaces' points (ContactPoints)

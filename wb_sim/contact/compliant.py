@@ -578,6 +578,12 @@ class CompliantContact(SurfaceContact):
         slipping[off] = False
         return p, slipping, sigma
 
+    def solver_health(self) -> dict[str, float]:
+        """Nothing a window can judge: the implicit step has no iterative residual, and the
+        ground stores and returns energy elastically (``residual``, ``impulse_work``: NaN,
+        not measured)."""
+        return {"residual": math.nan, "impulse_work": math.nan}
+
     def statistics(self) -> dict:
         """Counts since construction: steps with touching points, and how many of
         them needed the active-set loop (impacts, take-offs, slips)."""

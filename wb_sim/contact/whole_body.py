@@ -246,10 +246,14 @@ class WholeBodyContact:
     def resolution_note(self, delassus, weight, dt):
         return self.feet.resolution_note(delassus, weight, dt)
 
+    def solver_health(self) -> dict[str, float]:
+        """The last solve's (the feet's alone, or the merged problem's)."""
+        return self._last.solver_health()
+
     def statistics(self) -> dict:
         out = dict(self.feet.statistics())
         for key, value in self.merged.statistics().items():
-            if key in ("solves", "nonconverged", "active_set_solves"):
+            if key in ("solves", "nonconverged", "active_set_solves", "iterations_total"):
                 out[key] = out.get(key, 0) + value
             out[f"collision_{key}"] = value
         if self.terrain_contacts is not None:
