@@ -88,9 +88,10 @@ class ContactModel(Protocol):
         ``nonconverged``, ``iterations_total`` and ``iterations_mean`` /
         ``iterations_p99``, the compliant one ``active_set_solves``."""
 
-    def solver_health(self) -> dict[str, float]:
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
         """The last solve, computed when asked (nothing per step): ``residual`` (m/s, how
-        far its impulses are from solving the contact problem) and ``impulse_work`` (J,
+        far its impulses are from solving the contact problem; NaN unless asked) and
+        ``impulse_work`` (J,
         the kinetic energy its impulses added; > 0: energy gained); NaN where the law has
         no such measure (the compliant ground)."""
 

@@ -578,7 +578,7 @@ class CompliantContact(SurfaceContact):
         slipping[off] = False
         return p, slipping, sigma
 
-    def solver_health(self) -> dict[str, float]:
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
         """Nothing a window can judge: the implicit step has no iterative residual, and the
         ground stores and returns energy elastically (``residual``, ``impulse_work``: NaN,
         not measured)."""

@@ -233,30 +233,31 @@ class RigidContact(SurfaceContact):
                 "iterations_total": self.iterations_total,
                 "iterations_mean": float(it.mean()), "iterations_p99": float(np.percentile(it, 99))}
 
-    def solver_health(self) -> dict[str, float]:
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
         """The last solve, computed on demand from what it kept (nothing per step):
-        ``residual`` (m/s) the natural-map residual of the De Saxce form of Coulomb's
-        law and Signorini's condition, ``|lambda - proj_K(lambda - (c + mu |c_t| e_n) /
-        W_nn)| W_nn`` per point (c: the constrained velocity after the impulses, with
-        the gap and penetration terms; 0 exactly at a solution, as
-        :func:`coulomb_residual`), the worst point's; ``impulse_work`` (J) the kinetic
-        energy the contact impulses added, ``lambda . (J v_free + G lambda / 2)``:
-        <= 0 for a dissipative contact, > 0 where the penetration push-out or an
+        ``residual`` (m/s; only if asked, else NaN) the natural-map residual of the De
+        Saxce form of Coulomb's law and Signorini's condition, ``|lambda -
+        proj_K(lambda - (c + mu |c_t| e_n) / W_nn)| W_nn`` per point (c: the constrained
+        velocity after the impulses, with the gap and penetration terms; 0 exactly at a
+        solution, as :func:`coulomb_residual`), the worst point's; ``impulse_work`` (J)
+        the kinetic energy the contact impulses added, ``lambda . (J v_free + G lambda /
+        2)``: <= 0 for a dissipative contact, > 0 where the penetration push-out or an
         unconverged solve put energy in. Both 0 where nothing touched."""
         if self._last is None:
-            return {"residual": 0.0, "impulse_work": 0.0}
+            return {"residual": 0.0 if residual else math.nan, "impulse_work": 0.0}
         idx, lam3, vel, G0, lam, g = self._last
-        rows = 3 * len(idx)
         Gl = G0.dot(lam)
-        work = float(lam.dot(vel) + 0.5 * lam.dot(Gl))
-        c = (g[:rows] + Gl[:rows]).reshape(-1, 3)
-        w_nn = G0.diagonal()[2:rows:3]
-        x = lam3.copy()
-        x[:, 2] -= (c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])) / w_nn
-        x[:, :2] -= c[:, :2] / w_nn[:, None]
-        proj = np.array([_cone_projection(xi, self.mu) for xi in x])
-        residual = float((np.abs(lam3 - proj).max(axis=1) * w_nn).max())
-        return {"residual": residual, "impulse_work": work}
+        out = {"residual": math.nan, "impulse_work": float(lam.dot(vel) + 0.5 * lam.dot(Gl))}
+        if residual:
+            rows = 3 * len(idx)
+            c = (g[:rows] + Gl[:rows]).reshape(-1, 3)
+            w_nn = G0.diagonal()[2:rows:3]
+            x = lam3.copy()
+            x[:, 2] -= (c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])) / w_nn
+            x[:, :2] -= c[:, :2] / w_nn[:, None]
+            gap = np.abs(lam3 - cone_projections(x, self.mu)).max(axis=1)
+            out["residual"] = float((gap * w_nn).max())
+        return out
 
     # ------------------------------------------------------------------ the step
 
@@ -503,6 +504,17 @@ def coulomb_residual(problem, force: np.ndarray, dt: float, mu: float) -> float:
         x = lj - (cj + np.array([0.0, 0.0, mu * math.hypot(cj[0], cj[1])])) / w_nn
         worst = max(worst, float(np.abs(lj - _cone_projection(x, mu)).max()) * w_nn)
     return worst
+
+
+def cone_projections(x: np.ndarray, mu: float) -> np.ndarray:
+    """Row by row (k, 3) the projections of :func:`_cone_projection`, vectorized."""
+    t = np.hypot(x[:, 0], x[:, 1])
+    n = np.maximum(mu * t + x[:, 2], 0.0) / (mu * mu + 1.0)
+    scale = np.divide(mu * n, t, out=np.zeros_like(t), where=t > 0.0)
+    out = np.column_stack([x[:, 0] * scale, x[:, 1] * scale, n])
+    inside = t <= mu * x[:, 2]
+    out[inside] = x[inside]
+    return out
 
 
 def _cone_projection(x: np.ndarray, mu: float) -> np.ndarray:

@@ -246,9 +246,9 @@ class WholeBodyContact:
     def resolution_note(self, delassus, weight, dt):
         return self.feet.resolution_note(delassus, weight, dt)
 
-    def solver_health(self) -> dict[str, float]:
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
         """The last solve's (the feet's alone, or the merged problem's)."""
-        return self._last.solver_health()
+        return self._last.solver_health(residual)
 
     def statistics(self) -> dict:
         out = dict(self.feet.statistics())
