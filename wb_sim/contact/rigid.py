@@ -230,7 +230,6 @@ class RigidContact(SurfaceContact):
     def statistics(self) -> dict:
         it = np.array(self.iterations[-100_000:] or [0])
         return {"solves": self.solves, "nonconverged": self.nonconverged,
-                "iterations_total": self.iterations_total,
                 "iterations_mean": float(it.mean()), "iterations_p99": float(np.percentile(it, 99))}
 
     def solver_health(self, residual: bool = True) -> dict[str, float]:
@@ -242,12 +241,18 @@ class RigidContact(SurfaceContact):
         solution, as :func:`coulomb_residual`), the worst point's; ``impulse_work`` (J)
         the kinetic energy the contact impulses added, ``lambda . (J v_free + G lambda /
         2)``: <= 0 for a dissipative contact, > 0 where the penetration push-out or an
-        unconverged solve put energy in. Both 0 where nothing touched."""
+        unconverged solve put energy in. Both 0 where nothing touched. And the counters
+        since construction (plain integers, no cost): ``solves``, ``nonconverged``,
+        ``iterations`` (all solves' together)."""
+        out = {"residual": 0.0 if residual else math.nan, "impulse_work": 0.0,
+               "solves": self.solves, "nonconverged": self.nonconverged,
+               "iterations": self.iterations_total}
         if self._last is None:
-            return {"residual": 0.0 if residual else math.nan, "impulse_work": 0.0}
+            return out
         idx, lam3, vel, G0, lam, g = self._last
         Gl = G0.dot(lam)
-        out = {"residual": math.nan, "impulse_work": float(lam.dot(vel) + 0.5 * lam.dot(Gl))}
+        out["residual"] = math.nan
+        out["impulse_work"] = float(lam.dot(vel) + 0.5 * lam.dot(Gl))
         if residual:
             rows = 3 * len(idx)
             c = (g[:rows] + Gl[:rows]).reshape(-1, 3)
