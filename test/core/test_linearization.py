@@ -158,3 +158,18 @@ def test_bad_eps_is_refused():
     with pytest.raises(CommandError, match="eps"):
         sim.linearize_step(eps=0.0)
     assert LINEARIZATION_EPS == 1e-6
+
+
+def test_a_diverging_perturbed_step_leaves_the_state_and_says_so():
+    """A state at the edge of the domain (a speed just under MAX_SPEED): a perturbed step
+    diverges, linearize_step raises DivergenceError, and the state is the one before."""
+    from wb_sim.errors import DivergenceError
+    from wb_sim.simulator import MAX_SPEED
+    sim = _pendulum()
+    _set_qv(sim, np.array(sim.q), np.array([MAX_SPEED * 0.9999999, 0.0]))
+    before = sim.get_state()
+    with pytest.raises(DivergenceError):
+        sim.linearize_step(eps=1e-1)
+    after = sim.get_state()
+    assert np.array_equal(before.q, after.q) and np.array_equal(before.v, after.v)
+    assert before.step_count == after.step_count

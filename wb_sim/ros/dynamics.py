@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import WbSimError
+
 #: name -> (kind, meaning): kind "int", "doubles" (flat, row-major) or "strings"
 QUANTITIES: dict[str, tuple[str, str]] = {
     "stamp_ns": ("int", "the node's simulated time of the state, ns: the header.stamp of "
@@ -47,8 +49,8 @@ DEFAULT_NAMES = tuple(n for n in QUANTITIES if n not in ON_REQUEST)
 
 def query(sim, stamp_ns: int, names) -> list[tuple[str, Any]]:
     """``(kind, value)`` per name of ``names`` (empty: :data:`DEFAULT_NAMES`), at ``sim``'s
-    current state (the caller holds its lock); kind "error" for an unknown name, its value
-    the message. Shapes: ``shape.<name>`` -> ("ints", shape)."""
+    current state (the caller holds its lock); kind "error" for an unknown name (or a
+    linearisation whose perturbed step diverged), its value the message. Shapes: ``shape.<name>`` -> ("ints", shape)."""
     names = list(names) or list(DEFAULT_NAMES)
     cache: dict[str, Any] = {}
 
@@ -88,7 +90,11 @@ def query(sim, stamp_ns: int, names) -> list[tuple[str, Any]]:
                                  f"{', '.join(QUANTITIES)} (and shape.<name>)"))
             continue
         kind = QUANTITIES[base][0]
-        x = value(base)
+        try:
+            x = value(base)
+        except WbSimError as e:  # a perturbed step of the linearisation diverged
+            out.append(("error", f"{name}: {e}"))
+            continue
         if name != base:
             out.append(("ints", [] if kind == "int" else
                         [len(x)] if kind == "strings" else list(np.shape(x))))
