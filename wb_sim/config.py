@@ -26,6 +26,7 @@ import numpy as np
 from .actuators import PARAMETERS as ACTUATOR_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
+from .objects import check_object_group
 from .robot import did_you_mean
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
 
@@ -239,6 +240,30 @@ PARAMETERS: tuple[Param, ...] = (
           "Each payload's inertia about its centre of mass, link axes: 6 numbers per payload "
           "(flat), ixx, ixy, ixz, iyy, iyz, izz as in a URDF <inertia>; [] = point masses. "
           "Positive semi-definite, triangle inequality."),
+    # --- free objects (wb_sim/objects.py; Simulator.spawn_object / delete_object at run time)
+    Param("objects.names", "strs", [], "",
+          "Free rigid objects (passive bodies in the robot's physics: the ground, the terrain, "
+          "each other and every link with collision geometry touch them), one name each; the "
+          "other objects.* lists give one entry (or one group of numbers) per name, in order."),
+    Param("objects.shapes", "strs", [], "",
+          "Each object's shape: box, sphere, cylinder or capsule."),
+    Param("objects.sizes", "floats", [], "m",
+          "3 numbers per object (flat): box: its x, y, z edge lengths; sphere: radius, 0, 0; "
+          "cylinder: radius, length (along its z axis), 0; capsule: radius, length of its "
+          "cylindrical part, 0."),
+    Param("objects.mass", "floats", [], "kg", "Each object's mass, > 0."),
+    Param("objects.inertia", "floats", [], "kg*m^2",
+          "Each object's inertia about its centre, its axes: 6 numbers per object (flat), "
+          "ixx, ixy, ixz, iyy, iyz, izz; [] = the homogeneous solid's."),
+    Param("objects.positions", "floats", [], "m",
+          "Each object's initial centre, world frame: 3 numbers per object (flat)."),
+    Param("objects.rpy", "floats", [], "rad",
+          "Each object's initial roll, pitch, yaw: 3 numbers per object (flat); [] = upright."),
+    Param("objects.linear_velocities", "floats", [], "m/s",
+          "Each object's initial velocity, world frame: 3 numbers per object; [] = at rest."),
+    Param("objects.angular_velocities", "floats", [], "rad/s",
+          "Each object's initial angular velocity, world frame: 3 numbers per object; "
+          "[] = at rest."),
     # --- closed kinematic chains (wb_sim/loop_closures.py)
     Param("loop_closures.frames_a", "strs", [], "",
           "Loop closures, one per entry: the frame whose origin is held to the anchor on "
@@ -415,6 +440,13 @@ def _loader():
                                      list("-+0123456789."))
         _LOADER = Loader
     return _LOADER
+
+
+def yaml_value(text: str):
+    """A YAML value given on a command line (``KEY:=VALUE``), read with wb_sim's loader
+    (:func:`_loader`: ``2e4`` is a number, as in ROS's ``-p``). Raises ``yaml.YAMLError``."""
+    import yaml
+    return yaml.load(text, Loader=_loader())
 
 
 #: most nodes a YAML document may hold once its aliases are expanded: an alias repeats a node
@@ -615,6 +647,7 @@ def load_config(params: Mapping[str, Any]) -> SimConfig:
     groups = {g: _GROUP_CLASSES.get(g, Group)(top[g]) for g in _GROUPS}
     _check_perturbation(groups["perturbation"])
     _check_payloads(groups["payloads"])
+    check_object_group(groups["objects"])
     _check_ft_sensors(groups["ft_sensors"])
     _check_loop_closures(groups["loop_closures"])
     _check_terrain(groups["terrain"])

@@ -32,6 +32,9 @@ class PDGravityController:
         self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.asarray(gravity, dtype=float), np.zeros(3))
         self.data = new_data(self.model)
+        #: the robot's coordinates: a simulator's q with free objects (wb_sim.objects) has
+        #: theirs after them, which the law ignores
+        self.nq = self.model.nq
         self.idx_v = robot.idx_v
         first = int(robot.idx_v[0]) if len(robot.idx_v) else 0
         if np.array_equal(robot.idx_v, np.arange(first, first + len(robot.idx_v))):
@@ -42,8 +45,9 @@ class PDGravityController:
 
     def __call__(self, q: np.ndarray, qj: np.ndarray, vj: np.ndarray) -> np.ndarray:
         """Torques (nj,) from the full configuration ``q`` (pinocchio layout,
-        for gravity) and the joint positions and velocities."""
-        g = pin.computeGeneralizedGravity(self.model, self.data, q)
+        for gravity; a free object's coordinates after the robot's are ignored) and the
+        joint positions and velocities."""
+        g = pin.computeGeneralizedGravity(self.model, self.data, q[:self.nq])
         tau = self.q_ref - qj
         tau *= self.kp
         tau += g[self.idx_v]
@@ -53,7 +57,7 @@ class PDGravityController:
     def gravity(self, q: np.ndarray) -> np.ndarray:
         """``g_j(q)`` (nj,), N*m: the feed-forward of the same law run by a joint drive
         (:meth:`drive_targets`)."""
-        return pin.computeGeneralizedGravity(self.model, self.data, q)[self.idx_v].copy()
+        return pin.computeGeneralizedGravity(self.model, self.data, q[:self.nq])[self.idx_v].copy()
 
     def drive_targets(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The same law as targets for a joint drive that evaluates

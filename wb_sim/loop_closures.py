@@ -25,8 +25,10 @@ constant ``T = loop_closures.time_constant`` (s)::
     b  = -e / T - h/2 gamma
 
 with ``e`` the closure's position (and orientation) error and ``gamma = dJ/dt v`` (the
-anchors' classical accelerations at zero joint acceleration, at the free velocity). An
-error decays as ``exp(-t / T)``. Measured on a crank-rocker at 1 kHz (docs/physics.md):
+anchors' classical accelerations at zero joint acceleration) at the step's start velocity
+``v``, which keeps the loops (not at the free velocity, which a torque the loop resists
+makes large: at rest that left an error ``T h/2 gamma(v_free)``, 1.15e-6 m on the
+parallel ankle of test_parallel_ankle.py, 1e-16 m now). An error decays as ``exp(-t / T)``. Measured on a crank-rocker at 1 kHz (docs/physics.md):
 without the ``h/2 gamma`` term the loop opened by 0.2 mm; the velocity projection takes
 energy out at first order in h (0.4 %/s of that linkage's energy here); Baumgarte's
 acceleration-level form (``J a + gamma = -2 de/T - e/T^2``) put it in instead (+0.9 %/s).
@@ -167,8 +169,9 @@ class LoopClosures:
         velocity ``v``; keeps what :meth:`impulse_after` needs."""
         e, J = self.errors_and_jacobian(data)
         # the error after the step, to second order: e' = e + h J v' + h^2/2 gamma; asked to
-        # be e (1 - h / T)
-        b = e * (-1.0 / self.time_constant) - (0.5 * dt) * self.drift(data, q, v_free)
+        # be e (1 - h / T); gamma at the step's start velocity, which keeps the loops (v' is
+        # not known yet; the free velocity is off the loops by whatever the torques push)
+        b = e * (-1.0 / self.time_constant) - (0.5 * dt) * self.drift(data, q, v)
         U = upper_sym_mm(Minv_upper, J.T)  # (nv, m): M^-1 J^T
         A = J @ U
         Ap = np.linalg.pinv(0.5 * (A + A.T), rcond=1e-10, hermitian=True)

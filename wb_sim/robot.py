@@ -448,6 +448,38 @@ class RobotModel:
         fixed base, links welded to the world are left out (as in the CoM)."""
         return float(sum(inertia.mass for inertia in self.model.inertias[1:]))
 
+    @property
+    def description_urdf(self) -> str:
+        """The robot as a URDF, for robot_description, robot_state_publisher and the TF
+        tree: :attr:`urdf_xml` for a URDF robot; for an MJCF robot one written from its
+        model and its visual geometry (:func:`wb_sim.urdf_export.urdf_from_model`; the
+        ``<equality>`` anchors as massless links), once."""
+        if self.mjcf_file is None:
+            return self.urdf_xml
+        return self._mjcf_as_urdf()
+
+    def _mjcf_as_urdf(self) -> str:
+        cached = self.__dict__.get("_description_urdf")
+        if cached is None:
+            cached = self._write_mjcf_as_urdf()
+            object.__setattr__(self, "_description_urdf", cached)
+        return cached
+
+    def _write_mjcf_as_urdf(self) -> str:
+        from .urdf_export import urdf_from_model
+        path = str(self.mjcf_file)
+        # parsed again: the model of a fixed base holds base_placement, which TF adds itself
+        model = (pin.buildModelAndConstraintsFromMJCF(path, pin.JointModelFreeFlyer())
+                 if self.floating_base else pin.buildModelAndConstraintsFromMJCF(path))[0]
+        self.add_extra_frames(model)
+        try:
+            visual = pin.buildGeomFromMJCF(model, path, pin.GeometryType.VISUAL)
+        except (RuntimeError, ValueError) as e:
+            warnings.warn(f"'{path}': its visual geometry cannot be loaded ({e}); the URDF "
+                          f"for RViz has none", stacklevel=3)
+            visual = None
+        return urdf_from_model(model, self.root_link, self.floating_base, visual)
+
     def joint_index(self, name: str) -> int:
         """API index of an actuated joint; :class:`ModelError` naming it if unknown."""
         try:

@@ -50,6 +50,8 @@ from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .loop_closures import LoopClosures
+from .objects import (FreeObject, append_objects, configured_objects, make_object,
+                      object_geometries, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
 from .pin_views import new_data
 from .robot import RobotModel, did_you_mean, rotate_inverse
@@ -135,8 +137,14 @@ class Simulator:
     positions, velocities) are in :attr:`joint_names` order.
     """
 
-    def __init__(self, config: SimConfig):
+    def __init__(self, config: SimConfig, objects: tuple | None = None):
+        """``objects``: the free objects (:class:`~wb_sim.objects.FreeObject`) instead of
+        those of the parameters ``objects.*`` (spawn_object and delete_object rebuild with
+        them)."""
         self.config = config
+        #: the free objects (wb_sim.objects.FreeObject), in the order of their joints
+        self.objects: tuple[FreeObject, ...] = \
+            configured_objects(config.objects) if objects is None else tuple(objects)
         self.dt = config.dt
         self._dt0 = np.array(self.dt)  # 0-d: cheaper in numpy products than a float
         self._inv_dt = np.array(1.0 / self.dt)
@@ -161,6 +169,11 @@ class Simulator:
         self._command_delay = config.joints.command_delay_steps
         self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
+        # the robot's own extent in the models; the free objects' joints come after it
+        self._robot_njoints = self.model.njoints
+        self._nq_robot, self._nv_robot = self.model.nq, self.model.nv
+        self._robot_only = pin.Model(self.model) if self.objects else None
+        self._object_joints = self._append_objects(self.model, stepping=False)
         self._data = new_data(self.model)
         self._model_step = self._stepping_model()
         self._data_step = new_data(self._model_step)
@@ -188,10 +201,12 @@ class Simulator:
         self.notes: list[str] = []
         #: the one contact object (wb_sim.contact.ContactModel): the contact surfaces, and
         #: the links against the ground and each other where collision.* asks
+        self._check_objects()
         self.contact = make_contact(
             robot, surfaces=config.surfaces, contact=config.contact, collision=config.collision,
             ground=self.ground, terrain=self.terrain, model_step=self._model_step,
-            data_step=self._data_step, notes=self.notes)
+            data_step=self._data_step, notes=self.notes,
+            objects=object_geometries(self._model_step, self.objects, self._object_joints))
         #: the contact surfaces' points (wb_sim.contact.points.ContactPoints)
         self.contact_points = self.contact.surfaces
         #: the links' points against the ground (collision.enabled), or None
@@ -232,8 +247,9 @@ class Simulator:
                                                    ("ft", self.ft_sensors)) if c is not None}
 
         floating = robot.floating_base
-        self._jq = slice(7, None) if floating else slice(0, None)
-        self._jv = slice(6, None) if floating else slice(0, None)
+        # the robot's joints (the free objects' coordinates come after them)
+        self._jq = slice(7 if floating else 0, self._nq_robot)
+        self._jv = slice(6 if floating else 0, self._nv_robot)
         contiguous = (np.all(robot.nq_joint == 1)
                       and np.array_equal(robot.idx_q, np.arange(self.model.nq)[self._jq])
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
@@ -325,6 +341,10 @@ class Simulator:
             positions[robot.joint_names.index(name)] = x
         self.actuation.check_initial_positions(robot, positions, f"{prefix}.joint_positions")
         robot.set_joint_positions(q, positions)
+        for obj, jid in zip(self.objects, self._object_joints):  # each at its initial pose
+            i = self.model.idx_qs[jid]
+            q[i:i + 3] = obj.position
+            q[i + 3:i + 7] = obj.quaternion
         q.setflags(write=False)
         return q
 
@@ -355,9 +375,13 @@ class Simulator:
                 robot.add_extra_frames(model)
             else:
                 model = pin.buildModelFromXML(robot.urdf_xml, root)
+            self._append_objects(model, stepping=True)
             if (model.nq, model.nv, model.nframes) != (self.model.nq, self.model.nv,
                                                        self.model.nframes):
                 raise ModelError("internal: the stepping model does not match the robot model")
+        elif self.objects:  # the robot's (the fixed base's placement) and the objects' joints
+            model = pin.Model(self._robot_only)
+            self._append_objects(model, stepping=True)
         else:
             model = pin.Model(self.model)  # keeps the fixed base's placement
         model.gravity = self.model.gravity
@@ -419,7 +443,10 @@ class Simulator:
         :class:`ModelError` for an unknown link or frame, :class:`CommandError`
         for a non-finite value or a non-positive duration.
         """
-        fid = self.robot.frame_id(link)
+        if self.objects and any(link == o.name for o in self.objects):  # a free object's frame
+            fid = self.model.getFrameId(link, pin.FrameType.BODY)
+        else:
+            fid = self.robot.frame_id(link)
         try:
             wrench = np.concatenate([np.asarray(_real(force, "force"), dtype=float).reshape(3),
                                      np.asarray(_real(torque, "torque"), dtype=float).reshape(3)])
@@ -459,7 +486,13 @@ class Simulator:
             q = self.named_poses[pose]
         before = self.get_state() if pose is not None else None
         self._set_payloads(self._start_payloads)
-        v = _frozen(np.zeros(self.model.nv))
+        v = np.zeros(self.model.nv)
+        for obj, jid in zip(self.objects, self._object_joints):  # their initial twists
+            i = self.model.idx_vs[jid]
+            v[i:i + 3] = obj.linear_velocity  # world axes (the stepping coordinates)
+            v[i + 3:i + 6] = pin.Quaternion(np.array(obj.quaternion)).matrix().T @ \
+                np.array(obj.angular_velocity)
+        v = _frozen(v)
         u = self.contact.initial_state()
         tau = _frozen(np.zeros(self.nj))
         # the acceleration of the initial state under zero torque, for the IMU: a trial
@@ -561,6 +594,9 @@ class Simulator:
         out = v.copy()
         if self.robot.floating_base:
             out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
+        for jid in self._object_joints:  # the free objects' roots alike
+            iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+            out[iv:iv + 3] = rotate_inverse(q[iq + 3:iq + 7], v[iv:iv + 3])
         return out
 
     def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -568,6 +604,9 @@ class Simulator:
         out = np.array(v, dtype=float)
         if self.robot.floating_base:
             out[:3] = pin.Quaternion(q[3:7]).matrix() @ v[:3]
+        for jid in self._object_joints:
+            iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+            out[iv:iv + 3] = pin.Quaternion(q[iq + 3:iq + 7]).matrix() @ v[iv:iv + 3]
         return out
 
     @property
@@ -1083,6 +1122,10 @@ class Simulator:
             out = a.copy()
             if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
+            for jid in self._object_joints:  # the free objects' roots alike
+                iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+                out[iv:iv + 3] = a[iv:iv + 3] @ pin.Quaternion(q[iq + 3:iq + 7]).matrix() \
+                    - np.cross(v[iv + 3:iv + 6], v[iv:iv + 3])
             return out
         finally:
             self._restore_readings(saved)
@@ -1277,13 +1320,150 @@ class Simulator:
                  self.contact_sensors.names),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
                 *self.actuators.signature(),
-                ("sensor delay (sensors.delay_steps)", self._sensor_delay))
+                ("sensor delay (sensors.delay_steps)", self._sensor_delay),
+                *((("free objects (objects.*, spawn_object)",
+                    tuple(o.name for o in self.objects)),) if self.objects else ()))
 
     @property
     def mass(self) -> float:
         """Mass moved by the joints, kg, the attached payloads included (see
         :attr:`RobotModel.mass`: links welded to a fixed base are left out)."""
-        return float(sum(inertia.mass for inertia in self.model.inertias[1:]))
+        return float(sum(inertia.mass for inertia in
+                         self.model.inertias[1:self._robot_njoints]))
+
+    # ------------------------------------------------------------------ free objects
+
+    def _append_objects(self, model: pin.Model, stepping: bool) -> list[int]:
+        """The free objects appended to ``model`` (wb_sim.objects: why the design), their
+        joints' ids (the same in the physical and the stepping model)."""
+        return append_objects(model, self.objects, stepping) if self.objects else []
+
+    def _object_problem(self, obj: FreeObject) -> str | None:
+        """Why ``obj`` cannot be placed: its name taken by a frame of the robot, or its
+        surface deeper than contact.max_penetration below the ground plane; else None."""
+        if self.robot.model.existFrame(obj.name):
+            return (f"object name {obj.name!r} is a frame of the robot; give the object "
+                    f"another name")
+        n = self.ground.normal
+        depth = obj.lowest(n) - (float(np.asarray(obj.position) @ n) - self.ground.height)
+        if depth > INITIAL_PENETRATION_WARNING:  # the contact would throw it out
+            return (f"object {obj.name!r} starts {depth * 1e3:.1f} mm under the ground (its "
+                    f"centre {list(obj.position)}, its surface reaches {obj.lowest(n):.4g} m "
+                    f"below it; at most {INITIAL_PENETRATION_WARNING * 1e3:g} mm is allowed): "
+                    f"raise its position")
+        return None
+
+    def _check_objects(self) -> None:
+        for obj in self.objects:
+            problem = self._object_problem(obj)
+            if problem:
+                raise ConfigError(f"parameter 'objects.positions' ({obj.name}): {problem}")
+
+    def _object_index(self, call: str, name) -> int:
+        names = [o.name for o in self.objects]
+        if name not in names:
+            raise unknown_object(call, name, self.objects)
+        return names.index(name)
+
+    def object_pose(self, name: str) -> pin.SE3:
+        """World pose (world <- object) of the free object ``name``: its centre and its
+        axes. CommandError (with the closest names) for an unknown name."""
+        i = self.model.idx_qs[self._object_joints[self._object_index("object_pose", name)]]
+        q = self._s.q
+        return pin.SE3(pin.Quaternion(q[i + 3:i + 7]).matrix(), q[i:i + 3].copy())
+
+    def object_twist(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(linear velocity of its centre, angular velocity), both world axes, m/s and
+        rad/s, of the free object ``name`` (CommandError for an unknown name)."""
+        jid = self._object_joints[self._object_index("object_twist", name)]
+        iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+        s = self._s
+        R = pin.Quaternion(s.q[iq + 3:iq + 7]).matrix()
+        return s.v[iv:iv + 3].copy(), R @ s.v[iv + 3:iv + 6]
+
+    def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
+                     rpy=None, quaternion=None, inertia=None,
+                     linear_velocity=(0.0, 0.0, 0.0),
+                     angular_velocity=(0.0, 0.0, 0.0)) -> FreeObject:
+        """Add a free rigid object from the next step on: ``shape`` box / sphere /
+        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), ``mass``
+        (kg, > 0), its centre at ``position`` (m, world), oriented by ``rpy`` (rad) or
+        ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` / ``angular_velocity``
+        (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre, kg*m^2) defaults to the
+        homogeneous solid's. Raises :class:`CommandError` (state untouched) for a bad value,
+        a name in use, or an object under the ground.
+
+        It rebuilds the simulator with the new object (the models gain a joint, the contact
+        model its geometry: the honest way, as the state vector and every contact block
+        change size; about the cost of building the simulator again, tens to hundreds of ms
+        for the humanoid). The robot's state, the time, the other objects' states, the
+        payloads, pushes and commands in the pipe carry over; the contact model's warm starts
+        and the links' contact deformations start afresh (a continuation is not
+        bit-identical to one where the object was there from the start). :meth:`reset`
+        puts every object back at its initial (spawn) pose."""
+        if any(o.name == name for o in self.objects):
+            raise CommandError(f"spawn_object: an object named {name!r} exists already; give "
+                               f"another name or delete_object({name!r}) first")
+        obj = make_object(name, shape, size, mass, position, rpy=rpy, quaternion=quaternion,
+                          inertia=inertia, linear_velocity=linear_velocity,
+                          angular_velocity=angular_velocity)
+        problem = self._object_problem(obj)
+        if problem:
+            raise CommandError(f"spawn_object: {problem}; the state is untouched")
+        self._rebuild(self.objects + (obj,), new=obj)
+        return obj
+
+    def delete_object(self, name: str) -> FreeObject:
+        """Remove the free object ``name`` from the next step on (CommandError with the
+        closest names if there is none). Rebuilds the simulator as :meth:`spawn_object`
+        does. Returns the object (as it was spawned or configured)."""
+        gone = self.objects[self._object_index("delete_object", name)]
+        self._rebuild(tuple(o for o in self.objects if o.name != name))
+        return gone
+
+    def _rebuild(self, objects: tuple, new: FreeObject | None = None) -> None:
+        """This simulator built again with ``objects``, the state carried over: the robot's
+        and each remaining object's coordinates, the record's other fields, the IMU's and
+        the force-torque sensors' state; ``new`` starts at its initial pose and twist."""
+        old_s, old_objects = self._s, self.objects
+        old_model, old_joints = self.model, self._object_joints
+        components = {k: c.snapshot() for k, c in self._components.items() if k != "contact"}
+        config = self.config
+        notes = list(self.notes)
+        try:
+            # warnings of the build (an initial penetration of the robot) were said already
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                Simulator.__init__(self, config, objects)
+        except Exception:
+            Simulator.__init__(self, config, old_objects)
+            self._s = old_s
+            raise
+        fresh = self._s  # the initial state of the new set: the new object's pose and twist
+        q, v = fresh.q.copy(), fresh.v.copy()
+        q[:self._nq_robot], v[:self._nv_robot] = old_s.q[:self._nq_robot], \
+            old_s.v[:self._nv_robot]
+        for obj, jid in zip(self.objects, self._object_joints):
+            if obj is new or obj not in old_objects:
+                continue
+            oj = old_joints[old_objects.index(obj)]
+            iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+            oq, ov = old_model.idx_qs[oj], old_model.idx_vs[oj]
+            q[iq:iq + 7], v[iv:iv + 6] = old_s.q[oq:oq + 7], old_s.v[ov:ov + 6]
+        q, v = _frozen(q), _frozen(v)
+        # the pushes by their frames' names (an object's frame id moves with the set)
+        pushes = tuple((self.model.getFrameId(old_model.frames[f].name), w, n)
+                       for f, w, n in old_s.pushes
+                       if self.model.existFrame(old_model.frames[f].name))
+        self._s = dataclasses.replace(
+            old_s, q=q, v=v, q_prev=q, v_prev=v, a=_frozen(np.zeros(self.model.nv)),
+            pushes=pushes, pushes_applied=())
+        self._v_public = None
+        self.notes = notes
+        for name, snap in components.items():
+            if name in self._components:
+                self._components[name].restore(snap)
+        self._restore_readings(self.contact.snapshot())
 
     # ------------------------------------------------------------------ payloads
 

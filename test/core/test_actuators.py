@@ -19,43 +19,11 @@ import math
 import numpy as np
 import pytest
 import scipy.linalg
-from scipy.optimize import brentq
 
 import wb_sim
+from helpers.drives import (ETA, KT, LEGS, N, NO_LOAD, R, STALL, V, legs_stand, squat,
+                            torque_step, wheel)
 from wb_sim.actuators import DcMotorActuators, second_order_transition
-
-KT, R, V, N, ETA = 0.091, 0.17, 48.0, 9.0, 0.9
-STALL = N * ETA * KT * V / R
-NO_LOAD = V / (KT * N)
-
-
-def wheel(izz: float = 0.05, lower: float | None = None, upper: float | None = None,
-          **params) -> wb_sim.Simulator:
-    """A wheel on a vertical axis (gravity does no work on it), fixed base, no URDF
-    friction or damping, effort limit far above the motor's stall torque."""
-    joint = ("revolute" if lower is not None else "continuous")
-    limit = (f'lower="{lower}" upper="{upper}" ' if lower is not None else "")
-    urdf = (f'<robot name="wheel"><link name="base"/><link name="wheel"><inertial>'
-            f'<mass value="1.0"/><inertia ixx="0.01" iyy="0.01" izz="{izz}" ixy="0" ixz="0" '
-            f'iyz="0"/></inertial></link><joint name="spin" type="{joint}"><parent link="base"/>'
-            f'<child link="wheel"/><axis xyz="0 0 1"/><limit {limit}effort="10000" '
-            f'velocity="1000"/></joint></robot>')
-    return wb_sim.Simulator.from_params({"robot_description": urdf, "floating_base": False,
-                                         "actuators.model": "dc_motor", **params})
-
-
-def step_response(t, zeta, f):
-    """The unit step response of x'' + 2 zeta w x' + w^2 x = w^2 (under-damped), at t."""
-    w = 2 * math.pi * f
-    wd = w * math.sqrt(1 - zeta**2)
-    return 1 - np.exp(-zeta * w * t) * (np.cos(wd * t) + zeta / math.sqrt(1 - zeta**2)
-                                        * np.sin(wd * t))
-
-
-def crossing(t, y, level):
-    """The first time y crosses level, linearly interpolated between samples."""
-    k = int(np.argmax(y >= level))
-    return t[k - 1] + (level - y[k - 1]) / (y[k] - y[k - 1]) * (t[k] - t[k - 1])
 
 
 # ---------------------------------------------------------------------------
@@ -129,26 +97,12 @@ def test_torque_step_response_is_the_second_order_closed_form(rate):
     """20 Hz, zeta 0.4: the applied torque at the end of step k is the closed form at
     (k + 1) dt (exact discretisation: at 100 Hz, w dt = 1.26, too). At 10 kHz the rise time
     (10-90 %) and overshoot read off the samples match the closed form's within 2 %."""
-    f, zeta, cmd = 20.0, 0.4, 10.0
-    sim = wheel(izz=100.0, physics_rate_hz=rate, **{"actuators.bandwidth": [f],
-                                                   "actuators.damping_ratio": [zeta]})
-    n = int(round(0.25 * rate))
-    tau = np.empty(n)
-    for k in range(n):
-        sim.step([cmd])
-        tau[k] = sim.applied_torques[0]
-    t = (np.arange(n) + 1) / rate
-    np.testing.assert_allclose(tau, cmd * step_response(t, zeta, f), atol=1e-9 * cmd)
+    got = torque_step(rate)
+    assert got["error"] < 1e-9
     if rate < 10000.0:
         return
-    y = tau / cmd
-    rise = crossing(t, y, 0.9) - crossing(t, y, 0.1)
-    rise_exact = (brentq(lambda s: step_response(s, zeta, f) - 0.9, 1e-6, 0.02)
-                  - brentq(lambda s: step_response(s, zeta, f) - 0.1, 1e-6, 0.02))
-    assert rise == pytest.approx(rise_exact, rel=0.02)
-    overshoot = y.max() - 1.0
-    assert overshoot == pytest.approx(math.exp(-zeta * math.pi / math.sqrt(1 - zeta**2)),
-                                      rel=0.02)
+    assert got["rise"] == pytest.approx(got["rise_exact"], rel=0.02)
+    assert got["overshoot"] == pytest.approx(got["overshoot_exact"], rel=0.02)
 
 
 def test_zero_bandwidth_is_instantaneous():
@@ -312,26 +266,12 @@ def test_configuration_errors_name_the_parameter():
 # the humanoid on dc_motor legs
 # ---------------------------------------------------------------------------
 
-LEGS = [f"{s}_{j}" for s in "lr" for j in ("hip_yaw", "hip_roll", "hip_pitch", "knee",
-                                           "ankle_pitch", "ankle_roll")]
-
-
-def test_humanoid_stands_on_dc_motor_legs(make_humanoid, shipped_controller):
+def test_humanoid_stands_on_dc_motor_legs():
     """AK80-9 numbers on the 12 leg joints, a 200 Hz torque loop (assumed): the shipped
     PD + gravity controller holds the crouch 5 s as with ideal drives."""
-    sim = make_humanoid(**{"actuators.model": "dc_motor", "actuators.joints": LEGS,
-                           "actuators.bandwidth": [200.0], "actuators.damping_ratio": [0.7]})
-    ctrl = shipped_controller(sim)
-    z0 = sim.state.base_position[2]
-    z = []
-    for _ in range(5000):
-        st = sim.state
-        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
-        z.append(sim.state.base_position[2])
-    z = np.array(z)
-    final = sim.state
-    tilt = math.degrees(math.acos(min(1.0, final.base_pose.rotation[2, 2])))
-    assert abs(z[-1] - z0) < 0.02 and tilt < 5.0
+    got = legs_stand(True)
+    sim, z = got["sim"], got["z"]
+    assert abs(got["drop"]) < 0.02 and got["tilt_deg"] < 5.0
     assert np.ptp(z[-1000:]) < 1e-3
     r = sim.actuator_readings
     legs = [sim.joint_names.index(n) for n in LEGS]
@@ -352,33 +292,13 @@ def test_readings_shape_and_names():
     assert isinstance(sim.actuators, DcMotorActuators)
 
 
-def test_squat_and_rise_meets_the_torque_speed_envelope(make_humanoid, shipped_controller):
+def test_squat_and_rise_meets_the_torque_speed_envelope():
     """The legs on AK80-9s fed 8 V (stall 34.7 N*m, no-load 9.77 rad/s): a squat of 1.2 rad
     at the knees and back in 1.5 s, twice, under the shipped controller. Every applied leg
     torque lies within N eta kt (+-V - kt N qdot) / R at the step's starting speed, the
     envelope binds on hundreds of steps (measured: 979 of 3000), and the robot rises back."""
-    sim = make_humanoid(**{"actuators.model": "dc_motor", "actuators.joints": LEGS,
-                           "actuators.supply_voltage": [8.0]})
-    ctrl = shipped_controller(sim)
-    q0, z0 = ctrl.q_ref.copy(), sim.state.base_position[2]
-    squat = np.zeros(sim.nj)
-    for s in "lr":
-        squat[[sim.joint_names.index(f"{s}_{j}") for j in ("hip_pitch", "knee",
-                                                           "ankle_pitch")]] = -0.6, 1.2, -0.6
-    a = sim.actuators
-    bound, excess, z_low = 0, 0.0, z0
-    for k in range(3000):
-        ctrl.q_ref = q0 + squat * 0.5 * (1 - math.cos(2 * math.pi * k * sim.dt / 1.5))
-        st = sim.state
-        w = st.joint_velocities[a.idx]
-        sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
-        tau = sim.applied_torques[a.idx]
-        hi = a.gain * (a.V - a.ke * w) / a.R
-        lo = a.gain * (-a.V - a.ke * w) / a.R
-        excess = max(excess, float(np.max(tau - hi)), float(np.max(lo - tau)))
-        bound += bool(np.any(np.isclose(tau, hi, rtol=1e-9) | np.isclose(tau, lo, rtol=1e-9)))
-        z_low = min(z_low, sim.state.base_position[2])
-    assert excess < 1e-9 * a.stall_torque()[0]
-    assert bound > 300
-    assert z_low < z0 - 0.1  # it did squat
-    assert abs(sim.state.base_position[2] - z0) < 0.02  # and rose
+    got = squat(8.0)
+    assert got["excess"] < 1e-9
+    assert got["bound"] > 300
+    assert got["depth"] > 0.1  # it did squat
+    assert got["end_dz"] < 0.02  # and rose

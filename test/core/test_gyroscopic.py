@@ -30,103 +30,28 @@ icub_stand's step); test_physics.py holds their forward dynamics to ABA.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pinocchio as pin
 import pytest
 
-import wb_sim
 from helpers.dynamics import implicit_acceleration, implicit_increment, stepping_model
-
-G = 9.81
-RATE = 1000.0
-SECONDS = 5.0
-NO_TORQUE = np.zeros(0)
-
-
-def _inertial(m, ixx, iyy, izz, xyz=(0.0, 0.0, 0.0)):
-    x, y, z = xyz
-    return (f'<inertial><origin xyz="{x} {y} {z}" rpy="0 0 0"/><mass value="{m}"/>'
-            f'<inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{iyy}" iyz="0" izz="{izz}"/>'
-            f'</inertial>')
-
-
-def _body_urdf(m, inertia, com=(0.0, 0.0, 0.0), name="body"):
-    return f'<robot name="{name}"><link name="{name}">{_inertial(m, *inertia, com)}</link></robot>'
-
-
-def _free_body(m, inertia, com=(0.0, 0.0, 0.0)):
-    """A single free body in the air, no gravity, base at rest at identity."""
-    return wb_sim.Simulator.from_params({
-        "robot_description": _body_urdf(m, inertia, com), "floating_base": True,
-        "gravity": [0.0, 0.0, 0.0], "initial.base_position": [0.0, 0.0, 1.0],
-        "physics_rate_hz": RATE})
-
-
-def _run(sim, steps, record):
-    out = []
-    for _ in range(steps):
-        sim.step(NO_TORQUE)
-        out.append(record(sim))
-    return out
-
-
-def _rotation(sim):
-    return pin.Quaternion(sim.q[3:7]).matrix()
-
-
-def _momenta(sim, m, inertia, com):
-    """(kinetic energy, world angular momentum about the centre of mass, world velocity of
-    the centre of mass) of a single body; the API's base twist is in base axes."""
-    R, v, w = _rotation(sim), sim.v[:3], sim.v[3:6]
-    I_c = np.diag(inertia)
-    v_com = R @ (v + np.cross(w, com))
-    return 0.5 * w @ I_c @ w + 0.5 * m * v_com @ v_com, R @ I_c @ w, v_com
-
-
-# ---------------------------------------------------------------------------
-# free wheel
-# ---------------------------------------------------------------------------
-
-WHEEL_M, WHEEL_R, WHEEL_T = 1.0, 0.1, 0.01
-WHEEL_I1 = WHEEL_M * (3 * WHEEL_R**2 + WHEEL_T**2) / 12  # about a diameter
-WHEEL_I3 = 0.5 * WHEEL_M * WHEEL_R**2                     # about the axle
-WHEEL_INERTIA = (WHEEL_I1, WHEEL_I1, WHEEL_I3)
-WOBBLE = 0.05  # rad between the angular velocity and the axle
+from helpers.spinning import (NO_TORQUE, TOP_TILT, asymmetric_body, free_body, free_wheel,
+                              top, top_sim)
 
 
 @pytest.mark.parametrize("spin, l_tol", [(30.0, 2e-3), (100.0, 5e-3)])
 def test_free_wheel_keeps_energy_angular_momentum_and_precession(spin, l_tol):
     """Torque-free disc: energy and world angular momentum are conserved, and the axle
     precesses about L at |L| / I_1 (Euler's free symmetric top)."""
-    sim = _free_body(WHEEL_M, WHEEL_INERTIA)
-    sim.set_base_state(angular_velocity=[spin * math.sin(WOBBLE), 0.0, spin * math.cos(WOBBLE)])
-    com = np.zeros(3)
-    e0, L0, _ = _momenta(sim, WHEEL_M, WHEEL_INERTIA, com)
-    rows = _run(sim, int(SECONDS * RATE),
-                lambda s: (*_momenta(s, WHEEL_M, WHEEL_INERTIA, com), _rotation(s)[:, 2]))
-    e = np.array([r[0] for r in rows])
-    L = np.array([r[1] for r in rows])
-    axle = np.array([r[3] for r in rows])
-    de = np.abs(e / e0 - 1.0).max()
-    dL = (np.linalg.norm(L - L0, axis=1) / np.linalg.norm(L0)).max()
-    assert de < 1e-2, f"energy drift {de:.2e}"
+    got = free_wheel(spin)
+    assert got["energy"] < 1e-2, f"energy drift {got['energy']:.2e}"
     # axisymmetric: kinetic energy and |L| are kept to rounding (the scheme's invariants)
-    assert de < 1e-12, f"energy drift {de:.2e}"
-    np.testing.assert_allclose(np.linalg.norm(L, axis=1), np.linalg.norm(L0), rtol=1e-12)
-    assert dL < l_tol, f"world angular momentum drift {dL:.2e}"
-    assert np.abs(np.array([r[2] for r in rows])).max() == 0.0  # no force: the centre stays
+    assert got["energy"] < 1e-12, f"energy drift {got['energy']:.2e}"
+    assert got["L_norm"] < 1e-12, f"|L| drift {got['L_norm']:.2e}"
+    assert got["L"] < l_tol, f"world angular momentum drift {got['L']:.2e}"
+    assert got["centre"] == 0.0  # no force: the centre stays
     # the axle turns about L at |L| / I_1
-    n = L0 / np.linalg.norm(L0)
-    e1 = np.cross(n, [1.0, 0.0, 0.0])
-    e1 /= np.linalg.norm(e1)
-    e2 = np.cross(n, e1)
-    angle = np.unwrap(np.arctan2(axle @ e2, axle @ e1))
-    t = np.arange(1, len(angle) + 1) / RATE
-    rate = np.polyfit(t, angle, 1)[0]
-    expected = np.linalg.norm(L0) / WHEEL_I1
-    assert abs(rate / expected - 1.0) < 1e-3, f"precession {rate:.4f} vs {expected:.4f} rad/s"
+    assert abs(got["precession"]) < 1e-3, f"precession off by {got['precession']:.2e}"
 
 
 def test_free_asymmetric_body_off_its_origin_keeps_energy():
@@ -135,47 +60,8 @@ def test_free_asymmetric_body_off_its_origin_keeps_energy():
     m R (w x (w x c)), taken implicitly as well. Energy within 1 % (0.73 % measured, a
     bounded oscillation of the centre of mass's velocity, as before; left explicit, those
     terms let it gain 30 %; the explicit step of fdb5e48, 47 times)."""
-    m, inertia, com = 2.0, (0.02, 0.03, 0.045), np.array([0.05, -0.03, 0.08])
-    sim = _free_body(m, inertia, com)
-    w = 50.0 * np.array([0.1, 0.05, 1.0]) / np.linalg.norm([0.1, 0.05, 1.0])
-    sim.set_base_state(angular_velocity=w)
-    e0, _, _ = _momenta(sim, m, inertia, com)
-    e = np.array(_run(sim, int(SECONDS * RATE), lambda s: _momenta(s, m, inertia, com)[0]))
-    de = np.abs(e / e0 - 1.0).max()
+    de = abs(asymmetric_body())
     assert de < 1e-2, f"energy drift {de:.2e}"
-
-
-# ---------------------------------------------------------------------------
-# top on its tip
-# ---------------------------------------------------------------------------
-
-TOP_M, TOP_R, TOP_L = 0.5, 0.04, 0.01  # a flat disc 1 cm above its tip
-TOP_I1 = 0.25 * TOP_M * TOP_R**2        # about a diameter through the centre of mass
-TOP_I3 = 0.5 * TOP_M * TOP_R**2
-TOP_SPIN, TOP_TILT = 300.0, 0.1
-
-
-def _top(model):
-    """The top: base origin at its tip, one contact point there; tilted TOP_TILT about x,
-    spinning at TOP_SPIN about its axis with a WOBBLE off it, gravity on."""
-    quat = pin.Quaternion(pin.rpy.rpyToMatrix(TOP_TILT, 0.0, 0.0)).coeffs()
-    sim = wb_sim.Simulator.from_params({
-        "robot_description": _body_urdf(TOP_M, (TOP_I1, TOP_I1, TOP_I3), (0.0, 0.0, TOP_L),
-                                        "top"),
-        "floating_base": True, "gravity": [0.0, 0.0, -G], "physics_rate_hz": RATE,
-        "contact.model": model, "contact.friction_coefficient": 1.0,
-        "contact_surfaces": ["tip"], "tip.frame": "top", "tip.shape": "points",
-        "tip.points": [0.0, 0.0, 0.0], "initial.base_position": [0.0, 0.0, 0.0]})
-    R = pin.Quaternion(quat).matrix()
-    sim.set_base_state(quaternion=quat, angular_velocity=R @ (
-        TOP_SPIN * np.array([math.sin(WOBBLE), 0.0, math.cos(WOBBLE)])))
-    return sim
-
-
-def _top_energy(sim):
-    """Kinetic + potential energy, J (the contact's elastic energy is below 1e-5 J)."""
-    v = sim.v
-    return 0.5 * v @ sim.mass_matrix() @ v + TOP_M * G * sim.center_of_mass()[2]
 
 
 @pytest.mark.parametrize("model", ["compliant", "rigid"])
@@ -185,23 +71,11 @@ def test_top_on_its_tip_keeps_energy_and_precesses(model):
     precession rate within 2 % (+0.5 % measured, +0.3 % at 10 kHz), the tilt within
     0.02 rad of its start over the last second (0.102 rad), the tip within 5 mm of where it
     stood (2.4 mm, 2.3 mm at 10 kHz)."""
-    sim = _top(model)
-    e0 = _top_energy(sim)
-
-    def record(s):
-        axis = _rotation(s)[:, 2]
-        return _top_energy(s), math.acos(axis[2]), math.atan2(axis[1], axis[0])
-
-    rows = np.array(_run(sim, int(SECONDS * RATE), record))
-    de = np.abs(rows[:, 0] / e0 - 1.0).max()
-    assert de < 1e-2, f"energy drift {de:.2e}"
-    t = np.arange(1, len(rows) + 1) / RATE
-    rate = np.polyfit(t, np.unwrap(rows[:, 2]), 1)[0]
-    expected = TOP_M * G * TOP_L / (TOP_I3 * TOP_SPIN)
-    assert abs(rate / expected - 1.0) < 2e-2, f"precession {rate:.4f} vs {expected:.4f} rad/s"
-    tilt = rows[:, 1]
-    assert abs(tilt[-int(RATE):].mean() - TOP_TILT) < 2e-2, tilt[-int(RATE):].mean()
-    assert np.linalg.norm(sim.q[:2]) < 5e-3
+    got = top(model)
+    assert abs(got["energy"]) < 1e-2, f"energy drift {got['energy']:.2e}"
+    assert abs(got["precession"]) < 2e-2, f"precession off by {got['precession']:.2e}"
+    assert abs(got["tilt"] - TOP_TILT) < 2e-2, got["tilt"]
+    assert got["tip"] < 5e-3
 
 
 # ---------------------------------------------------------------------------
@@ -213,8 +87,7 @@ def test_free_body_step_matches_the_dense_implicit_solve():
     """One step of the off-centre asymmetric body, pushed and spinning: its mean
     acceleration equals (M + dt/2 D)^-1 (tau - b) (helpers.dynamics: a dense solve, D by
     polarization of pinocchio's bias forces) to 1e-9; ABA's explicit one differs."""
-    m, inertia, com = 2.0, (0.02, 0.03, 0.045), (0.05, -0.03, 0.08)
-    sim = _free_body(m, inertia, com)
+    sim = free_body(2.0, (0.02, 0.03, 0.045), (0.05, -0.03, 0.08))
     sim.set_base_state(linear_velocity=[0.3, -0.2, 0.1], angular_velocity=[2.0, -30.0, 7.0])
     sim.apply_external_wrench("body", [3.0, -1.0, 2.0], [0.2, 0.1, -0.3], duration_s=1.0)
     for _ in range(20):
@@ -257,7 +130,7 @@ def test_woodbury_correction_on_an_articulated_model_matches_the_dense_solve(mak
 def test_spinning_runs_are_bit_identical():
     runs = []
     for _ in range(2):
-        sim = _top("compliant")
+        sim = top_sim("compliant")
         for _ in range(300):
             sim.step(NO_TORQUE)
         runs.append((sim.q.copy(), sim.v.copy()))

@@ -302,6 +302,18 @@ def test_wb_sim_record_plans_the_sensors_topics():
     assert on["/contact_sensors"] == ("std_msgs/msg/Float64MultiArray", "contact_sensors")
 
 
+def test_wb_sim_record_plans_the_loop_closures_topic():
+    """The closures' wrenches (one labelled Float64MultiArray) only where the robot has
+    closures: the parameters' (loop_closures.frames_a) or an MJCF's (urdf_path .xml)."""
+    from wb_sim.ros.record import plan_topics
+    assert "/loop_closures" not in {t for t, _, _ in plan_topics({})}
+    for params in ({"loop_closures.frames_a": ["tip"]}, {"urdf_path": "/robots/leg.xml"}):
+        plan = {t: (m, s) for t, m, s in plan_topics(params)}
+        assert plan["/loop_closures"] == ("std_msgs/msg/Float64MultiArray", "loop_closures")
+    plan = {t for t, _, _ in plan_topics({"urdf_path": "leg.xml", "topics.loop_closures": ""})}
+    assert "/loop_closures" not in plan
+
+
 def test_plot_of_the_bag(recorded, tmp_path):
     bag, _, _ = recorded
     assert plot_main([str(bag), "-o", str(tmp_path)]) == 0

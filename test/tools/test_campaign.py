@@ -435,3 +435,41 @@ def test_robot_and_config_mean_what_they_mean_in_the_other_command_lines(tmp_pat
     r = subprocess.run(cmd + [str(camp_file), "--robot", "pandaa", "-o", str(tmp_path / "o3")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "pandaa" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_the_vectorized_stand_monitor_is_the_per_sample_one_bit_for_bit():
+    """StandMonitor.update_run (a campaign's metrics, after its loop) against update (the
+    plain reference, one sample at a time): a pushed humanoid that sinks, slides and
+    saturates, sampled as a campaign samples it."""
+    from wb_sim.tools.stand import StandMonitor
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
+                                     overrides={"contact.friction_coefficient": 0.3})
+    limits = np.asarray(sim.actuation.effort_limit, dtype=float)
+    n, rows = 1200, []
+    sim.apply_external_wrench("torso", [250.0, 80.0, 0.0], duration_s=0.3)
+    ctrl = PDGravityController(sim.robot, sim.state.joint_positions, 1000.0, 20.0,
+                               gravity=sim.config.gravity)
+    feet_t, feet = [], []
+    for k in range(n):
+        sim.step(np.clip(3 * ctrl(sim.q, sim.joint_positions, sim.joint_velocities), -limits,
+                         limits))
+        rows.append((sim.t, float(sim.q[2]), sim.applied_torques.copy()))
+        if (k + 1) % 10 == 0:
+            data = sim.model.createData()
+            pin.forwardKinematics(sim.model, data, sim.q)
+            feet_t.append(sim.t)
+            feet.append([pin.updateFramePlacement(sim.model, data, sim.robot.frame_id(f))
+                         .translation.copy() for f in sim.contact_points.surface_frames])
+    plain = StandMonitor(sim.joint_names, limits, True)
+    fi = 0
+    for k, (t, z, tau) in enumerate(rows):
+        f = None
+        if (k + 1) % 10 == 0:
+            f, fi = feet[fi], fi + 1
+        plain.update(t, z, tau, f)
+    fast = StandMonitor(sim.joint_names, limits, True)
+    fast.update_run([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                    feet_t, np.array(feet))
+    a, b = plain.verdict(), fast.verdict()
+    assert a == b, (a, b)
+    assert a.base_drop > 0 and a.foot_slide > 1e-4 and a.saturated  # every figure in play

@@ -174,7 +174,8 @@ def make_contact_model(params, points) -> ContactModel:
 
 
 def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain,
-                 model_step: pin.Model, data_step: pin.Data, notes: list[str]) -> ContactModel:
+                 model_step: pin.Model, data_step: pin.Data, notes: list[str],
+                 objects: dict | None = None) -> ContactModel:
     """The simulator's one contact object: the law ``contact.model`` over the contact
     surfaces, or, with ``collision.enabled`` or ``collision.self_collision``, the
     whole-body model that adds the links (:mod:`~wb_sim.contact.whole_body`).
@@ -182,14 +183,17 @@ def make_contact(robot, *, surfaces, contact, collision, ground: Ground, terrain
     ``surfaces``, ``contact``, ``collision``: their parameter groups; ``ground`` and
     ``terrain``: what the points touch; ``model_step``/``data_step``: the model the
     step integrates and the data its kinematics are left in; ``notes`` gets what the
-    build wants said once."""
-    points = ContactPoints(robot, surfaces, ground, terrain)
+    build wants said once; ``objects``: {free object: [its geometry objects]}
+    (:mod:`wb_sim.objects`), which always take the whole-body model: they meet the ground,
+    the terrain, each other and the links with geometry."""
+    points = ContactPoints(robot, surfaces, ground, terrain,
+                           model=model_step if objects else None)
     law = make_contact_model(contact, points)
-    if not (collision.enabled or collision.self_collision):
+    if not (collision.enabled or collision.self_collision or objects):
         return law
     return build_whole_body_contact(robot, surfaces, collision, law,
                                     lambda merged: make_contact_model(contact, merged), ground,
-                                    terrain, model_step, data_step, notes)
+                                    terrain, model_step, data_step, notes, objects or {})
 
 
 __all__ = ["CONTACT_MODELS", "PARAMETERS", "ContactModel", "STATUS_NAMES", "CompliantContact",

@@ -250,8 +250,6 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
     and convex shapes. ``surface_joints``: joint ids of the contact surfaces' frames
     (their links are left out of the default set); ``by_link``:
     :func:`geometry_by_link`'s if already loaded; ``cfg``: the ``collision`` group."""
-    from .manifold import convex_shape
-
     if by_link is None:
         gmodel, by_link = geometry_by_link(robot, cfg)  # gmodel keeps the objects alive
     if cfg.links:
@@ -265,33 +263,42 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
         for g in by_link[name]:
             if g.parentJoint == 0:  # welded to the world: it never moves
                 continue
-            slots = contact_slots(g.geometry, name)
-            hull = None
-            if slots is None:
-                hull = hull_vertices(mesh_vertices(g.geometry, name, ""))
-                slots = _slots(np.zeros((0, 3)), np.zeros(0))
-            convex = convex_shape(g.geometry, hull, cfg.max_points)
-            if convex is None:
-                raise ModelError(f"link '{name}': its collision mesh '{g.name}' is flat (no "
-                                 f"volume); leave the link out with collision.exclude_links")
-            M = g.placement  # joint <- geometry
-            R = M.rotation
-            lo, hi = shape_bounds(g.geometry, hull)
-            corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
-                                 hi[2] if i & 4 else lo[2]] for i in range(8)]) @ R.T \
-                + M.translation
-            blo, bhi = corners.min(axis=0), corners.max(axis=0)
-            c = (blo + bhi) / 2.0
-            centre_g = R.T @ (c - M.translation)  # the bounding centre, geometry frame
-            if hull is not None:
-                bound = float(np.max(np.linalg.norm(hull - centre_g, axis=1)))
-            else:
-                bound = shape_reach(g.geometry, centre_g)
-            out.append(LinkGeometry(
-                name, g.name, int(g.parentJoint), slots.centre @ R.T + M.translation,
-                slots.radius, c, (bhi - blo) / 2.0, bound, g.geometry, pin.SE3(M), convex,
-                slots.axis @ R.T, slots.rim, slots.angle, slots.perp @ R.T, slots.cap))
+            out.append(link_geometry(name, g, cfg.max_points))
     return out
+
+
+def link_geometry(name: str, g, max_points: int) -> LinkGeometry:
+    """The :class:`LinkGeometry` of one pinocchio geometry object ``g`` of link (or free
+    object) ``name``: its slots, convex shape and bounds (``max_points``:
+    ``collision.max_points``)."""
+    from .manifold import convex_shape
+
+    slots = contact_slots(g.geometry, name)
+    hull = None
+    if slots is None:
+        hull = hull_vertices(mesh_vertices(g.geometry, name, ""))
+        slots = _slots(np.zeros((0, 3)), np.zeros(0))
+    convex = convex_shape(g.geometry, hull, max_points)
+    if convex is None:
+        raise ModelError(f"link '{name}': its collision mesh '{g.name}' is flat (no "
+                         f"volume); leave the link out with collision.exclude_links")
+    M = g.placement  # joint <- geometry
+    R = M.rotation
+    lo, hi = shape_bounds(g.geometry, hull)
+    corners = np.array([[hi[0] if i & 1 else lo[0], hi[1] if i & 2 else lo[1],
+                         hi[2] if i & 4 else lo[2]] for i in range(8)]) @ R.T \
+        + M.translation
+    blo, bhi = corners.min(axis=0), corners.max(axis=0)
+    c = (blo + bhi) / 2.0
+    centre_g = R.T @ (c - M.translation)  # the bounding centre, geometry frame
+    if hull is not None:
+        bound = float(np.max(np.linalg.norm(hull - centre_g, axis=1)))
+    else:
+        bound = shape_reach(g.geometry, centre_g)
+    return LinkGeometry(
+        name, g.name, int(g.parentJoint), slots.centre @ R.T + M.translation,
+        slots.radius, c, (bhi - blo) / 2.0, bound, g.geometry, pin.SE3(M), convex,
+        slots.axis @ R.T, slots.rim, slots.angle, slots.perp @ R.T, slots.cap)
 
 
 def shape_reach(geometry, c: np.ndarray) -> float:

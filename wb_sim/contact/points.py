@@ -75,9 +75,12 @@ class ContactPoints:
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
-    def __init__(self, robot: RobotModel, surfaces, ground: Ground, terrain=None):
-        """``surfaces``: the contact surfaces' parameter groups (``SimConfig.surfaces``)."""
-        model = robot.model
+    def __init__(self, robot: RobotModel, surfaces, ground: Ground, terrain=None,
+                 model=None):
+        """``surfaces``: the contact surfaces' parameter groups (``SimConfig.surfaces``);
+        ``model``: the model the step integrates where it has more joints than the robot's
+        (free objects appended, :mod:`wb_sim.objects`), else the robot's."""
+        model = robot.model if model is None else model
         self.ground = ground
         #: wb_sim.terrain.Terrain beyond the plane, or None (the single-basis fast path)
         self.terrain = terrain

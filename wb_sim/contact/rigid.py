@@ -423,6 +423,13 @@ class RigidContact(SurfaceContact):
             # start from the last solve's penalty (11 -> 7 iterations per step on icub_stand);
             # kept here rather than in pinocchio's result object, so a state snapshot has it
             settings.rho_init, settings.spectral_rho_power_init = self._penalty[key]
+        elif admm:
+            # a problem cached after the snapshot a state was restored from holds the penalty
+            # of that later run in its settings: start from the fresh settings' values, as
+            # the run that took the snapshot did (it is only ever so after a restore)
+            fresh = pin.ADMMSolverSettings()
+            settings.rho_init, settings.spectral_rho_power_init = \
+                fresh.rho_init, fresh.spectral_rho_power_init
         iterations = 0
         while True:
             result.setConstraintImpulseGuess(guess)

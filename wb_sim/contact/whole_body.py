@@ -26,7 +26,8 @@ from ..errors import ConfigError
 from ..sensors import ContactPointsReading, SelfContactsReading
 from .base import no_collision_points, no_self_contacts
 from .compliant import STATUS_NAMES
-from .geometry import collision_geometries, geometry_by_link, self_collision_links
+from .geometry import (collision_geometries, geometry_by_link, link_geometry,
+                       self_collision_links)
 from .ground_collision import CollisionPoints, TerrainContacts
 from .points import ContactPoints, Ground
 from .self_collision import build_self_collision, carry, to_world
@@ -144,6 +145,10 @@ class WholeBodyContact:
     :class:`~wb_sim.contact.ContactModel` one for the contact surfaces' points (depth,
     status, forces and state are theirs), plus the collision points' and the
     self-contacts' readings."""
+
+    #: the free objects' names (their geometries are among the ground collision's; the
+    #: robot's readings leave them out)
+    object_names: frozenset = frozenset()
 
     def __init__(self, feet_model, merged_model, collision: CollisionPoints | None,
                  merged_points: MergedPoints, data: pin.Data, self_collision=None,
@@ -393,7 +398,10 @@ class WholeBodyContact:
 
     def collision_links(self) -> tuple[str, ...]:
         """The links whose collision geometry meets the ground (collision.enabled), each once."""
-        return () if self.collision is None else tuple(dict.fromkeys(self._coll.link_names))
+        if self.collision is None:
+            return ()
+        return tuple(dict.fromkeys(n for n in self._coll.link_names
+                                   if n not in self.object_names))
 
     def link_normal_forces(self) -> np.ndarray:
         """(L,) per link of :meth:`collision_links`, the sum of the normal forces (N, along
@@ -403,13 +411,15 @@ class WholeBodyContact:
         cached = self.__dict__.get("_geometry_link")
         if cached is None:  # geometry -> its link's index, and the link count, once
             links = self.collision_links()
+            # a free object's geometry counts in the bin past the links' (dropped)
             cached = self._geometry_link = (np.array(
-                [links.index(n) for n in self._coll.link_names], dtype=int), len(links))
+                [links.index(n) if n in links else len(links) for n in self._coll.link_names],
+                dtype=int), len(links))
         geometry_link, n = cached
         if self._contacts is _NO_CONTACTS:
             return np.zeros(n)
         geometry, _, _, _, _, normal = self._contacts
-        return np.bincount(geometry_link[geometry], weights=normal, minlength=n)
+        return np.bincount(geometry_link[geometry], weights=normal, minlength=n + 1)[:n]
 
     def self_contacts_state(self) -> SelfContactsReading:
         """The self-collision pairs within the margin at the last step: the two links, the
@@ -434,8 +444,12 @@ class WholeBodyContact:
     def collision_wrench(self) -> np.ndarray:
         """(6,) total [force, torque] of the ground on the collision points at the last
         step, world axes, torque about the world origin."""
-        _, pos, f, _, _, _ = self._contacts
+        geometry, pos, f, _, _, _ = self._contacts
         out = np.zeros(6)
+        if len(f) and self.object_names:  # the robot's links only
+            names = self._coll.link_names
+            mine = np.array([names[g] not in self.object_names for g in geometry], dtype=bool)
+            pos, f = pos[mine], f[mine]
         if len(f):
             out[:3] = f.sum(axis=0)
             out[3:] = np.cross(pos, f).sum(axis=0)
@@ -452,12 +466,24 @@ _NO_BLOCK = (np.zeros(0, dtype=np.int64), np.zeros((0, 3)), np.zeros((0, 3)), np
 
 def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, ground: Ground,
                              terrain, model_step: pin.Model, data_step: pin.Data,
-                             notes: list[str]) -> WholeBodyContact:
+                             notes: list[str], objects: dict | None = None) -> WholeBodyContact:
     """The :class:`WholeBodyContact` of a configuration with ``collision.enabled`` or
-    ``collision.self_collision`` (``cfg``: the ``collision`` group; ``surfaces``: the
-    contact surfaces' groups). ``make_model(points)``: a contact model of the configured
-    kind over ``points``; ``notes`` gets what the build wants said once."""
-    gmodel, by_link = geometry_by_link(robot, cfg)  # gmodel keeps the objects alive
+    ``collision.self_collision`` or free objects (``cfg``: the ``collision`` group;
+    ``surfaces``: the contact surfaces' groups; ``objects``: {object: [its geometry
+    objects]} on ``model_step``'s appended joints). ``make_model(points)``: a contact model
+    of the configured kind over ``points``; ``notes`` gets what the build wants said once.
+
+    A free object is one more "link" to both collision phases: its geometry joins the
+    ground collision's (ground, terrain) whatever ``collision.enabled`` says of the robot's
+    links, and the pair collision's (other objects, the robot's links with geometry);
+    without ``collision.self_collision`` only the pairs with an object are checked."""
+    objects = objects or {}
+    if objects and not (cfg.enabled or cfg.self_collision) and robot.mjcf_file is not None:
+        gmodel, by_link = None, {}  # an MJCF's geometry is not read: objects meet no link
+        notes.append("objects: the robot is an MJCF model, whose geometry is not read: "
+                     "the objects do not touch its links")
+    else:
+        gmodel, by_link = geometry_by_link(robot, cfg)  # gmodel keeps the objects alive
     geometries = []
     if cfg.enabled:
         surface_joints = {int(robot.model.frames[robot.frame_id(s.frame, key=f"{s.name}.frame")]
@@ -467,14 +493,23 @@ def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, groun
             raise ConfigError("parameter 'collision.enabled': no link of the robot has "
                               "<collision> geometry left to collide (check collision.links / "
                               "collision.exclude_links, or set collision.enabled: false)")
+    geometries += [link_geometry(name, g, cfg.max_points)
+                   for name, gs in objects.items() for g in gs]
     selfc = None
-    if cfg.self_collision:
-        selfc = build_self_collision(model_step, robot.model, self_collision_links(cfg, by_link),
-                                     cfg, notes, robot.floating_base)
+    if cfg.self_collision or objects:
+        # free_root: moving the robot's base changes no distance within the robot, but it
+        # does change the distances to the objects
+        selfc = build_self_collision(model_step, robot.model,
+                                     {**self_collision_links(cfg, by_link), **objects},
+                                     cfg, notes, robot.floating_base and not objects,
+                                     only_with=None if cfg.self_collision else set(objects))
     del gmodel
     coll = CollisionPoints(model_step, geometries, ground, terrain, cfg.margin)
     tc = TerrainContacts(model_step, geometries, ground, terrain, cfg.margin)
     tc = tc if tc.active else None
     merged_points = MergedPoints(feet_model.points, coll, (tc, selfc))
-    return WholeBodyContact(feet_model, make_model(merged_points), coll if cfg.enabled else None,
-                            merged_points, data_step, selfc, tc)
+    out = WholeBodyContact(feet_model, make_model(merged_points),
+                           coll if (cfg.enabled or objects) else None,
+                           merged_points, data_step, selfc, tc)
+    out.object_names = frozenset(objects)
+    return out

@@ -128,43 +128,72 @@ def read_contact_state(msg) -> dict[str, np.ndarray]:
 CONTACT_SENSOR_COLUMNS = ("normal force (N)", "raw contact (0/1)", "debounced contact (0/1)")
 
 
-class ContactSensorsMessage:
-    """``contact_sensors`` messages: one Float64MultiArray holding the stamp (sec, nanosec)
-    then one row [normal force N, raw 0/1, debounced 0/1] per sensor; ``layout.dim[0]`` =
-    ('stamp', 1, 2), ``layout.dim[1 + i]`` = (sensor i's name, 1, 3), the labelled sections
-    of ``contact_state``'s convention. Made once (``names``: the sensors, in the
-    simulator's ``contact_sensors.names`` order), refilled by each call."""
+class LabelledRowsMessage:
+    """A Float64MultiArray holding the stamp (sec, nanosec) then one row of ``width``
+    numbers per name; ``layout.dim[0]`` = ('stamp', 1, 2), ``layout.dim[1 + i]`` = (name i,
+    1, width), the labelled sections of ``contact_state``'s convention. Made once,
+    refilled by each call (:func:`read_labelled_rows` reads it back)."""
 
-    def __init__(self, names: Sequence[str]):
+    width = 0
+
+    def __init__(self, names: Sequence[str], width: int | None = None):
         self.names = tuple(names)
+        w = self.width if width is None else width
         n = len(self.names)
-        self.buffer = np.zeros(2 + 3 * n)
-        self.rows = self.buffer[2:].reshape(n, 3)
+        self.buffer = np.zeros(2 + w * n)
+        self.rows = self.buffer[2:].reshape(n, w)
         self.msg = Float64MultiArray()
         self.msg.layout.dim = [MultiArrayDimension(label="stamp", size=1, stride=2)] + [
-            MultiArrayDimension(label=name, size=1, stride=3) for name in self.names]
+            MultiArrayDimension(label=name, size=1, stride=w) for name in self.names]
 
-    def __call__(self, t_ns: int, readings: np.ndarray) -> Float64MultiArray:
-        """``readings``: (n, 3), the simulator's ``contact_sensor_array()``."""
+    def __call__(self, t_ns: int, rows: np.ndarray) -> Float64MultiArray:
+        """``rows``: (n, width)."""
         self.buffer[0], self.buffer[1] = t_ns // NS_PER_S, t_ns % NS_PER_S
-        self.rows[:] = readings
+        self.rows[:] = rows
         self.msg.data = array.array("d", self.buffer.tobytes())
         return self.msg
 
 
-def read_contact_sensors(msg) -> tuple[int, dict[str, np.ndarray]]:
-    """A ``contact_sensors`` message back: (stamp ns, sensor name -> [normal force, raw,
-    debounced])."""
+class ContactSensorsMessage(LabelledRowsMessage):
+    """``contact_sensors`` messages: one row [normal force N, raw 0/1, debounced 0/1] per
+    sensor, labelled with its name (``names``: the simulator's ``contact_sensors.names``
+    order; ``readings`` the simulator's ``contact_sensor_array()``)."""
+
+    width = 3
+
+
+class LoopClosuresMessage(LabelledRowsMessage):
+    """``loop_closures`` messages: one row [fx, fy, fz, tx, ty, tz] per closure, labelled
+    with its name (frame_a-frame_b): the wrench the closure exerted on frame_a during the
+    step, at frame_a's origin, world axes, N and N*m (the simulator's
+    ``loop_closure_wrenches``)."""
+
+    width = 6
+
+
+def read_labelled_rows(msg, what: str = "labelled rows") -> tuple[int, dict[str, np.ndarray]]:
+    """A :class:`LabelledRowsMessage` back: (stamp ns, name -> its row)."""
     data = np.asarray(msg.data, dtype=float)
     dims = list(msg.layout.dim)
     if not dims or dims[0].label != "stamp":
-        raise ValueError("not a contact_sensors message: its first dimension is not 'stamp'")
+        raise ValueError(f"not a {what} message: its first dimension is not 'stamp'")
     t_ns = int(data[0]) * NS_PER_S + int(data[1])
     out, at = {}, 2
     for dim in dims[1:]:
         out[dim.label] = data[at:at + dim.stride].copy()
         at += dim.stride
     return t_ns, out
+
+
+def read_contact_sensors(msg) -> tuple[int, dict[str, np.ndarray]]:
+    """A ``contact_sensors`` message back: (stamp ns, sensor name -> [normal force, raw,
+    debounced])."""
+    return read_labelled_rows(msg, "contact_sensors")
+
+
+def read_loop_closures(msg) -> tuple[int, dict[str, np.ndarray]]:
+    """A ``loop_closures`` message back: (stamp ns, closure name -> [force, torque])."""
+    return read_labelled_rows(msg, "loop_closures")
 
 
 # ----------------------------------------------------------------------------- time

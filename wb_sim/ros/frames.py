@@ -40,7 +40,7 @@ class FrameTree:
     def __init__(self, robot: RobotModel, world_frame: str, base_placement: pin.SE3):
         self.robot = robot
         self.world_frame = world_frame
-        root = ET.fromstring(robot.urdf_xml)
+        root = ET.fromstring(robot.description_urdf)
         moving, fixed = [], []
         for j in root.findall("joint"):  # direct children: not those of <transmission>
             parent, child = j.find("parent").get("link"), j.find("child").get("link")

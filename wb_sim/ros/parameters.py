@@ -126,6 +126,8 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "the humanoid) is paid only while someone subscribes to one of them.", lo=0.0),
     Param("publish.contact_sensors_rate_hz", "float", 0.0, "Hz",
           _RATE_DOC + " Built only while someone subscribes.", lo=0.0),
+    Param("publish.loop_closures_rate_hz", "float", 0.0, "Hz",
+          _RATE_DOC + " Built only while someone subscribes.", lo=0.0),
     Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.actuators_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
@@ -154,6 +156,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "std_msgs/Float64MultiArray of the contact sensors (docs/ros.md, 'contact_sensors'): "
           "per sensor normal force (N), raw and debounced contact (0/1); only with "
           "contact_sensors.active ('' = off).", check=_topic),
+    Param("topics.loop_closures", "str", "loop_closures", "",
+          "std_msgs/Float64MultiArray of the loop closures' wrenches (docs/ros.md, "
+          "'loop_closures'): per closure [force (N), torque (N*m)] on frame_a at its origin, "
+          "world axes; only with closures (loop_closures.*, an MJCF's <equality>) ('' = off).",
+          check=_topic),
     Param("topics.actuators", "str", "actuators", "",
           "Prefix of the drives' readings, std_msgs/Float64MultiArray <prefix>/current (A), "
           "<prefix>/voltage (V), <prefix>/temperature (C), one entry per joint in joint_states "

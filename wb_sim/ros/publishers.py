@@ -61,8 +61,8 @@ LISTENERS_REFRESH_S = 0.05
 ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
-OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "ft", "contact_sensors", "actuators",
-                 "odom", "tf", "tf_static", "clock", "robot_description", "contact_markers",
+OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "ft", "contact_sensors",
+                 "loop_closures", "actuators", "odom", "tf", "tf_static", "clock", "robot_description", "contact_markers",
                  "contact_state")
 
 
@@ -83,6 +83,8 @@ class StatePublishers:
             topics["ft"] = ""
         if sim.contact_sensors is None:
             topics["contact_sensors"] = ""  # contact_sensors.active false
+        if sim.loop_closures is None:
+            topics["loop_closures"] = ""  # an open chain
         self.topics = topics
         self.streams = StreamTable.from_config(cfg, 1.0 / sim.dt,
                                                {s: bool(topics[s]) for s, _ in STREAMS})
@@ -134,7 +136,7 @@ class StatePublishers:
         self.ft_frames, self._ft_static = [], []
         if sim.ft_sensors is not None:
             self.ft_frames, self._ft_static, self.notes = ft_sensor_frames(
-                sim.ft_sensors, sim.robot.urdf_xml, {cfg["world_frame"]})
+                sim.ft_sensors, sim.robot.description_urdf, {cfg["world_frame"]})
         if "ft" in self.streams:
             for name in sim.ft_sensors.names:
                 if not TOPIC_TOKEN.match(name):
@@ -154,6 +156,11 @@ class StatePublishers:
                                             topics["contact_sensors"], STATE_QOS)
             self._contact_sensors_msg = cv.ContactSensorsMessage(sim.contact_sensors.names)
             self._stream["contact_sensors"] = self._contact_sensors
+        if "loop_closures" in self.streams:
+            self._closures_pub = pub("loop_closures", Float64MultiArray, topics["loop_closures"],
+                                     STATE_QOS)
+            self._closures_msg = cv.LoopClosuresMessage(sim.loop_closures.names)
+            self._stream["loop_closures"] = self._loop_closures
         if "actuators" in self.streams:
             # a few Float64MultiArray through rclpy's own conversion (no template: a small
             # stream, 100 Hz by default, and only while someone listens)
@@ -224,7 +231,7 @@ class StatePublishers:
             self._tf_static_pub.publish(TFMessage(transforms=tfs))
         if self._desc_pub is not None:
             robot = self.sim.robot
-            self._desc_pub.publish(String(data=urdf_for_ros(robot.urdf_xml, robot.urdf_file)))
+            self._desc_pub.publish(String(data=urdf_for_ros(robot.description_urdf, robot.urdf_file)))
         if self._terrain_pub is not None:
             from .markers import terrain_markers
             self._terrain_pub.publish(terrain_markers(self.sim.terrain, self._world_frame, stamp))
@@ -272,6 +279,11 @@ class StatePublishers:
         # the readings of the last step, never delayed; built only for a listener
         self._contact_sensors_pub.publish(
             self._contact_sensors_msg(t_ns, self.sim.contact_sensor_array()))
+
+    def _loop_closures(self, t_ns: int) -> None:
+        # the closures' wrenches of the last step (ground truth, never delayed); built only
+        # for a listener
+        self._closures_pub.publish(self._closures_msg(t_ns, self.sim.loop_closure_wrenches))
 
     def _actuators(self, t_ns: int) -> None:
         # the drives' readings now (sensors.delay_steps does not delay them); no stamp in a

@@ -135,6 +135,11 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     topic = params.get("topics.contact_sensors", DEFAULT_TOPICS["contact_sensors"])
     if topic and params.get("contact_sensors.active"):
         out.append((absolute(str(topic)), "std_msgs/msg/Float64MultiArray", "contact_sensors"))
+    topic = params.get("topics.loop_closures", DEFAULT_TOPICS["loop_closures"])
+    if topic and (params.get("loop_closures.frames_a")
+                  or str(params.get("urdf_path") or "").endswith(".xml")):
+        # the parameters' closures, or an MJCF's <equality> (the model is not read here)
+        out.append((absolute(str(topic)), ARRAY_TYPE, "loop_closures"))
     if only is not None:
         wanted = {absolute(t) for t in only}
         out = [o for o in out if o[0] in wanted]

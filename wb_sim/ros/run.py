@@ -56,11 +56,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from ..paths import robot_config_file
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
+from ..tools.ab import parse_overrides
 from .parameters import (PD_IN_PROCESS, core_keys, launcher_layers, load_node_config,
                          sync_description)
 from .verdict import RunJudge
@@ -107,14 +109,82 @@ def main(argv=None) -> int:
                     help="record the topics into this rosbag2 (MCAP) directory (wb_sim_record)")
     ap.add_argument("--plot", metavar="DIR",
                     help="after the run, write the plots of the recording into DIR")
+    ap.add_argument("-p", "--param", action="append", default=[], metavar="KEY:=VALUE",
+                    help="a parameter of the node over every file (repeatable), as ros2 run's "
+                         "-p, e.g. -p contact.model:=rigid")
+    ap.add_argument("--ab", action="append", default=[], metavar="KEY:=VALUE",
+                    help="the A/B switch (repeatable): run the closed loop twice in lockstep, "
+                         "as configured (A) and with these values over it (B), e.g. --ab "
+                         "contact.model:=rigid; record both (into --record DIR/a and DIR/b, or "
+                         "a temporary directory) and report where they diverge")
     args = ap.parse_args(argv)
     if not args.duration > 0:
         return _fail(f"--duration must be > 0 (got {args.duration:g})")
+    try:
+        params = parse_overrides(args.param, "-p")
+        ab = parse_overrides(args.ab, "--ab")
+    except ConfigError as e:
+        return _fail(str(e))
+    if ab:
+        return _ab(args, params, ab)
     bag = Path(args.record) if args.record else (Path(args.plot) / "bag" if args.plot else None)
     if bag is not None and bag.exists():
         print(f"wb_sim_run: '{bag}' exists; not overwriting it (choose another --record path)",
               file=sys.stderr)
         return 2
+    return _run(args, params, bag)
+
+
+def _ab(args, params: dict, ab: dict) -> int:
+    """``--ab``: the same closed loop twice in lockstep, A then B, compared from their bags."""
+    from ..tools.ab import divergence
+    if args.plot:
+        return _fail("--plot does not go with --ab; plot each run's bag (--record DIR: DIR/a "
+                     "and DIR/b) with wb_sim_plot")
+    if args.controller == "none":
+        return _fail("--ab runs the closed loop twice and needs a controller it can start: "
+                     "--controller pd or MODULE:FACTORY")
+    if args.sync == "realtime":
+        return _fail("--ab compares lockstep runs (one step per answer, reproducible); a "
+                     "free-running run depends on the host: leave --sync out")
+    if args.record and Path(args.record).exists():
+        return _fail(f"'{args.record}' exists; not overwriting it (choose another --record path)")
+    tmp = None if args.record else tempfile.TemporaryDirectory(prefix="wb_sim_ab_")
+    root = Path(args.record) if args.record else Path(tmp.name)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return _fail(f"cannot create '{root}' (--record): {e.strerror or e}")
+    label = ", ".join(f"{k}={v}" for k, v in ab.items())
+    args.sync = "lockstep"
+    codes, info = {}, {}
+    for name, over in (("A", params), ("B", {**params, **ab})):
+        print(f"wb_sim_run: run {name}" + (f" ({label})" if name == "B" else " (as configured)"),
+              flush=True)
+        codes[name] = _run(args, over, root / name.lower(), info)
+        if codes[name] not in (0, 1):
+            return codes[name]
+    from ..tools.bag import history_from_bag
+    try:
+        ha, hb = history_from_bag(root / "a"), history_from_bag(root / "b")
+    except Exception as e:  # a bag the recorder could not finish: said, exit 2
+        return _fail(f"cannot read the runs' recordings in '{root}': {e}")
+    floating = info["floating_base"]
+    rad = np.array([u != "m" for u in (ha.joint_units or ("rad",) * len(ha.joint_names))])
+    d = divergence(ha.t, ha.joint_positions, hb.t, hb.joint_positions, ha.joint_names,
+                   base_a=ha.base_position if floating else None,
+                   base_b=hb.base_position if floating else None, wrap=rad)
+    print(f"wb_sim_run: A/B ({label}): {d.summary()}" + ("" if args.record else
+          " (recordings removed; keep them with --record DIR)"), flush=True)
+    if tmp is not None:
+        tmp.cleanup()
+    return max(codes.values())
+
+
+def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
+    """One run of the node (and the example controller) as ``args`` say, with the ``-p``
+    values ``params`` over every file, recorded into ``bag`` when given; ``info`` gets
+    ``floating_base``."""
     # everything the node will read, checked before anything starts (one line, no traceback)
     try:
         robot_yaml = robot_config_file(args.robot)
@@ -130,8 +200,11 @@ def main(argv=None) -> int:
             explicit["sync.mode"] = args.sync
         if args.viewer is not None:
             explicit["viewer"] = args.viewer
+        explicit.update(params)
         flat.update(explicit)
         floating_base = load_config(core_keys(flat)).floating_base
+        if info is not None:
+            info["floating_base"] = floating_base
         node_cfg = load_node_config(flat)
     except ConfigError as e:
         return _fail(str(e))

@@ -27,7 +27,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
 
-from ..errors import CommandError
+from ..errors import CommandError, WbSimError
 from . import dynamics
 from .sim_interfaces import Control, SimulationInterfaces, filter_error, interfaces
 from .snapshots import SnapshotError, SnapshotStore
@@ -113,6 +113,11 @@ class NodeServices:
         from rcl_interfaces.srv import GetParameters
         node.create_service(GetParameters, "~/get_dynamics",
                             self.limiter.wrap(self._on_get_dynamics), **kw)
+        from rcl_interfaces.srv import SetParameters
+        node.create_service(SetParameters, "~/attach_payload",
+                            self.limiter.wrap(self._payload_request(self._attach)), **kw)
+        node.create_service(SetParameters, "~/detach_payload",
+                            self.limiter.wrap(self._payload_request(self._detach)), **kw)
         self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
@@ -152,6 +157,41 @@ class NodeServices:
             out.append(v)
         response.values = out
         return response
+
+    # ------------------------------------------------------------------ payloads
+
+    def _payload_request(self, act):
+        """``~/attach_payload`` / ``~/detach_payload`` (rcl_interfaces/srv/SetParameters:
+        the request's ``parameters`` are the payload's fields by name, all in one request;
+        the answer one SetParametersResult, ``successful`` and ``reason``). Acted on under
+        the simulator's lock, between two steps; a refused request changes nothing."""
+        def callback(request, response):
+            from rcl_interfaces.msg import SetParametersResult
+            try:
+                fields = payload_fields(request.parameters, act.__name__.lstrip("_"))
+                with self.control.lock:
+                    reason = act(fields)
+                ok = True
+            except WbSimError as e:
+                ok, reason = False, str(e)
+            response.results = [SetParametersResult(successful=ok, reason=reason)]
+            return response
+        callback.__name__ = act.__name__
+        return callback
+
+    def _attach(self, f: dict) -> str:
+        sim = self.control.sim
+        p = sim.attach_payload(f["link"], f["mass"], f["com"], f["inertia"], name=f["name"])
+        return (f"attached payload {p.name!r} ({p.mass:g} kg) to {p.link!r} at t = "
+                f"{self.control.now_ns() / 1e9:.6f} s, acting from the next step; "
+                f"{len(sim.payloads)} attached")
+
+    def _detach(self, f: dict) -> str:
+        sim = self.control.sim
+        p = sim.detach_payload(f["name"])
+        return (f"detached payload {p.name!r} ({p.mass:g} kg) from {p.link!r} at t = "
+                f"{self.control.now_ns() / 1e9:.6f} s, from the next step; "
+                f"{len(sim.payloads)} attached")
 
     # ------------------------------------------------------------------ snapshots
 
@@ -260,3 +300,60 @@ class NodeServices:
         response.success = ok
         response.message = f"t = {self._now_s():.6f} s" if ok else why
         return response
+
+
+#: the fields of a payload request: name -> (ParameterType names accepted, default)
+PAYLOAD_FIELDS = {
+    "attach": {"link": ("string", None), "name": ("string", ""), "mass": ("double", None),
+               "com": ("double_array", (0.0, 0.0, 0.0)),
+               "inertia": ("double_array", (0.0,) * 6)},
+    "detach": {"name": ("string", None)},
+}
+
+
+def payload_fields(parameters, kind: str) -> dict:
+    """The fields of a ``~/attach_payload`` (``kind`` "attach") or ``~/detach_payload``
+    ("detach") request from its rcl_interfaces/msg/Parameter list: ``link`` (string),
+    ``name`` (string, default the link's), ``mass`` (double or integer, kg), ``com``
+    (3 doubles, m, link frame; default 0), ``inertia`` (6 doubles ixx ixy ixz iyy iyz izz
+    about the centre of mass, link axes, kg*m^2; default 0: a point mass) for attach;
+    ``name`` for detach. CommandError naming the field for an unknown, repeated, missing
+    or mistyped one; ``inertia`` comes back as a 3 x 3 list."""
+    from rcl_interfaces.msg import ParameterType as T
+    spec = PAYLOAD_FIELDS[kind]
+    got: dict = {}
+    for p in parameters:
+        if p.name not in spec:
+            raise CommandError(f"{kind}_payload: unknown field {p.name!r}; the fields are "
+                               f"{', '.join(spec)}")
+        if p.name in got:
+            raise CommandError(f"{kind}_payload: field {p.name!r} given twice")
+        want, v = spec[p.name][0], p.value
+        if want == "string" and v.type == T.PARAMETER_STRING:
+            got[p.name] = v.string_value
+        elif want == "double" and v.type == T.PARAMETER_DOUBLE:
+            got[p.name] = v.double_value
+        elif want == "double" and v.type == T.PARAMETER_INTEGER:
+            got[p.name] = float(v.integer_value)
+        elif want == "double_array" and v.type == T.PARAMETER_DOUBLE_ARRAY:
+            got[p.name] = tuple(v.double_array_value)
+        else:
+            raise CommandError(f"{kind}_payload: field {p.name!r} must be a {want} "
+                               f"(rcl_interfaces/msg/ParameterValue type "
+                               f"{getattr(T, 'PARAMETER_' + want.upper())}), got type {v.type}")
+    for name, (_, default) in spec.items():
+        if name not in got:
+            if default is None:
+                raise CommandError(f"{kind}_payload: field {name!r} is missing (the fields: "
+                                   f"{', '.join(spec)})")
+            got[name] = default
+    if kind == "attach":
+        if not got["name"]:
+            got["name"] = got["link"]
+        for key, n in (("com", 3), ("inertia", 6)):
+            if len(got[key]) != n:
+                raise CommandError(f"attach_payload: field {key!r} must hold {n} numbers, got "
+                                   f"{len(got[key])}")
+        ixx, ixy, ixz, iyy, iyz, izz = got["inertia"]
+        got["inertia"] = [[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]
+    return got

@@ -22,6 +22,7 @@ STREAMS: tuple[tuple[str, str], ...] = (
     ("contact_wrench", "publish.contact_wrench_rate_hz"),
     ("ft", "publish.ft_rate_hz"),
     ("contact_sensors", "publish.contact_sensors_rate_hz"),
+    ("loop_closures", "publish.loop_closures_rate_hz"),
     ("actuators", "publish.actuators_rate_hz"),
     ("tf", "publish.tf_rate_hz"),
     ("contact_markers", "publish.contact_markers_rate_hz"),

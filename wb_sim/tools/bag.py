@@ -9,6 +9,8 @@ sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
 * ``odom/ground_truth`` (nav_msgs/Odometry): the world pose of the floating base;
 * ``contact_wrench/<surface>`` (geometry_msgs/WrenchStamped): force and torque
   in the surface frame ``header.frame_id``, rotated here into the world frame;
+* ``ft/<sensor>`` (geometry_msgs/WrenchStamped): the force-torque sensors' readings, as
+  published (force and torque in the sensor's frame), at the joint state of the same stamp;
 * ``robot_description`` (std_msgs/String): the URDF, from which pinocchio
   gives the centre of mass and the surface frames' orientation;
 * ``joint_commands`` (sensor_msgs/JointState): the reference positions, when
@@ -58,7 +60,7 @@ NS = 1_000_000_000
 #: holds them equal), for a bag without the recorder's parameters
 DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
                   "contact_wrench": "contact_wrench", "robot_description": "robot_description",
-                  "joint_commands": "joint_commands", "actuators": "actuators",
+                  "joint_commands": "joint_commands", "actuators": "actuators", "ft": "ft",
                   "contact_state": "contact_state"}
 #: the drives' readings under the prefix topics.actuators, and their History fields
 ACTUATOR_READINGS = {"current": "motor_current", "voltage": "motor_voltage",
@@ -67,6 +69,7 @@ ACTUATOR_READINGS = {"current": "motor_current", "voltage": "motor_voltage",
 
 #: the name under the contact_wrench prefix of the other links' total wrench
 COLLISION_WRENCH = "collision"
+WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 
 
 def typestore():
@@ -282,6 +285,11 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
         # <prefix>/collision is the other links' total wrench (whole-body collision), not a
         # contact surface (no surface can take that name: it is a parameter group)
         wanted |= {t for t in types if t.startswith(prefix) and t != prefix + COLLISION_WRENCH}
+        ft_prefix = topics["ft"].rstrip("/") + "/"
+        # the force-torque sensors' WrenchStamped <prefix>/<sensor>
+        ft = {t[len(ft_prefix):]: t for t, m in types.items()
+              if t.startswith(ft_prefix) and m == WRENCH_TYPE and "/" not in t[len(ft_prefix):]}
+        wanted |= set(ft.values())
         conns = [c for c in reader.connections if c.topic in wanted]
         msgs: dict[str, list] = {t: [] for t in wanted}
         for c, log_ns, raw in reader.messages(conns) if conns else ():
@@ -290,7 +298,8 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
             except Exception as e:  # noqa: BLE001 - rosbags raises several types
                 raise RecordingError(f"'{path}': cannot decode a '{c.msgtype}' message on "
                                      f"'{c.topic}': {e}") from None
-    return {"topics": topics, "prefix": prefix, "drives": drives, **msgs}, types, params
+    return {"topics": topics, "prefix": prefix, "drives": drives, "ft": ft, **msgs}, types, \
+        params
 
 
 def _stamp(msg) -> int:
@@ -473,6 +482,7 @@ def history_from_bag(path: str | Path) -> History:
 
     dt = dt_ns / NS if dt_ns else math.nan
     drives = _drives(path, data, params, robot, urdf, wall_ns, dt)
+    ft_names, ft_wrench = _ft_sensors(data, params, t_ns)
     truth = contact_truth(data[topics["contact_state"]], configured)
     return History(
         t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
@@ -484,7 +494,28 @@ def history_from_bag(path: str | Path) -> History:
         friction_coefficient=float(params.get("contact.friction_coefficient", math.nan)),
         mass=robot.mass, gravity=np.array(params.get("gravity", [0.0, 0.0, -9.81]), dtype=float),
         robot=str(model.name), dt=dt, joint_units=joint_units(robot), joint_velocities=vj,
-        **drives, **truth)
+        ft_names=ft_names, ft_wrench=ft_wrench, **drives, **truth)
+
+
+def _ft_sensors(data: dict, params: dict[str, Any], t_ns: np.ndarray):
+    """(names, (n, k, 6) readings held at the joint-state stamps, NaN before a sensor's
+    first message): the sensors of ``ft_sensors.names`` in that order (with a message),
+    else every WrenchStamped under the ``ft`` prefix, sorted by name. A reading is stamped
+    with the state its step led to, as the joint states."""
+    topics = data["ft"]
+    configured = [str(n) for n in params.get("ft_sensors.names") or []]
+    names = [n for n in configured if data.get(topics.get(n, ""))] if configured else \
+        sorted(n for n, t in topics.items() if data.get(t))
+    out = np.full((t_ns.size, len(names), 6), np.nan)
+    for k, name in enumerate(names):
+        msgs = sorted(data[topics[name]], key=lambda lm: _stamp(lm[1]))
+        st = np.array([_stamp(m) for _, m in msgs], dtype=np.int64)
+        w = np.array([[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z,
+                       m.wrench.torque.x, m.wrench.torque.y, m.wrench.torque.z]
+                      for _, m in msgs])
+        i = _hold(st, t_ns)
+        out[i >= 0, k] = w[i[i >= 0]]
+    return tuple(names), out
 
 
 def contact_state_sections(msg) -> dict[str, np.ndarray]:

@@ -28,6 +28,11 @@ and, for a run with drives (``actuators.model`` other than ``ideal``), per drive
   step's start, joint torque; :func:`~wb_sim.tools.recording.operating_points`) inside
   the torque-speed envelope N eta kt (+-V - kt N omega) / R.
 
+and, for a run with force-torque sensors (``ft_sensors.*``, recorded on ``ft/<sensor>``):
+
+* ``ft_sensors.png``: per sensor its force and its torque (x, y, z in the sensor's frame,
+  as published), against time (:func:`ft_figure`).
+
 matplotlib is imported here, inside the functions, and never by ``import wb_sim``.
 """
 
@@ -210,6 +215,27 @@ def _contact_state(h: History, out_dir: Path) -> Path:
     ax_top.set_ylabel("y [m]")
     ax_top.set_aspect("equal", adjustable="datalim")
     return _save(fig, out_dir, "contact_state.png")
+
+
+def ft_figure(h: History):
+    """The figure of ``ft_sensors.png``: one row per force-torque sensor, its force (left)
+    and torque (right), x / y / z in the sensor's frame; the lines are the recorded
+    ``ft_wrench`` columns as they are (NaN where none was recorded: a gap)."""
+    k = len(h.ft_names)
+    fig = _figure(11, 1.2 + 2.3 * k)
+    fig.suptitle(_title(h, "force-torque sensors (each in its frame, as published)"))
+    axes = fig.subplots(k, 2, sharex=True, squeeze=False)
+    for s, name in enumerate(h.ft_names):
+        for c, (what, unit) in enumerate((("force", "N"), ("torque", "N m"))):
+            ax = axes[s, c]
+            for a, axis in enumerate("xyz"):
+                ax.plot(h.t, h.ft_wrench[:, s, 3 * c + a], label=f"{what} {axis}")
+            ax.set_title(f"{name}: {what}")
+            ax.set_ylabel(f"{what} [{unit}]")
+            ax.legend(loc="best")
+    for ax in axes[-1]:
+        ax.set_xlabel("simulated time [s]")
+    return fig
 
 
 def _joint_grid(h: History, idx: list[int], title: str, time_axis: bool = True):
@@ -537,6 +563,8 @@ def plot_history(history: History, out_dir: str | Path) -> list[Path]:
             if h.actuator_model == "dc_motor" and np.isfinite(h.drive_parameters).all() \
                     and np.isfinite(h.motor_voltage).any():
                 paths.append(_torque_speed(h, out))
+        if h.ft_names and np.isfinite(h.ft_wrench).any():
+            paths.append(_save(ft_figure(h), out, "ft_sensors.png"))
     return paths
 
 
@@ -563,7 +591,7 @@ def main(argv=None) -> int:
         prog="wb_sim_plot", description="PNG plots of a wb_sim run: base and centre of mass, "
         "contact forces with the friction cone, joint tracking, torques against their limits, "
         "real-time factor; with drives: motor current, winding temperature and the "
-        "torque-speed envelope.")
+        "torque-speed envelope; with force-torque sensors: their forces and torques.")
     ap.add_argument("input", help="a history (.npz from 'python -m wb_sim --record') or a "
                                   "rosbag2 of the node's topics (directory or .mcap file)")
     ap.add_argument("-o", "--output", metavar="OUT_DIR",

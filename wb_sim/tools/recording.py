@@ -35,9 +35,9 @@ import numpy as np
 from ..errors import WbSimError
 
 #: format version written into every .npz history (2: joint velocities and the drives'
-#: readings; 3: the contact truth's centres of pressure and ZMP; an older file reads with
-#: them unknown)
-FORMAT_VERSION = 3
+#: readings; 3: the force-torque sensors' readings; 4: the contact truth's centres of
+#: pressure and ZMP; an older file reads with them unknown)
+FORMAT_VERSION = 4
 
 #: the columns of :attr:`History.drive_parameters`, one row per driven joint: the
 #: dc_motor's constants (``actuators.<column>``, units of docs/parameters.md)
@@ -47,7 +47,9 @@ DRIVE_COLUMNS = ("torque_constant", "resistance", "supply_voltage", "gear_ratio"
 _ADDED_IN_2 = ("joint_velocities", "actuator_model", "actuator_joints", "motor_current",
                "motor_voltage", "motor_temperature", "drive_parameters")
 #: the History fields a version 2 file lacks
-_ADDED_IN_3 = ("truth_t", "cop", "zmp", "cop_names")
+_ADDED_IN_3 = ("ft_names", "ft_wrench")
+#: the History fields a version 3 file lacks
+_ADDED_IN_4 = ("truth_t", "cop", "zmp", "cop_names")
 
 
 class RecordingError(WbSimError, ValueError):
@@ -99,6 +101,10 @@ class History:
     motor_temperature: np.ndarray | None = None  #: (n, m) winding temperature, C
     #: (m, len(DRIVE_COLUMNS)) the dc_motor's constants per driven joint (NaN: unknown)
     drive_parameters: np.ndarray | None = None
+    ft_names: tuple[str, ...] = ()  #: the k force-torque sensors (ft_sensors.names order)
+    #: (n, k, 6) each sensor's reading [force N, torque N*m] in its frame, as published
+    #: (``Simulator.ft_wrench_array()``, noise and bias included); NaN: none recorded
+    ft_wrench: np.ndarray | None = None
     #: (k,) simulated time of the contact truth's samples (the node's contact_state), s; its
     #: own time base (its rate); empty: not recorded
     truth_t: np.ndarray | None = None
@@ -134,6 +140,8 @@ class History:
         self.motor_voltage = unknown(self.motor_voltage, (n, m))
         self.motor_temperature = unknown(self.motor_temperature, (n, m))
         self.drive_parameters = unknown(self.drive_parameters, (m, len(DRIVE_COLUMNS)))
+        self.ft_names = tuple(str(s) for s in self.ft_names)
+        self.ft_wrench = unknown(self.ft_wrench, (n, len(self.ft_names), 6))
         self.cop_names = tuple(str(x) for x in self.cop_names)
         self.truth_t = np.zeros(0) if self.truth_t is None else f(self.truth_t).reshape(-1)
         k, nc = self.truth_t.size, len(self.cop_names)
@@ -147,6 +155,7 @@ class History:
                     "motor_current": (n, m), "motor_voltage": (n, m),
                     "motor_temperature": (n, m),
                     "drive_parameters": (m, len(DRIVE_COLUMNS)),
+                    "ft_wrench": (n, len(self.ft_names), 6),
                     "cop": (nc, k, 3), "zmp": (k, 3)}
         for key, shape in expected.items():
             got = np.shape(getattr(self, key))
@@ -193,7 +202,7 @@ class History:
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints",
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
                     "cop_names"):
             arrays[key] = np.array(arrays[key], dtype=str)
         arrays["format_version"] = np.array(FORMAT_VERSION)
@@ -228,14 +237,15 @@ class History:
             raise RecordingError(f"'{path}' has history format {version}; this wb_sim reads "
                                  f"up to {FORMAT_VERSION}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = (_ADDED_IN_2 if version < 2 else ()) + (_ADDED_IN_3 if version < 3 else ())
+        optional = ((_ADDED_IN_2 if version < 2 else ()) + (_ADDED_IN_3 if version < 3 else ())
+                    + (_ADDED_IN_4 if version < 4 else ()))
         missing = [k for k in names if k not in data and k not in optional]
         if missing:
             raise RecordingError(f"'{path}': the history lacks {', '.join(missing)}")
         kw = {k: data[k] for k in names if k in data}
         if version < 2:
             kw["actuator_model"] = ""  # not recorded then
-        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints",
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
                     "cop_names"):
             if key in kw:
                 kw[key] = tuple(kw[key].tolist())
@@ -324,6 +334,8 @@ class Recorder:
         model, driven, constants = drive_parameters(sim.actuators)
         self._drives = np.array([sim.joint_names.index(j) for j in driven], dtype=int) \
             if driven else None
+        ft_names = tuple(sim.ft_sensors.names) if sim.ft_sensors is not None else ()
+        self._nft = len(ft_names)
         self._meta = dict(
             torque_limits=np.array(sim.actuation.effort_limit, dtype=float),
             joint_names=tuple(sim.joint_names), surface_names=self.surface_names,
@@ -331,7 +343,8 @@ class Recorder:
             friction_coefficient=float(sim.config.contact.friction_coefficient),
             mass=float(sim.mass), gravity=np.array(sim.config.gravity, dtype=float),
             robot=str(robot.model.name), dt=float(sim.dt), joint_units=joint_units(robot),
-            actuator_model=model, actuator_joints=driven, drive_parameters=constants)
+            actuator_model=model, actuator_joints=driven, drive_parameters=constants,
+            ft_names=ft_names)
         self._n = 0
         self._wall0: float | None = None
         self._alloc(max(16, int(capacity)))
@@ -344,7 +357,8 @@ class Recorder:
                "joint_positions": np.empty((cap, nj)), "joint_velocities": np.empty((cap, nj)),
                "reference_positions": np.full((cap, nj), np.nan),
                "applied_torques": np.empty((cap, nj)), "motor_current": np.empty((cap, m)),
-               "motor_voltage": np.empty((cap, m)), "motor_temperature": np.empty((cap, m))}
+               "motor_voltage": np.empty((cap, m)), "motor_temperature": np.empty((cap, m)),
+               "ft_wrench": np.empty((cap, self._nft, 6))}
         n = self._n
         if n:
             for key, buf in new.items():
@@ -389,6 +403,8 @@ class Recorder:
             b["motor_current"][i] = r.current[d]
             b["motor_voltage"][i] = r.voltage[d]
             b["motor_temperature"][i] = r.temperature[d]
+        if self._nft:
+            b["ft_wrench"][i] = sim.ft_wrench_array()
         self._n = i + 1
         return True
 

@@ -22,100 +22,35 @@ import math
 
 import numpy as np
 import pytest
-from scipy.integrate import solve_ivp
 
-import wb_sim
+from helpers.friction_box import (ALPHA, MODELS, PUSH, RATES, V0, box_sim, exact_curve,
+                                  sideways_slide, spin_braking)
 from wb_sim.contact.compliant import law_residual
-
-G = 9.81
-M, L, H, MU = 2.0, 0.2, 0.05, 0.5
-I_XX = M * (L**2 + H**2) / 12
-I_ZZ = M * (2 * L**2) / 12
-BOX = (f'<robot name="box"><link name="box"><inertial><origin xyz="0 0 0"/><mass value="{M}"/>'
-       f'<inertia ixx="{I_XX}" ixy="0" ixz="0" iyy="{I_XX}" iyz="0" izz="{I_ZZ}"/></inertial>'
-       f'</link><link name="sole"/><joint name="sole_joint" type="fixed"><parent link="box"/>'
-       f'<child link="sole"/><origin xyz="0 0 {-H / 2}"/></joint></robot>')
-RATES = (250, 1000, 4000)
-MODELS = ("compliant", "rigid")
-
-
-def box_sim(model: str, rate: float, **extra) -> wb_sim.Simulator:
-    """The square box resting on its 4 bottom corners, settled for 0.2 s."""
-    sim = wb_sim.Simulator.from_params({
-        "robot_description": BOX, "physics_rate_hz": rate, "contact_surfaces": ["sole"],
-        "sole.frame": "sole", "sole.shape": "box", "sole.size": [L, L],
-        "contact.model": model, "contact.friction_coefficient": MU,
-        "initial.base_position": [0.0, 0.0, H / 2], **extra})
-    for _ in range(int(0.2 * rate)):
-        sim.step([])
-    return sim
 
 
 @pytest.mark.parametrize("rate", RATES)
 @pytest.mark.parametrize("model", MODELS)
 def test_a_box_spinning_on_its_corners_brakes_at_the_coulomb_rate(model, rate):
-    alpha = MU * M * G * math.hypot(L / 2, L / 2) / I_ZZ  # 104.05 rad/s^2
-    sim = box_sim(model, rate)
-    sim.set_base_state(angular_velocity=[0.0, 0.0, 20.0])
-    t, w = [], []
-    while True:
-        sim.step([])
-        t.append(sim.t)
-        w.append(sim.state.base_angular_velocity[2])
-        if w[-1] < 2.0:
-            break
-        if model == "compliant":  # every corner slips, its friction on the cone
-            assert set(sim.contact_points_state().status) == {"slip"}
-    t, w = np.array(t), np.array(w)
-    spinning = (w < 18.0) & (w > 3.0)  # after the first steps, before the stop
-    measured = -np.polyfit(t[spinning], w[spinning], 1)[0]
-    assert measured == pytest.approx(alpha, rel=2e-2), f"{measured:.2f} vs {alpha:.2f} rad/s^2"
+    got = spin_braking(model, rate)
+    if model == "compliant":  # every corner slips, its friction on the cone
+        assert got["all_slip"]
+    assert got["alpha"] == pytest.approx(ALPHA, rel=2e-2), \
+        f"{got['alpha']:.2f} vs {ALPHA:.2f} rad/s^2"
     # it stops and stays stopped, on the spot (a pure spin moves no centre)
-    for _ in range(int(0.3 * rate)):
-        sim.step([])
-    assert abs(sim.state.base_angular_velocity[2]) < 1e-3
-    assert np.hypot(*sim.state.base_position[:2]) < 1e-3
-
-
-V0, PUSH = 2.0, 3.0 * M  # launch speed along x (m/s), sideways force along y (N) < mu m g
-
-
-def exact_curve() -> tuple[float, np.ndarray]:
-    """(stop time, stop position (2,)) of a point mass launched at V0 along x, pushed
-    by PUSH along y, braked by mu m g against its velocity."""
-    def rhs(t, y):
-        vx, vy = y[2], y[3]
-        speed = math.hypot(vx, vy)
-        return [vx, vy, -MU * G * vx / speed, PUSH / M - MU * G * vy / speed]
-
-    def stop(t, y):
-        return math.hypot(y[2], y[3]) - 1e-9
-
-    stop.terminal = True
-    sol = solve_ivp(rhs, (0.0, 5.0), [0.0, 0.0, V0, 0.0], method="DOP853", rtol=1e-12,
-                    atol=1e-13, events=stop)
-    assert sol.status == 1  # it stopped
-    return float(sol.t[-1]), sol.y[:2, -1]
+    assert abs(got["spin_after"]) < 1e-3
+    assert got["centre"] < 1e-3
 
 
 @pytest.mark.parametrize("rate", RATES)
 @pytest.mark.parametrize("model", MODELS)
 def test_a_box_pushed_sideways_slides_along_the_coulomb_curve(model, rate):
-    t_stop, stop = exact_curve()  # 0.651 s, (0.450, 0.199) m
-    sim = box_sim(model, rate)
-    p0 = sim.state.base_position.copy()
-    sim.set_base_state(linear_velocity=[V0, 0.0, 0.0])
-    sim.apply_external_wrench("box", [0.0, PUSH, 0.0], duration_s=10.0)
-    path = []
-    for _ in range(int((t_stop + 0.35) * rate)):
-        sim.step([])
-        path.append(sim.state.base_position[:2] - p0[:2])
-    end = path[-1]
-    np.testing.assert_allclose(end, stop, rtol=2e-2, err_msg=f"stop {end} vs {stop}")
+    _, stop = exact_curve()  # 0.651 s, (0.450, 0.199) m
+    got = sideways_slide(model, rate)
+    np.testing.assert_allclose(got["end"], stop, rtol=2e-2, err_msg=f"stop {got['end']} vs {stop}")
     # the push is below the friction limit: stopped, it stays; it never turned (square sole)
-    assert np.linalg.norm(sim.state.base_linear_velocity) < 1e-3
-    assert np.linalg.norm(path[-1] - path[-int(0.1 * rate)]) < 1e-4
-    assert abs(sim.state.base_angular_velocity[2]) < 1e-3
+    assert got["speed"] < 1e-3
+    assert got["last_move"] < 1e-4
+    assert abs(got["spin"]) < 1e-3
 
 
 def _random_states(sim, rng, depth, count):

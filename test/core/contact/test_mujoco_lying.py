@@ -19,14 +19,11 @@ docs/physics.md).
 
 from __future__ import annotations
 
-import math
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pinocchio as pin
 import pytest
-
-import wb_sim
 
 from helpers.extras import require_mujoco
 
@@ -34,38 +31,11 @@ require_mujoco()
 
 import mujoco  # noqa: E402
 
-from helpers.mujoco_twin import (base_rotation, joint_mass_matrix, joint_positions,  # noqa: E402
-                                 link_positions, set_twin_state, twin_model)
-
-SECONDS = 3.0
-#: face down (pitch +90 degrees: the pelvis' x axis, its front, points down), the lowest
-#: shapes (the toes of the crouched legs) 2 cm above the ground
-START = {"initial.base_position": [0.0, 0.0, 0.16], "initial.base_rpy": [0.0, math.pi / 2, 0.0]}
-#: at rest: no joint or base speed above this, rad/s or m/s
-REST = 1e-3
-#: what the limp joints' rest may differ by besides the sinks: friction holds each limb where
-#: its slide through the fall left it, and the two engines' impulses slide them differently
-#: (measured: the ankles and the neck up to 0.9 degrees apart, 1 mm at a 10 cm lever)
-POSTURE = 1.2e-3  # m
-JOINT_TOLERANCE = math.radians(1.5)
-#: the base (pelvis) lies on its own and the torso's front corners, this far apart: a height
-#: difference of the bound between them tilts it by the bound / SPAN
-SPAN = 0.25  # m
-
-
-def _humanoid(model: str) -> wb_sim.Simulator:
-    return wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
-        "collision.enabled": True, "contact.model": model, **START})
-
-
-def _settle_mujoco(sim: wb_sim.Simulator, urdf_xml: str | None = None):
-    """MuJoCo's twin of ``sim`` (at its initial state) after SECONDS."""
-    model = twin_model(sim, urdf_xml)
-    data = mujoco.MjData(model)
-    set_twin_state(model, data, sim)
-    for _ in range(round(SECONDS / sim.dt)):
-        mujoco.mj_step(model, data)
-    return model, data
+from helpers.lying import (REST, compare, humanoid as _humanoid, links,  # noqa: E402
+                           mujoco_rest as _mujoco_rest, outside, settle_mujoco,
+                           wb_sim_rest as _wb_sim_rest)
+from helpers.mujoco_twin import (joint_mass_matrix, link_positions,  # noqa: E402
+                                 set_twin_state, twin_model)
 
 
 @pytest.fixture(scope="module")
@@ -75,56 +45,13 @@ def humanoid():
 
 
 @pytest.fixture(scope="module")
-def mujoco_rest(humanoid):
-    return _settle_mujoco(humanoid)
+def mujoco_rest():
+    return _mujoco_rest()
 
 
 @pytest.fixture(scope="module", params=["compliant", "rigid"])
 def wb_sim_rest(request):
-    sim = _humanoid(request.param)
-    zero = np.zeros(sim.nj)
-    for _ in range(round(SECONDS / sim.dt)):
-        sim.step(zero)
-    return sim
-
-
-def _links(model) -> list[str]:
-    return [model.body(b).name for b in range(1, model.nbody)]
-
-
-def _compare(sim, model, data) -> dict[str, float]:
-    """wb_sim's rest against MuJoCo's: the differences and their bounds."""
-    links = _links(model)
-    ours = np.array([sim.frame_pose(link).translation for link in links])
-    theirs = link_positions(data, links)
-    link_dz = np.abs(ours[:, 2] - theirs[:, 2])
-    ours_r = pin.Quaternion(sim.q[3:7]).matrix()
-    theirs_r = base_rotation(data, sim.robot.root_link)
-    depths = np.concatenate([sim.collision_points_state().depth,
-                             sim.contact_points_state().depth, [0.0]])
-    # a link's height is lowered by its supports' sink in each engine (wb_sim: the compliant
-    # law's, ~0 rigid; MuJoCo: its soft contact's penetration): the two differ by at most the
-    # larger deepest sink, and by POSTURE
-    mujoco_sink = max([-data.contact[i].dist for i in range(data.ncon)] + [0.0])
-    height_bound = max(depths.max(), mujoco_sink) + POSTURE
-    return {
-        "base_dz": float(abs(sim.q[2] - data.qpos[2])),
-        "angle": float(np.linalg.norm(pin.log3(ours_r.T @ theirs_r))),  # between the frames
-        "link_dz": float(link_dz.max()),
-        "worst_link": links[int(link_dz.argmax())],
-        "joint": float(np.abs(sim.joint_positions - joint_positions(model, data,
-                                                                    sim.joint_names)).max()),
-        "height_bound": height_bound,
-        "wb_sim_sink": float(depths.max()),
-        "mujoco_sink": mujoco_sink,
-    }
-
-
-def _outside(d: dict[str, float]) -> list[str]:
-    """The differences beyond their bounds."""
-    bounds = {"base_dz": d["height_bound"], "link_dz": d["height_bound"],
-              "angle": d["height_bound"] / SPAN, "joint": JOINT_TOLERANCE}
-    return [name for name, bound in bounds.items() if d[name] > bound]
+    return _wb_sim_rest(request.param)
 
 
 def test_the_twin_has_the_humanoids_masses_inertias_and_links(humanoid):
@@ -138,10 +65,10 @@ def test_the_twin_has_the_humanoids_masses_inertias_and_links(humanoid):
     dofs = humanoid.robot.idx_v  # the joints' velocities, joint_names order
     np.testing.assert_allclose(joint_mass_matrix(model, data, humanoid.joint_names),
                                humanoid.mass_matrix()[np.ix_(dofs, dofs)], rtol=0, atol=1e-12)
-    links = _links(model)
-    assert len(links) == len([f for f in humanoid.model.frames if f.type == pin.FrameType.BODY])
-    np.testing.assert_allclose(link_positions(data, links),
-                               [humanoid.frame_pose(link).translation for link in links],
+    links_ = links(model)
+    assert len(links_) == len([f for f in humanoid.model.frames if f.type == pin.FrameType.BODY])
+    np.testing.assert_allclose(link_positions(data, links_),
+                               [humanoid.frame_pose(link).translation for link in links_],
                                atol=1e-12)
     assert model.ngeom - 1 == humanoid.robot.urdf_xml.count("<collision")  # the ground besides
 
@@ -154,8 +81,8 @@ def test_the_humanoid_lying_face_down_rests_in_mujocos_pose(wb_sim_rest, mujoco_
     model, data = mujoco_rest
     assert np.abs(sim.v).max() < REST
     assert np.abs(data.qvel).max() < REST
-    d = _compare(sim, model, data)
-    assert not _outside(d), d
+    d = compare(sim, model, data)
+    assert not outside(d), d
     # lying: on the pelvis' and torso's fronts (7-8 cm deep), not on a limb
     assert 0.065 < sim.q[2] < 0.075
 
@@ -192,6 +119,6 @@ def test_a_shape_moved_or_missing_is_out_of_the_bounds(humanoid, wb_sim_rest, li
                                                       move_mm):
     """The comparison can fail: wb_sim's rest against a twin that has one shape 5 mm off
     or missing (what wb_sim would show with that shape misplaced or lost)."""
-    model, data = _settle_mujoco(humanoid, _edited(humanoid.robot.urdf_xml, link, index, move_mm))
-    d = _compare(wb_sim_rest, model, data)
-    assert _outside(d), d
+    model, data = settle_mujoco(humanoid, _edited(humanoid.robot.urdf_xml, link, index, move_mm))
+    d = compare(wb_sim_rest, model, data)
+    assert outside(d), d

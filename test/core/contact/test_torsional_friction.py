@@ -12,7 +12,6 @@ a snapshot taken mid-spin continues bit-identically.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -22,43 +21,8 @@ from wb_sim.config import PARAMETER_BY_KEY
 from wb_sim.contact import CONTACT_MODELS
 from wb_sim.contact.compliant import law_residual, reference_solve
 
-G = 9.81
-M, R = 1.0, 0.1
-I_BALL = 0.4 * M * R**2
-ELL = 0.01  # m: alpha = ELL m g / I = 24.5 rad/s^2
-BALL = (f'<robot name="ball"><link name="ball"><inertial><origin xyz="0 0 0"/>'
-        f'<mass value="{M}"/><inertia ixx="{I_BALL}" ixy="0" ixz="0" iyy="{I_BALL}" iyz="0" '
-        f'izz="{I_BALL}"/></inertial></link></robot>')
-MODELS = ("compliant", "rigid")
-
-
-def ball_sim(model: str, rate: float = 1000.0, **extra) -> wb_sim.Simulator:
-    """The ball resting on the ground, settled for 0.2 s."""
-    sim = wb_sim.Simulator.from_params({
-        "robot_description": BALL, "physics_rate_hz": rate, "contact_surfaces": ["foot"],
-        "foot.frame": "ball", "foot.shape": "sphere", "foot.radius": R,
-        "contact.model": model, "initial.base_position": [0.0, 0.0, R], **extra})
-    for _ in range(int(0.2 * rate)):
-        sim.step([])
-    return sim
-
-
-def spin(sim, seconds: float, yaw: list | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Step for ``seconds``: (t, spin rate about the vertical); ``yaw`` gets the yaw
-    angle after each step."""
-    t, w = [], []
-    for _ in range(int(round(seconds / sim.dt))):
-        sim.step([])
-        t.append(sim.t)
-        w.append(sim.state.base_angular_velocity[2])
-        if yaw is not None:
-            yaw.append(_yaw(sim))
-    return np.array(t), np.array(w)
-
-
-def _yaw(sim) -> float:
-    rot = sim.frame_pose("ball").rotation
-    return math.atan2(rot[1, 0], rot[0, 0])
+from helpers.torsion import (ALPHA, ELL, G, I_BALL, M, MODELS, R, ball_sim, braking, spin,
+                             yaw_of as _yaw)
 
 
 def test_the_parameter_is_declared_once_off_by_default_and_live():
@@ -79,23 +43,17 @@ def test_without_torsional_friction_a_spinning_ball_never_slows(model):
 @pytest.mark.parametrize("rate", [250, 1000, 4000])
 @pytest.mark.parametrize("model", MODELS)
 def test_a_spinning_ball_brakes_at_the_torsional_rate_and_stops(model, rate):
-    alpha = ELL * M * G / I_BALL
-    sim = ball_sim(model, rate, **{"contact.torsional_friction": ELL})
-    sim.set_base_state(angular_velocity=[0.0, 0.0, 10.0])
-    t, w = spin(sim, 0.6)  # it stops after 10 / 24.5 = 0.41 s
-    braking = (w < 9.0) & (w > 1.0)
-    measured = -np.polyfit(t[braking], w[braking], 1)[0]
-    assert measured == pytest.approx(alpha, rel=1e-2), f"{measured:.3f} vs {alpha:.3f} rad/s^2"
+    got = braking(model, rate)
+    assert got["alpha"] == pytest.approx(ALPHA, rel=1e-2), \
+        f"{got['alpha']:.3f} vs {ALPHA:.3f} rad/s^2"
     # stopped, it stays: the compliant ground springs back by its elastic twist (about
     # l m g / (s k_t l^2) = 8 mrad here) and rings down; the rigid one holds still
-    yaw = []
-    _, w = spin(sim, 0.5, yaw)
     if model == "rigid":
-        assert np.abs(w).max() < 1e-3
-    assert np.ptp(yaw) < 2e-2
+        assert got["spin_after"] < 1e-3
+    assert got["yaw_ptp"] < 2e-2
     # the ball did not roll away or hop: only its spin was braked
-    assert np.hypot(*sim.state.base_position[:2]) < 1e-6
-    assert sim.state.base_position[2] == pytest.approx(R, abs=1e-3)
+    assert got["drift"] < 1e-6
+    assert got["z"] == pytest.approx(R, abs=1e-3)
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -28,6 +28,9 @@ A campaign file (YAML) says::
     custom_metrics: {energy: "my_pkg.metrics:energy"}
     record: false                  # per-case recordings (wb_sim.tools.recording, .npz)
     plots: true                    # summary plots (needs matplotlib)
+    ab: {contact.model: rigid}     # the A/B switch: each case again with these values (run B);
+                                   # columns b.<metric>, ab.divergence_time_s, ab.max_*_difference
+    ab_tolerances: {base_m: 0.01, joint_rad: 0.05}   # when the two runs count as apart
     max_cases: 10000               # most cases (grid points x random.samples), checked before
                                    # any is expanded; at most 1000000
 

@@ -85,6 +85,11 @@ def case_config(spec: dict, case: dict, where: str = "") -> tuple[dict, dict, li
     return params, special, pushes, cparams
 
 
+def ab_case(spec: dict, case: dict) -> dict:
+    """The case's run B of the A/B switch: the campaign's ``ab`` values over its own."""
+    return {**case, "params": {**case["params"], **spec["ab"]["set"]}}
+
+
 def _make_controller(sim, spec: dict, case: dict, cparams: dict) -> ControllerLoop:
     """The case's controller closing the loop on ``sim`` (:class:`wb_sim.control.ControllerLoop`)."""
     ref = spec["controller"]["callable"]
@@ -100,8 +105,28 @@ def run_case(task: dict) -> dict:
     spec, case = task["spec"], task["case"]
     row = {"case_id": case["index"], "case_hash": case["hash"], "status": "ok", "error": ""}
     t0 = time.perf_counter()
+    ab = spec.get("ab")
+    trace_a: dict = {}
+    _run_into(row, spec, case, task.get("out"), trace_a if ab else None)
+    if ab:  # the A/B switch: the same case again with the ab values, compared with A
+        from ..ab import divergence
+        row_b: dict = {"status": "ok", "error": ""}
+        trace_b: dict = {}
+        _run_into(row_b, spec, ab_case(spec, case), None, trace_b)
+        row.update({f"b.{k}": v for k, v in row_b.items()})
+        if trace_a.get("t") is not None and trace_b.get("t") is not None:
+            d = divergence(trace_a["t"], trace_a["joints"], trace_b["t"], trace_b["joints"],
+                           trace_a["names"], base_a=trace_a["base"], base_b=trace_b["base"],
+                           wrap=trace_a["wrap"], base_m=ab["base_m"], joint_rad=ab["joint_rad"])
+            row.update(d.row())
+    row["_wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def _run_into(row: dict, spec: dict, case: dict, out, trace) -> None:
+    """Run the case into ``row`` (its metrics, status and error); never raises."""
     try:
-        row.update(_run(spec, case, task.get("out")))
+        row.update(_run(spec, case, out, trace))
     except DivergenceError as e:
         row.update(getattr(e, "_partial", {}))
         row["status"], row["error"] = "diverged", str(e)
@@ -109,11 +134,12 @@ def run_case(task: dict) -> dict:
         tb = traceback.extract_tb(e.__traceback__)
         where = f" ({tb[-1].filename}:{tb[-1].lineno})" if tb else ""
         row["status"], row["error"] = "error", f"{type(e).__name__}: {e}{where}"
-    row["_wall_s"] = time.perf_counter() - t0
-    return row
 
 
-def _run(spec: dict, case: dict, out: str | None) -> dict:
+def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> dict:
+    """The case's metrics. ``keep`` (a dict, for the A/B switch): filled with the run's
+    trajectory as far as it got (``t``, ``joints``, ``base`` (None: fixed base), ``names``,
+    ``wrap``: the continuous joints), also when it diverges."""
     import pinocchio as pin
 
     from ...pin_views import new_data
@@ -153,17 +179,53 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
     trace_q = np.empty((n + 1, sim.model.nq))
     trace_tau = np.empty((n, sim.nj))
     trace_q[0] = sim.q
-
-    min_cos_tilt = 1.0
-    com_dev = peak = 0.0
-    saturated_steps = losses = 0
-    loaded = np.zeros(ns, dtype=bool)
+    # what the metrics need, kept per step and judged once after the loop (vectorized): the
+    # commands as given and whether the controller gave them this step, the time, each
+    # surface's normal force. The plain per-step version of these metrics (the reference the
+    # tests hold this to) is StandMonitor.update / watch and the git history of this loop.
+    trace_cmd = np.empty((n, sim.nj))
+    fresh = np.zeros(n, dtype=bool)
+    trace_t = np.empty(n + 1)
+    trace_t[0] = sim.t
+    trace_normal = np.empty((n, ns))
     nj = sim.nj
-    ratio = np.empty(nj)
-    normal = np.empty(ns)
+    feet_every = 10  # StandMonitor.watch's sampling of the surfaces' positions
 
     def metrics(diverged: bool) -> dict:
+        m = steps_done
+        z = trace_q[1:m + 1, 2] if floating else np.zeros(m)
+        feet_rows = [k for k in range(1, m + 1) if (sim_steps0 + k) % feet_every == 0] \
+            if pts.n else []
+        feet = None
+        if feet_rows:  # the surfaces' frames at the sampled steps (StandMonitor.watch's)
+            feet = np.empty((len(feet_rows), ns, 3))
+            for i, k in enumerate(feet_rows):
+                pin.forwardKinematics(model, data, trace_q[k])
+                for j, f in enumerate(surface_frames):
+                    feet[i, j] = pin.updateFramePlacement(model, data, f).translation
+        monitor.update_run(trace_t[1:m + 1], z, trace_tau[:m],
+                           trace_t[feet_rows] if feet_rows else None, feet)
         verdict = monitor.verdict()
+        peak = 0.0
+        if nj and fresh[:m].any():  # the commands as given (they can exceed the limits)
+            peak = max(peak, float((np.abs(trace_cmd[:m][fresh[:m]]) * inv_limits).max()))
+        # saturation of what acted in each step (after joints.command_delay_steps)
+        saturated_steps = int(np.count_nonzero(
+            (np.abs(trace_tau[:m]) * inv_limits).max(axis=1) >= sat_level)) if nj and m else 0
+        min_cos_tilt, com_dev = 1.0, 0.0
+        if floating and m:
+            qx, qy = trace_q[1:m + 1, 3], trace_q[1:m + 1, 4]
+            min_cos_tilt = min(min_cos_tilt, float((1.0 - 2.0 * (qx * qx + qy * qy)).min()))
+            for k in range(1, m + 1):
+                com = pin.centerOfMass(model, data, trace_q[k])
+                d = math.hypot(com[0] - com0[0], com[1] - com0[1])
+                if d > com_dev:
+                    com_dev = d
+        losses = 0
+        if ns and m:  # a surface loaded at one step and not at the next
+            loaded = np.greater(trace_normal[:m], threshold)
+            before = np.vstack([np.zeros((1, ns), dtype=bool), loaded[:-1]])
+            losses = int(np.count_nonzero(before > loaded))
         values = {
             "stands": bool(verdict.stands and not diverged),
             "fell": bool(diverged or verdict.fell),
@@ -177,6 +239,21 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
         }
         return {m: values[m] for m in spec["metrics"]}
 
+    steps_done = 0
+    sim_steps0 = sim.step_count
+    surface_frames = [sim.robot.frame_id(f) for f in pts.surface_frames] if pts.n else []
+
+    def kept() -> None:
+        if keep is None:
+            return
+        from ..ab import continuous_joints
+        qs = trace_q[:steps_done + 1]
+        keep.update(t=np.arange(steps_done + 1) * dt,
+                    joints=np.array([sim.robot.joint_positions(q) for q in qs]).reshape(
+                        len(qs), nj),
+                    base=qs[:, :3].copy() if floating else None,
+                    names=tuple(sim.joint_names), wrap=continuous_joints(sim.robot))
+
     try:
         for k in range(n):
             for link, force, torque, dur in schedule.get(k, ()):
@@ -184,42 +261,23 @@ def _run(spec: dict, case: dict, out: str | None) -> dict:
             tau = loop.torques()  # the controller's, called when due (rate_hz); checked
             sim.step(tau)  # the simulator delays it by joints.command_delay_steps
             trace_tau[k] = sim.applied_torques
-            q = sim.q
-            trace_q[k + 1] = q
-            monitor.watch(sim)
+            trace_q[k + 1] = sim.q
+            trace_cmd[k] = tau
+            fresh[k] = loop.fresh
+            trace_t[k + 1] = sim.t
+            steps_done = k + 1
             if rec is not None:
                 rec.record(sim)
-            if loop.fresh:  # the commands as given (they can exceed the limits)
-                np.abs(tau, out=ratio)
-                ratio *= inv_limits
-                r = float(ratio.max()) if nj else 0.0
-                if r > peak:
-                    peak = r
-            # saturation of what acted in this step (after joints.command_delay_steps)
-            np.abs(trace_tau[k], out=ratio)
-            ratio *= inv_limits
-            if nj and ratio.max() >= sat_level:
-                saturated_steps += 1
-            if floating:
-                qx, qy = q[3], q[4]
-                c = 1.0 - 2.0 * (qx * qx + qy * qy)
-                if c < min_cos_tilt:
-                    min_cos_tilt = c
-                com = pin.centerOfMass(model, data, q)
-                d = math.hypot(com[0] - com0[0], com[1] - com0[1])
-                if d > com_dev:
-                    com_dev = d
             if ns:
                 # sim.point_forces: the points' forces of the last step, ground coordinates
                 # (tangential 1, 2, normal); what contact_wrench_array() maps, 10x cheaper
-                f = np.greater(per_surface.dot(sim.point_forces[:, 2], out=normal), threshold)
-                if (loaded > f).any():  # loaded before, not now
-                    losses += int(np.count_nonzero(loaded > f))
-                loaded = f
+                per_surface.dot(sim.point_forces[:, 2], out=trace_normal[k])
     except DivergenceError as e:
         e._partial = metrics(True)
         _save_recording(rec, out, case)
+        kept()
         raise
+    kept()
     result = metrics(False)
     trace = {"t": np.arange(n + 1) * dt, "q": trace_q, "applied_torques": trace_tau}
     for name, ref in spec["custom_metrics"].items():

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ...errors import ConfigError, WbSimError
+from ..ab import parse_overrides
 from .run import run_campaign
 from .spec import load_campaign
 
@@ -35,6 +36,11 @@ def main(argv=None) -> int:
                         "(default: start a local Ray instance)")
     parser.add_argument("--no-plots", action="store_true", help="skip the summary plots")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress line")
+    parser.add_argument("--ab", action="append", default=[], metavar="KEY:=VALUE",
+                        help="the A/B switch (repeatable): every case runs twice, as the "
+                        "campaign says (A) and with these values over it (B), e.g. --ab "
+                        "contact.model:=rigid; the table gets B's metrics (b.*) and where the "
+                        "two runs diverge (ab.*); over the campaign file's 'ab'")
     args = parser.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         print("wb_sim_batch: --workers must be >= 1", file=sys.stderr)
@@ -50,7 +56,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     try:
-        campaign = load_campaign(args.campaign, robot=args.robot, config=args.config)
+        campaign = load_campaign(args.campaign, robot=args.robot, config=args.config,
+                                 ab=parse_overrides(args.ab))
         result = run_campaign(campaign, backend=args.backend, workers=args.workers, out=out,
                               address=args.address, progress=not args.quiet,
                               plots=False if args.no_plots else None)
@@ -70,11 +77,25 @@ def main(argv=None) -> int:
           f"{result.wall_s:.1f} s; stands: {stands}/{len(rows)}; table: {result.table}"
           + (f", {result.parquet}" if result.parquet else "")
           + (f"; {len(result.plots)} plots in {result.plots[0].parent}" if result.plots else ""))
+    ab = campaign.spec.get("ab")
+    if ab:
+        parted = [r for r in rows if r.get("ab.divergence_time_s") == r.get("ab.divergence_time_s")
+                  and "ab.divergence_time_s" in r]
+        stands_b = sum(1 for r in rows if r.get("b.stands") is True)
+        print(f"wb_sim_batch: A/B ({', '.join(f'{k}={v}' for k, v in ab['set'].items())}): "
+              f"B stands: {stands_b}/{len(rows)}; the runs diverge (base {ab['base_m']:g} m, "
+              f"joint {ab['joint_rad']:g} rad) in {len(parted)}/{len(rows)} cases"
+              + (f", first at t = {min(r['ab.divergence_time_s'] for r in parted):.3f} s"
+                 if parted else ""))
     if result.failed:
-        bad = [r for r in rows if r["status"] != "ok"]
+        bad = [r for r in rows if r["status"] != "ok" or r.get("b.status", "ok") != "ok"]
         print(f"wb_sim_batch: {len(bad)} cases did not run to their end:", file=sys.stderr)
         for r in bad[:10]:
-            print(f"  case {r['case_id']}: {r['status']}: {r['error']}", file=sys.stderr)
+            if r["status"] != "ok":
+                print(f"  case {r['case_id']}: {r['status']}: {r['error']}", file=sys.stderr)
+            else:
+                print(f"  case {r['case_id']} (B): {r['b.status']}: {r['b.error']}",
+                      file=sys.stderr)
         if len(bad) > 10:
             print(f"  ... {len(bad) - 10} more (status column of {result.table})", file=sys.stderr)
     return result.exit_code

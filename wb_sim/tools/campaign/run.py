@@ -100,7 +100,7 @@ def run_campaign(campaign: str | Path | Mapping | Campaign, backend: str = "loca
                 case = task["case"]
                 rows[case["index"]] = row
                 _store(out, case, row)
-                failed_now += row["status"] != "ok"
+                failed_now += row["status"] != "ok" or row.get("b.status", "ok") != "ok"
                 bar.update(len(rows) * dur, f"{len(rows)}/{n} cases, {failed_now} failed")
         finally:
             bar.close()
@@ -121,7 +121,8 @@ def run_campaign(campaign: str | Path | Mapping | Campaign, backend: str = "loca
     made = []
     if campaign.spec["plots"] if plots is None else plots:
         made = plot_campaign(campaign, table_rows, out / "plots")
-    failed = sum(r["status"] != "ok" for r in table_rows)
+    # a case fails when a run of it did not reach its end (with --ab: A or B)
+    failed = sum(r["status"] != "ok" or r.get("b.status", "ok") != "ok" for r in table_rows)
     return CampaignResult(rows=table_rows, table=table, parquet=parquet, plots=made,
                           ran=len(todo), cached=cached, failed=failed,
                           wall_s=time.perf_counter() - t0)

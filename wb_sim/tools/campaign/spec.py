@@ -23,10 +23,12 @@ from ...config import (PARAMETER_BY_KEY, SURFACE_PARAMETER_BY_FIELD, load_config
 from ...control import import_callable
 from ...errors import ConfigError
 from ...paths import robot_config_file
-from .case import METRICS, case_config
+from ..ab import BASE_TOLERANCE_M, JOINT_TOLERANCE_RAD
+from .case import METRICS, ab_case, case_config
 
 TOP_KEYS = ("robot", "duration_s", "seed", "controller", "pushes", "set", "grid", "random",
-            "metrics", "custom_metrics", "record", "plots", "max_cases")
+            "metrics", "custom_metrics", "record", "plots", "max_cases", "ab", "ab_tolerances")
+AB_TOLERANCE_KEYS = ("base_m", "joint_rad")
 PUSH_FIELDS = ("time_s", "link", "force", "torque", "magnitude", "direction_deg", "duration_s")
 SPECIAL_KEYS = ("command_delay_steps", "sensor_delay_steps")
 #: the default of max_cases (the grid's combinations times random.samples), checked before any
@@ -204,7 +206,7 @@ def _distribution(where: str, key: str, d: Any):
 
 
 def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
-                  config: str | Path | None = None) -> Campaign:
+                  config: str | Path | None = None, ab: Mapping | None = None) -> Campaign:
     """Read and validate a campaign (a YAML path or a dict) and expand its cases.
 
     ``robot`` (``wb_sim_batch --robot``): a ready configuration's name or the path of a
@@ -212,7 +214,8 @@ def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
     ``python -m wb_sim`` and ``wb_sim_run``), in place of the file's ``robot``; ``config``
     (``--config``): a YAML parameter file loaded over the robot's, its keys win (its
     ``wb_sim_pd_controller`` gains too), as in those two; the campaign's ``set``, ``grid``
-    and ``random`` apply over both.
+    and ``random`` apply over both. ``ab`` (``--ab KEY:=VALUE``): the A/B switch's values,
+    over the file's ``ab``: every case runs twice, as given (A) and with them over it (B).
 
     Raises :class:`~wb_sim.ConfigError` naming the bad key (with close names)."""
     if isinstance(source, Mapping):
@@ -313,6 +316,19 @@ def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
 
     fixed = {k: _check_value(where, k, v, ctx)
              for k, v in section("set").items()}
+    ab_values = {**section("ab"), **dict(ab or {})}
+    ab_fixed = {k: _check_value(where, k, v, ctx) for k, v in ab_values.items()}
+    tol = section("ab_tolerances")
+    for k in tol:
+        if k not in AB_TOLERANCE_KEYS:
+            raise _err(where, f"ab_tolerances.{k}", "unknown key" +
+                       _did_you_mean(str(k), AB_TOLERANCE_KEYS))
+    if tol and not ab_fixed:
+        raise _err(where, "ab_tolerances", "given without 'ab' (the values of run B)")
+    ab_tol = {"base_m": _number(where, "ab_tolerances.base_m",
+                                tol.get("base_m", BASE_TOLERANCE_M), positive=True),
+              "joint_rad": _number(where, "ab_tolerances.joint_rad",
+                                   tol.get("joint_rad", JOINT_TOLERANCE_RAD), positive=True)}
     grid = {}
     for k, values in section("grid").items():
         if not isinstance(values, list) or not values:
@@ -379,6 +395,8 @@ def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
             "pushes": pushes, "set": fixed, "metrics": list(metrics),
             "custom_metrics": dict(custom), "record": bool(doc.get("record", False)),
             "plots": bool(doc.get("plots", True)), "urdf_sha256": urdf_sha}
+    if ab_fixed:  # only then: the hashes of campaigns without it stay as they were
+        spec["ab"] = {"set": ab_fixed, **ab_tol}
     fixed_part = {k: v for k, v in spec.items() if k not in ("record", "plots", "robot")}
     base_hash = json.dumps(fixed_part, sort_keys=True, default=repr)
 
@@ -391,6 +409,8 @@ def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
             cp.update(d)
             case = {"index": idx, "seed": seed + idx, "params": cp}
             case_config(spec, case, where)  # validates the simulator parameters of the case
+            if ab_fixed:  # and those of its run B
+                case_config(spec, ab_case(spec, case), where)
             for i, p in enumerate(pushes):
                 t0 = cp.get(f"pushes.{i}.time_s", p.get("time_s", 0.0))
                 if t0 >= duration:

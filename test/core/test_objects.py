@@ -1,0 +1,365 @@
+"""Free objects (wb_sim/objects.py): boxes, spheres, cylinders and capsules appended to the
+simulator's models as free joints, touching the ground, the terrain, each other and the
+robot's links in the step's one contact solve.
+
+Checked against numbers: a box pushed by a constant force and released slides with the
+deceleration mu g (both models, within 1 %); a stack of three boxes stands still (drift
+< 0.5 mm over 10 s); a sphere rolling off a box's top edge at v0 (v0^2 > g r: it leaves
+the edge at once) lands at the ballistic point (both models); a box thrown at a floating
+robot's link in zero gravity pushes it, the total linear and angular momentum of robot
+and box conserved (both models); the solid inertias against pinocchio's; snapshots
+continue bit-identically; spawn and delete carry the robot's state over; the refusals
+name the parameter or the call and say how to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import wb_sim
+from wb_sim.errors import CommandError, ConfigError
+from wb_sim.objects import solid_inertia
+
+G0 = 9.81
+#: a host robot out of the way: one link on a vertical revolute joint, fixed far off, no
+#: collision geometry (the objects meet the ground and each other only)
+POST = ('<robot name="post"><link name="world_link"/><link name="arm"><inertial>'
+        '<mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/>'
+        '</inertial></link><joint name="turn" type="revolute"><parent link="world_link"/>'
+        '<child link="arm"/><origin xyz="50 50 1"/><axis xyz="0 0 1"/>'
+        '<limit lower="-3" upper="3" effort="10" velocity="10"/></joint></robot>')
+
+
+def _objects(*objs, **extra):
+    """Parameters of the POST robot with the free objects ``objs`` (dicts: name, shape,
+    size, mass, position, optional rpy, linear/angular velocity)."""
+    p = {"robot_description": POST, "floating_base": False, "contact_surfaces": [],
+         "objects.names": [o["name"] for o in objs],
+         "objects.shapes": [o["shape"] for o in objs],
+         "objects.sizes": [x for o in objs for x in o["size"]],
+         "objects.mass": [o["mass"] for o in objs],
+         "objects.positions": [x for o in objs for x in o["position"]]}
+    for key, param in (("rpy", "rpy"), ("linear_velocity", "linear_velocities"),
+                       ("angular_velocity", "angular_velocities")):
+        if any(key in o for o in objs):
+            p[f"objects.{param}"] = [x for o in objs for x in o.get(key, (0.0, 0.0, 0.0))]
+    p.update(extra)
+    return p
+
+
+def _run(sim, steps):
+    zero = np.zeros(sim.nj)
+    for _ in range(steps):
+        sim.step(zero)
+
+
+# ----------------------------------------------------------------------------- physics
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_pushed_box_slides_with_mu_g_deceleration_after_the_push(model):
+    mu, m, force = 0.4, 2.0, 20.0
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="box", shape="box", size=(0.2, 0.2, 0.1), mass=m, position=(0.0, 0.0, 0.05)),
+        **{"contact.model": model, "contact.friction_coefficient": mu}))
+    _run(sim, 100)  # settle on the ground
+    push = 0.25
+    sim.apply_external_wrench("box", force=[force, 0.0, 0.0], duration_s=push)
+    t, x, vx = [], [], []
+    for _ in range(round(1.0 / sim.dt)):
+        sim.step(np.zeros(sim.nj))
+        lin, _ = sim.object_twist("box")
+        t.append(sim.t)
+        vx.append(lin[0])
+        x.append(sim.object_pose("box").translation[0])
+    t, vx = np.array(t), np.array(vx)
+    # during the push: (F - mu m g) / m; after it: -mu g until it stops
+    t0 = t[0] - sim.dt
+    pushing = (t > t0 + 0.05) & (t < t0 + push - 0.01)
+    a_push = np.polyfit(t[pushing], vx[pushing], 1)[0]
+    assert a_push == pytest.approx(force / m - mu * G0, rel=0.01)
+    sliding = (t > t0 + push + 0.02) & (vx > 0.05)
+    assert sliding.sum() > 100
+    a_slide = np.polyfit(t[sliding], vx[sliding], 1)[0]
+    assert a_slide == pytest.approx(-mu * G0, rel=0.01)
+    assert abs(vx[-1]) < 1e-3  # stopped, and stays
+    # it slid straight: no drift sideways, no turn
+    pose = sim.object_pose("box")
+    assert abs(pose.translation[1]) < 1e-6
+    assert pose.rotation[2, 2] > 1.0 - 1e-6
+
+
+def test_a_stack_of_three_boxes_stands_still_for_10_s():
+    size, m = 0.2, 1.0
+    boxes = [dict(name=f"box{i}", shape="box", size=(size, size, size), mass=m,
+                  position=(0.0, 0.0, size / 2 + i * size)) for i in range(3)]
+    sim = wb_sim.Simulator.from_params(_objects(*boxes, physics_rate_hz=500.0))
+    _run(sim, round(0.5 / sim.dt))  # the contacts load (the compliant ground's sink)
+    start = np.array([sim.object_pose(b["name"]).translation for b in boxes])
+    worst = 0.0
+    for _ in range(20):
+        _run(sim, round(0.5 / sim.dt))
+        now = np.array([sim.object_pose(b["name"]).translation for b in boxes])
+        worst = max(worst, float(np.linalg.norm(now - start, axis=1).max()))
+    assert sim.t == pytest.approx(10.5)
+    assert worst < 0.5e-3
+    for b in boxes:  # upright, at rest
+        assert sim.object_pose(b["name"]).rotation[2, 2] > 1.0 - 1e-6
+        assert np.linalg.norm(sim.object_twist(b["name"])[0]) < 1e-3
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_ball_rolling_off_a_box_lands_at_the_ballistic_point(model):
+    r, v0, height, half = 0.05, 1.5, 0.3, 0.2
+    assert v0 ** 2 > G0 * r  # it leaves the edge at once (no pivot about it)
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="table", shape="box", size=(2 * half, 2 * half, height), mass=50.0,
+             position=(0.0, 0.0, height / 2)),
+        dict(name="ball", shape="sphere", size=(r, 0.0, 0.0), mass=0.5,
+             position=(0.0, 0.0, height + r), linear_velocity=(v0, 0.0, 0.0),
+             angular_velocity=(0.0, v0 / r, 0.0)),
+        **{"contact.model": model, "contact.friction_coefficient": 0.8}))
+    on_top, top, edge, landed, prev = [], None, None, None, None
+    for _ in range(round(0.6 / sim.dt)):
+        sim.step(np.zeros(sim.nj))
+        c = sim.object_pose("ball").translation.copy()
+        lin, ang = sim.object_twist("ball")
+        if 0.05 < c[0] < half - 0.02:  # rolling on the top, after the first contact's settling
+            on_top.append((lin[0], ang[1] * r))
+            top = c[2]
+        if edge is None and c[0] >= half:
+            edge = lin[0]  # its speed as its centre passes the edge
+        if c[2] <= r:  # it reaches the ground: the crossing, interpolated in the step
+            s = (prev[2] - r) / (prev[2] - c[2])
+            landed = prev + s * (c - prev)
+            break
+        prev = c
+    on_top = np.array(on_top)
+    # it rolled on the top at v0, v = w r (the compliant contact's point is at the middle of
+    # its overlap, a fraction of a millimetre inside the ball: 0.3 % there)
+    np.testing.assert_allclose(on_top[:, 0], v0, rtol=2e-3)
+    np.testing.assert_allclose(on_top[:, 1], on_top[:, 0], rtol=4e-3)
+    assert landed is not None
+    # ballistic from the edge at the top's height it rolled at (the compliant ground lets
+    # the 50 kg box sink 2 mm): the compliant contact holds it 1-2 ms longer at the edge
+    x_ballistic = half + edge * math.sqrt(2.0 * (top - r) / G0)
+    assert landed[0] == pytest.approx(x_ballistic, abs=3e-3)
+    assert abs(landed[1]) < 1e-6
+
+
+BLOCK = ('<robot name="block"><link name="block"><inertial><mass value="3"/>'
+         '<inertia ixx="0.02" iyy="0.03" izz="0.04" ixy="0" ixz="0" iyz="0"/></inertial>'
+         '<collision><geometry><box size="0.2 0.3 0.4"/></geometry></collision></link></robot>')
+BODY_ARM = ('<robot name="flier"><link name="body"><inertial><mass value="3"/>'
+            '<inertia ixx="0.02" iyy="0.03" izz="0.04" ixy="0" ixz="0" iyz="0"/></inertial>'
+            '</link><link name="arm"><inertial><origin xyz="0 0 -0.2"/><mass value="1"/>'
+            '<inertia ixx="0.01" iyy="0.01" izz="0.002" ixy="0" ixz="0" iyz="0"/></inertial>'
+            '<collision><origin xyz="0 0 -0.2"/><geometry><box size="0.06 0.06 0.4"/>'
+            '</geometry></collision></link><joint name="shoulder" type="revolute">'
+            '<parent link="body"/><child link="arm"/><axis xyz="0 1 0"/>'
+            '<limit lower="-3" upper="3" effort="10" velocity="10"/></joint></robot>')
+
+
+def _momentum(sim):
+    """(total linear momentum, angular momentum about the centre of mass) of the robot and
+    the objects: pinocchio's centroidal momentum of the whole model."""
+    h = pin.computeCentroidalMomentum(sim.model, pin.Data(sim.model), sim.q, sim.v)
+    return np.array(h.linear), np.array(h.angular)
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_box_thrown_at_a_robot_link_pushes_it_and_conserves_momentum(model):
+    """In zero gravity (no ground contact) the contact of a spinning brick with a floating
+    robot's link is internal: the total linear momentum stays to rounding (the robot's and
+    the brick's centres of mass are at their joints' origins, so the step's impulses change
+    it by exactly their sum, zero). The angular momentum about the centre of mass drifts
+    only by the semi-implicit step's explicit gyroscopic terms (< 0.1 %)."""
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="brick", shape="box", size=(0.1, 0.1, 0.1), mass=0.8,
+             position=(-0.4, 0.05, 2.1), linear_velocity=(3.0, 0.0, -0.5),
+             angular_velocity=(0.0, 1.0, 4.0)),
+        robot_description=BLOCK, floating_base=True, gravity=[0.0, 0.0, 0.0],
+        **{"initial.base_position": [0.0, 0.0, 2.0], "contact.model": model,
+           "contact.friction_coefficient": 0.5}))
+    p0, l0 = _momentum(sim)
+    np.testing.assert_allclose(p0, [0.8 * 3.0, 0.0, -0.8 * 0.5], atol=1e-12)
+    touched = 0
+    for _ in range(round(0.4 / sim.dt)):
+        sim.step(np.zeros(sim.nj))
+        touched += len(sim.self_collision_contacts().force) > 0
+    assert touched > 5
+    p1, l1 = _momentum(sim)
+    np.testing.assert_allclose(p1, p0, rtol=0.0, atol=1e-12 * np.linalg.norm(p0))
+    np.testing.assert_allclose(l1, l0, rtol=0.0, atol=1e-3 * np.linalg.norm(l0))
+    # the robot was pushed: it took a good part of the brick's momentum along x, and turned
+    robot_p = p1 - 0.8 * sim.object_twist("brick")[0]
+    assert robot_p[0] > 0.3 * p0[0]
+    assert np.linalg.norm(sim.state.base_angular_velocity) > 0.01
+
+
+def test_a_box_thrown_at_the_humanoid_pushes_it_on_a_frictionless_ground():
+    """The default humanoid (its links' URDF geometry) hit at the hip by a 2 kg box at 4 m/s:
+    with no friction anywhere (contact.friction_coefficient 0) nothing outside pushes
+    horizontally, so the horizontal momentum of robot + box stays (to the articulated
+    semi-implicit step's drift: 0.17 % in 0.3 s) while the box hands most of it to the
+    robot."""
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), {
+        "contact.friction_coefficient": 0.0, "objects.names": ["box"],
+        "objects.shapes": ["box"], "objects.sizes": [0.15, 0.15, 0.15], "objects.mass": [2.0],
+        "objects.positions": [-0.6, 0.0, 0.9], "objects.linear_velocities": [4.0, 0.0, 0.0]})
+    p0, _ = _momentum(sim)
+    np.testing.assert_allclose(p0, [8.0, 0.0, 0.0], atol=1e-12)
+    touched = 0
+    for _ in range(300):
+        sim.step(np.zeros(sim.nj))
+        touched += len(sim.self_collision_contacts().force) > 0
+    assert touched > 5
+    p1, _ = _momentum(sim)
+    np.testing.assert_allclose(p1[:2], p0[:2], rtol=0.0, atol=5e-3 * p0[0])
+    box = sim.object_twist("box")[0]
+    assert box[0] < 0.0  # stopped and thrown back
+    assert p1[0] - 2.0 * box[0] > 0.9 * p0[0]  # the robot took it
+
+
+def test_a_far_object_leaves_the_standing_humanoids_trajectory(make_humanoid,
+                                                               shipped_controller):
+    """The humanoid standing under the example controller, with a box resting 5 m away and
+    without it: the robot's coordinates agree to rounding (1.1e-16 measured: the contact
+    products run over the object's zero columns in another order) over 0.2 s, and the
+    controller ignores the object's coordinates after the robot's."""
+    runs = []
+    for extra in ({}, {"objects.names": ["far"], "objects.shapes": ["box"],
+                       "objects.sizes": [0.3, 0.3, 0.3], "objects.mass": [5.0],
+                       "objects.positions": [5.0, 0.0, 0.15]}):
+        sim = make_humanoid(**extra)
+        ctrl = shipped_controller(sim)
+        qs = []
+        for _ in range(200):
+            sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+            qs.append(sim.q[:sim.robot.model.nq].copy())
+        runs.append(np.array(qs))
+    assert sim.object_pose("far").translation[2] == pytest.approx(0.15, abs=1e-3)
+    np.testing.assert_allclose(runs[1], runs[0], rtol=0.0, atol=1e-12)
+
+
+def test_solid_inertias_match_pinocchios():
+    m = 2.5
+    cases = {"box": ((0.3, 0.2, 0.1), pin.Inertia.FromBox(m, 0.3, 0.2, 0.1)),
+             "sphere": ((0.07, 0, 0), pin.Inertia.FromSphere(m, 0.07)),
+             "cylinder": ((0.05, 0.3, 0), pin.Inertia.FromCylinder(m, 0.05, 0.3)),
+             "capsule": ((0.05, 0.3, 0), pin.Inertia.FromCapsule(m, 0.05, 0.3))}
+    for shape, (size, ref) in cases.items():
+        np.testing.assert_allclose(solid_inertia(shape, size, m), ref.inertia, rtol=1e-12,
+                                   err_msg=shape)
+
+
+# ----------------------------------------------------------------------------- state
+
+
+def _ball_on_box(**extra):
+    return wb_sim.Simulator.from_params(_objects(
+        dict(name="crate", shape="box", size=(0.3, 0.3, 0.2), mass=4.0,
+             position=(0.0, 0.0, 0.1)),
+        dict(name="ball", shape="sphere", size=(0.06, 0.0, 0.0), mass=0.3,
+             position=(0.05, 0.0, 0.4), linear_velocity=(0.3, 0.1, 0.0)),
+        dict(name="can", shape="cylinder", size=(0.04, 0.12, 0.0), mass=0.4,
+             position=(0.6, 0.0, 0.2), rpy=(0.3, 0.0, 0.0)),
+        dict(name="pill", shape="capsule", size=(0.03, 0.1, 0.0), mass=0.2,
+             position=(-0.6, 0.0, 0.2), rpy=(1.2, 0.0, 0.0)), **extra))
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_snapshots_with_objects_continue_bit_identically(model):
+    sim = _ball_on_box(**{"contact.model": model})
+    _run(sim, 250)  # the ball lands on the crate, the can and the pill on the ground
+    snap = sim.get_state()
+    _run(sim, 150)
+    q, v = sim.q.copy(), sim.v.copy()
+    sim.set_state(snap)
+    _run(sim, 150)
+    np.testing.assert_array_equal(sim.q, q)
+    np.testing.assert_array_equal(sim.v, v)
+    for name in ("ball", "can", "pill"):  # each came to touch something and rests above ground
+        assert sim.object_pose(name).translation[2] > 0.0
+
+
+def test_spawn_and_delete_carry_the_robots_state_and_the_others():
+    sim = _ball_on_box()
+    _run(sim, 100)
+    joints, crate = sim.joint_positions.copy(), sim.object_pose("crate").translation.copy()
+    t = sim.t
+    obj = sim.spawn_object("cube", "box", (0.1, 0.1, 0.1), 1.0, (1.0, 1.0, 0.3),
+                           linear_velocity=(0.0, 0.0, -1.0))
+    assert obj.inertia[0][0] == pytest.approx(1.0 * 0.02 / 12)
+    assert sim.t == t
+    np.testing.assert_array_equal(sim.joint_positions, joints)
+    np.testing.assert_array_equal(sim.object_pose("crate").translation, crate)
+    np.testing.assert_allclose(sim.object_twist("cube")[0], [0.0, 0.0, -1.0])
+    assert [o.name for o in sim.objects] == ["crate", "ball", "can", "pill", "cube"]
+    _run(sim, 300)
+    assert sim.object_pose("cube").translation[2] == pytest.approx(0.05, abs=1e-3)  # landed
+    ball = sim.object_pose("ball").translation.copy()
+    sim.delete_object("crate")
+    np.testing.assert_array_equal(sim.object_pose("ball").translation, ball)
+    assert [o.name for o in sim.objects] == ["ball", "can", "pill", "cube"]
+    assert sim.model.nq == 1 + 7 * 4
+    sim.reset()  # every object back at its initial (spawn) pose
+    np.testing.assert_allclose(sim.object_pose("cube").translation, [1.0, 1.0, 0.3])
+
+
+def test_the_robots_layout_is_unchanged_by_objects():
+    plain = wb_sim.Simulator.from_params({"robot_description": BODY_ARM, "floating_base": True})
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="brick", shape="box", size=(0.1, 0.1, 0.1), mass=1.0,
+             position=(2.0, 0.0, 0.05)),
+        robot_description=BODY_ARM, floating_base=True))
+    assert list(sim.joint_names) == list(plain.joint_names) == ["shoulder"]
+    assert sim.model.nq == plain.model.nq + 7 and sim.model.nv == plain.model.nv + 6
+    assert sim.mass == pytest.approx(plain.mass)  # the objects are not the robot's mass
+    np.testing.assert_array_equal(sim.q[:plain.model.nq], plain.q)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+def _one(**o):
+    base = dict(name="box", shape="box", size=(0.2, 0.2, 0.2), mass=1.0,
+                position=(0.0, 0.0, 0.1))
+    base.update(o)
+    return _objects(base)
+
+
+def test_refusals_name_the_parameter_and_the_fix():
+    with pytest.raises(ConfigError, match=r"unknown shape 'boxx'; did you mean 'box'"):
+        wb_sim.Simulator.from_params(_one(shape="boxx"))
+    with pytest.raises(ConfigError, match=r"objects.names.*mass -1 kg.*must be > 0"):
+        wb_sim.Simulator.from_params(_one(mass=-1.0))
+    with pytest.raises(ConfigError, match=r"objects.positions.*'box' starts 50.0 mm under the "
+                                          r"ground.*raise its position"):
+        wb_sim.Simulator.from_params(_one(position=(0.0, 0.0, 0.05)))
+    with pytest.raises(ConfigError, match=r"a sphere's size is radius"):
+        wb_sim.Simulator.from_params(_one(shape="sphere", size=(0.0, 0.0, 0.0)))
+    p = _one()
+    p["objects.positions"] = [0.0, 0.0]
+    with pytest.raises(ConfigError, match=r"'objects.positions' has 2 entries.*give 3"):
+        wb_sim.Simulator.from_params(p)
+    sim = wb_sim.Simulator.from_params(_one())
+    with pytest.raises(CommandError, match=r"no object named 'bx'; did you mean 'box'"):
+        sim.object_pose("bx")
+    with pytest.raises(CommandError, match=r"delete_object: no object named 'boks'"):
+        sim.delete_object("boks")
+    with pytest.raises(CommandError, match=r"exists already"):
+        sim.spawn_object("box", "sphere", (0.1, 0, 0), 1.0, (1.0, 0.0, 0.5))
+    q = sim.q.copy()
+    with pytest.raises(CommandError, match=r"under the ground.*the state is untouched"):
+        sim.spawn_object("deep", "sphere", (0.1, 0, 0), 1.0, (1.0, 0.0, 0.0))
+    with pytest.raises(CommandError, match=r"frame of the robot"):
+        sim.spawn_object("arm", "sphere", (0.1, 0, 0), 1.0, (1.0, 0.0, 0.5))
+    with pytest.raises(CommandError, match=r"negative|must be > 0"):
+        sim.spawn_object("neg", "sphere", (0.1, 0, 0), -2.0, (1.0, 0.0, 0.5))
+    np.testing.assert_array_equal(sim.q, q)
+    assert [o.name for o in sim.objects] == ["box"]

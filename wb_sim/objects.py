@@ -1,0 +1,281 @@
+"""Free objects: rigid bodies (box, sphere, cylinder, capsule) that nothing drives, in the
+same physics as the robot.
+
+**Design.** Each object is appended to the simulator's own pinocchio models as one more
+free joint under the universe, one body (its solid's inertia about its centre) and one
+collision geometry (a coal primitive). Appended after the robot's joints, it changes
+nothing of the robot's layout: the robot's base stays joint 1, its joints keep their
+``idx_q`` / ``idx_v`` and :attr:`~wb_sim.Simulator.joint_names` lists the robot's joints
+only; an object's 7 coordinates and 6 velocities come after them in ``q`` and ``v``. Then
+the machinery that already exists handles every object contact in the step's one
+solve, with no second solver or coupling loop: the ground and terrain collision
+(:mod:`~wb_sim.contact.ground_collision`, exact shape slots and coal manifolds) takes the
+objects' geometries as it takes a link's, and the pair collision of
+:mod:`~wb_sim.contact.self_collision` (exact coal shapes, relative Jacobians) takes
+object-object and object-robot-link pairs. Both contact models (compliant, rigid) see
+these as more rows of the same problem, with the same friction (``contact.*``: one
+friction coefficient for every contact, the objects' included; the models have no
+per-body friction). The alternative, a separate rigid-body solver per object coupled to
+the robot through exchanged forces, would be explicit in the coupling and would need
+its own contact code.
+
+In the stepping model an object's joint is, like the robot's floating root, a
+translation joint followed by a spherical one (its linear velocity in world axes, so
+semi-implicit Euler does not pump energy into a spinning object); in the physical model
+(the dynamics queries) a pinocchio free-flyer. ``q`` has the same layout in both.
+
+Objects are built at construction: :meth:`~wb_sim.Simulator.spawn_object` and
+``delete_object`` rebuild the simulator (the models, the contact model) and carry the
+robot's state over (see there for the cost).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pinocchio as pin
+
+from .errors import CommandError, ConfigError
+from .robot import did_you_mean
+
+#: the shapes an object may have, and what its three size numbers mean
+SHAPES = {
+    "box": "x, y, z edge lengths (m)",
+    "sphere": "radius (m), 0, 0",
+    "cylinder": "radius, length along its z axis (m), 0",
+    "capsule": "radius, length of its cylindrical part along its z axis (m), 0",
+}
+
+
+@dataclass(frozen=True)
+class FreeObject:
+    """A free rigid body (values as checked; frozen, compared by value). Its frame is at
+    its centre (the centre of mass), the shape's axes."""
+
+    name: str
+    shape: str  #: one of :data:`SHAPES`
+    size: tuple[float, float, float]  #: see :data:`SHAPES`, m
+    mass: float  #: kg, > 0
+    #: inertia about the centre of mass, body axes, kg*m^2, row by row
+    inertia: tuple[tuple[float, float, float], ...]
+    position: tuple[float, float, float]  #: initial centre, world, m
+    quaternion: tuple[float, float, float, float]  #: initial orientation x, y, z, w
+    linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, m/s
+    angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, rad/s
+
+    def spatial_inertia(self) -> pin.Inertia:
+        return pin.Inertia(self.mass, np.zeros(3), np.array(self.inertia))
+
+    def geometry(self):
+        """Its coal collision shape (centred on the body frame)."""
+        import coal
+        a, b, c = self.size
+        if self.shape == "box":
+            return coal.Box(a, b, c)
+        if self.shape == "sphere":
+            return coal.Sphere(a)
+        if self.shape == "cylinder":
+            return coal.Cylinder(a, b)
+        return coal.Capsule(a, b)
+
+    def lowest(self, normal: np.ndarray, R: np.ndarray | None = None) -> float:
+        """How far its surface reaches from its centre along ``-normal`` (its support
+        distance), with orientation ``R`` (default: the initial one), m."""
+        R = pin.Quaternion(np.array(self.quaternion)).matrix() if R is None else R
+        d = R.T @ -np.asarray(normal, dtype=float)  # the direction in body axes
+        a, b, c = self.size
+        if self.shape == "box":
+            return float(np.abs(d) @ (np.array([a, b, c]) / 2.0))
+        if self.shape == "sphere":
+            return a
+        if self.shape == "cylinder":
+            return a * math.hypot(d[0], d[1]) + b / 2.0 * abs(d[2])
+        return a + b / 2.0 * abs(d[2])
+
+
+def solid_inertia(shape: str, size, mass: float) -> np.ndarray:
+    """The 3 x 3 inertia about the centre of a homogeneous solid ``shape`` of ``size``
+    (:data:`SHAPES`) and ``mass``, body axes, kg*m^2."""
+    a, b, c = (float(x) for x in size)
+    m = float(mass)
+    if shape == "box":
+        return np.diag([m * (b * b + c * c), m * (a * a + c * c), m * (a * a + b * b)]) / 12.0
+    if shape == "sphere":
+        return np.eye(3) * 0.4 * m * a * a
+    if shape == "cylinder":
+        r, h = a, b
+        ixx = m * (3.0 * r * r + h * h) / 12.0
+        return np.diag([ixx, ixx, 0.5 * m * r * r])
+    # capsule: a cylinder (radius r, length h) and two half-spheres at its ends, same density
+    r, h = a, b
+    vc, vs = math.pi * r * r * h, 4.0 / 3.0 * math.pi * r ** 3
+    mc, ms = m * vc / (vc + vs), m * vs / (vc + vs)  # the two half-spheres: ms together
+    izz = 0.5 * mc * r * r + 0.4 * ms * r * r
+    # a half-sphere's centroid is 3r/8 from its flat face; about its own centroid its
+    # transverse moment is (83/320) m r^2; shifted to the capsule's centre
+    half = ms / 2.0
+    d = h / 2.0 + 3.0 * r / 8.0
+    ixx = mc * (3.0 * r * r + h * h) / 12.0 + 2.0 * (half * 83.0 / 320.0 * r * r + half * d * d)
+    return np.diag([ixx, ixx, izz])
+
+
+def _numbers(x, n: int, what: str, err) -> tuple[float, ...]:
+    try:
+        if np.iscomplexobj(x):
+            raise ValueError("complex value")
+        out = np.asarray(x, dtype=float).reshape(-1)
+    except (TypeError, ValueError) as e:
+        raise err(f"{what} must be {n} real numbers: {e}") from None
+    if out.shape != (n,):
+        raise err(f"{what} must be {n} numbers, got {out.size}")
+    if not np.isfinite(out).all():
+        raise err(f"{what} has non-finite entries: {out.tolist()}")
+    return tuple(float(v) for v in out)
+
+
+def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
+                inertia=None, linear_velocity=(0.0, 0.0, 0.0),
+                angular_velocity=(0.0, 0.0, 0.0), where: str = "spawn_object",
+                err=CommandError) -> FreeObject:
+    """A checked :class:`FreeObject`. ``err`` (CommandError for a call, ConfigError for the
+    parameters; ``where`` names the call or the parameter) for a bad name or shape (with the
+    closest shape), a size that is not positive where the shape needs it, a mass that is not
+    > 0, an inertia that is not symmetric positive definite or breaks the triangle
+    inequality (default: the homogeneous solid's), a non-finite pose or twist."""
+    if not isinstance(name, str) or not name or "/" in name or " " in name:
+        raise err(f"{where}: an object's name must be a non-empty string without '/' or "
+                  f"spaces, got {name!r}")
+    if shape not in SHAPES:
+        raise err(f"{where}: object '{name}': unknown shape {shape!r}"
+                  f"{did_you_mean(str(shape), SHAPES)}; the shapes are: "
+                  + "; ".join(f"{k} (size: {v})" for k, v in SHAPES.items()))
+    size = _numbers(size, 3, f"{where}: object '{name}': size", err)
+    needed = 3 if shape == "box" else 1 if shape == "sphere" else 2
+    if any(not s > 0 for s in size[:needed]):
+        raise err(f"{where}: object '{name}': a {shape}'s size is {SHAPES[shape]}: the first "
+                  f"{needed} must be > 0, got {list(size)}")
+    if shape == "capsule" and size[1] == 0:
+        raise err(f"{where}: object '{name}': a capsule needs a length > 0; use a sphere")
+    size = size[:needed] + (0.0,) * (3 - needed)
+    (m,) = _numbers([mass], 1, f"{where}: object '{name}': mass (kg)", err)
+    if not m > 0:
+        raise err(f"{where}: object '{name}' has mass {m:g} kg; a free object's mass must be "
+                  f"> 0 (a body without mass has no dynamics)")
+    if inertia is None:
+        inertia_array = solid_inertia(shape, size, m)
+    else:
+        inertia_array = np.asarray(_numbers(inertia, 9, f"{where}: object '{name}': inertia "
+                                            f"(3 x 3, kg*m^2)", err)).reshape(3, 3)
+        scale = float(np.abs(inertia_array).max())
+        if not np.allclose(inertia_array, inertia_array.T, rtol=0.0, atol=1e-12 * scale):
+            raise err(f"{where}: object '{name}': the inertia is not symmetric: "
+                      f"{inertia_array.tolist()}")
+        ev = np.linalg.eigvalsh(inertia_array)
+        if not ev[0] > 0:
+            raise err(f"{where}: object '{name}': the inertia is not positive definite "
+                      f"(eigenvalues {ev.tolist()} kg*m^2)")
+        if ev[0] + ev[1] < ev[2] * (1.0 - 1e-12):
+            raise err(f"{where}: object '{name}': the inertia's principal moments "
+                      f"{ev.tolist()} break the triangle inequality (no rigid body has them)")
+    pos = _numbers(position, 3, f"{where}: object '{name}': position (m, world)", err)
+    if quaternion is not None:
+        quat = np.array(_numbers(quaternion, 4, f"{where}: object '{name}': quaternion "
+                                                f"(x, y, z, w)", err))
+        norm = float(np.linalg.norm(quat))
+        if not norm > 1e-9:
+            raise err(f"{where}: object '{name}': the quaternion is zero")
+        quat = quat / norm
+    else:
+        rpy = (0.0, 0.0, 0.0) if rpy is None else rpy
+        angles = _numbers(rpy, 3, f"{where}: object '{name}': rpy (rad)", err)
+        quat = pin.Quaternion(pin.rpy.rpyToMatrix(*angles)).coeffs()
+    lin = _numbers(linear_velocity, 3, f"{where}: object '{name}': linear_velocity (m/s, "
+                                       f"world)", err)
+    ang = _numbers(angular_velocity, 3, f"{where}: object '{name}': angular_velocity (rad/s, "
+                                        f"world)", err)
+    return FreeObject(name=name, shape=shape, size=size, mass=m,
+                      inertia=tuple(tuple(float(x) for x in row) for row in inertia_array),
+                      position=pos, quaternion=tuple(float(x) for x in quat),
+                      linear_velocity=lin, angular_velocity=ang)
+
+
+def configured_objects(p) -> tuple[FreeObject, ...]:
+    """The objects of the parameters ``objects.*`` (``p``: the validated group)."""
+    out = []
+    for i, name in enumerate(p.names):
+        def group(values, k, default=None):
+            return values[k * i:k * i + k] if values else default
+        out.append(make_object(
+            name, p.shapes[i], group(p.sizes, 3), p.mass[i], group(p.positions, 3),
+            rpy=group(p.rpy, 3), inertia=group(p.inertia, 6) and _full(group(p.inertia, 6)),
+            linear_velocity=group(p.linear_velocities, 3, (0.0, 0.0, 0.0)),
+            angular_velocity=group(p.angular_velocities, 3, (0.0, 0.0, 0.0)),
+            where=f"parameter 'objects.names' ({name})", err=ConfigError))
+    return tuple(out)
+
+
+def _full(six) -> list:
+    ixx, ixy, ixz, iyy, iyz, izz = six
+    return [ixx, ixy, ixz, ixy, iyy, iyz, ixz, iyz, izz]
+
+
+def check_object_group(p) -> None:
+    """The objects' lists agree in length (their values: :func:`configured_objects`)."""
+    n = len(p.names)
+    if len(set(p.names)) != n:
+        raise ConfigError("parameter 'objects.names': names must be unique")
+    for key, values, per, optional in (("shapes", p.shapes, 1, False),
+                                       ("sizes", p.sizes, 3, False),
+                                       ("mass", p.mass, 1, False),
+                                       ("positions", p.positions, 3, False),
+                                       ("rpy", p.rpy, 3, True),
+                                       ("inertia", p.inertia, 6, True),
+                                       ("linear_velocities", p.linear_velocities, 3, True),
+                                       ("angular_velocities", p.angular_velocities, 3, True)):
+        if optional and not values:
+            continue
+        if len(values) != per * n:
+            raise ConfigError(
+                f"parameter 'objects.{key}' has {len(values)} entries but 'objects.names' "
+                f"names {n} object(s): give {per} per object" + (" (or [])" if optional else ""))
+
+
+def _stepping_root() -> pin.JointModelComposite:
+    root = pin.JointModelComposite(2)
+    root.addJoint(pin.JointModelTranslation())
+    root.addJoint(pin.JointModelSpherical())
+    return root
+
+
+def append_objects(model: pin.Model, objects, stepping: bool) -> list[int]:
+    """Append each object to ``model`` (in place): a free joint under the universe (the
+    stepping model's translation + spherical composite, or a free-flyer), its body and a
+    body frame named after it. Returns the joints' ids."""
+    ids = []
+    for obj in objects:
+        joint = pin.JointModelComposite(_stepping_root()) if stepping else \
+            pin.JointModelFreeFlyer()
+        jid = model.addJoint(0, joint, pin.SE3.Identity(), obj.name)
+        model.appendBodyToJoint(jid, obj.spatial_inertia(), pin.SE3.Identity())
+        model.addBodyFrame(obj.name, jid, pin.SE3.Identity(), 0)
+        ids.append(jid)
+    return ids
+
+
+def object_geometries(model: pin.Model, objects, joint_ids) -> dict[str, list]:
+    """{object name: [its pinocchio GeometryObject]} on the appended joints of ``model``
+    (the form :func:`wb_sim.contact.geometry.geometry_by_link` gives the links')."""
+    out = {}
+    for obj, jid in zip(objects, joint_ids):
+        fid = model.getFrameId(obj.name, pin.FrameType.BODY)
+        g = pin.GeometryObject(obj.name, int(jid), int(fid), pin.SE3.Identity(), obj.geometry())
+        out[obj.name] = [g]
+    return out
+
+
+def unknown_object(call: str, name, objects) -> CommandError:
+    names = [o.name for o in objects]
+    return CommandError(f"{call}: no object named {name!r}{did_you_mean(str(name), names)}; "
+                        f"objects: {', '.join(names) or 'none'}")
