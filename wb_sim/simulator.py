@@ -1381,6 +1381,72 @@ class Simulator:
         R = pin.Quaternion(s.q[iq + 3:iq + 7]).matrix()
         return s.v[iv:iv + 3].copy(), R @ s.v[iv + 3:iv + 6]
 
+    def object_poses(self) -> np.ndarray:
+        """(n, 7) rows [x, y, z, qx, qy, qz, qw] of the free objects (:attr:`objects`
+        order): each centre (m, world) and orientation quaternion as the state holds them
+        (a copy; what TF publishes)."""
+        q = self._s.q
+        out = np.empty((len(self.objects), 7))
+        for k, jid in enumerate(self._object_joints):
+            i = self.model.idx_qs[jid]
+            out[k] = q[i:i + 7]
+        return out
+
+    def set_object_state(self, name: str, position=None, quaternion=None,
+                         linear_velocity=None, angular_velocity=None) -> None:
+        """Move the free object ``name`` now: its centre (m, world), orientation
+        quaternion (x, y, z, w; normalized here), linear velocity of its centre and
+        angular velocity (world axes, m/s, rad/s), each left as it is when None (a new
+        orientation keeps the world-frame angular velocity). The robot, the other
+        objects, the time and the contact state stay, as in :meth:`set_base_state`.
+        Raises :class:`CommandError` (state untouched) for an unknown name (with the
+        closest), a bad value, a speed the next step would refuse, or a pose putting it
+        (or anything it then touches) deeper than contact.max_penetration: "raise it"."""
+        call = "set_object_state"
+        jid = self._object_joints[self._object_index(call, name)]
+        iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+        s = self._s
+        q, v = s.q.copy(), s.v.copy()
+        R_old = pin.Quaternion(s.q[iq + 3:iq + 7]).matrix()
+        if position is not None:
+            q[iq:iq + 3] = _vector(position, "position", 3, "m, world frame")
+        if quaternion is not None:
+            quat = _vector(quaternion, "quaternion", 4, "x, y, z, w")
+            big = float(np.max(np.abs(quat)))
+            if big > 1.0:
+                quat = quat / big
+            norm = float(np.linalg.norm(quat))
+            if not norm > 1e-9:
+                raise CommandError(f"{call}: the quaternion is zero (x, y, z, w)")
+            q[iq + 3:iq + 7] = quat / norm
+        R = pin.Quaternion(q[iq + 3:iq + 7]).matrix()
+        if linear_velocity is not None:  # world axes in the stepping coordinates
+            v[iv:iv + 3] = _vector(linear_velocity, "linear_velocity", 3, "m/s, world frame")
+        if angular_velocity is not None:  # body axes in the stepping coordinates
+            v[iv + 3:iv + 6] = R.T @ _vector(angular_velocity, "angular_velocity", 3,
+                                             "rad/s, world frame")
+        elif quaternion is not None:
+            v[iv + 3:iv + 6] = R.T @ (R_old @ s.v[iv + 3:iv + 6])
+        if not v @ v < _MAX_SPEED2:
+            raise CommandError(f"{call}: the speed |v| = {math.sqrt(float(v @ v)):.3g} would be "
+                               f"above {MAX_SPEED:g}, which the next step would refuse; the "
+                               f"state is untouched")
+        if position is not None or quaternion is not None:
+            obj = self.objects[self._object_index(call, name)]
+            n = self.ground.normal
+            depth = obj.lowest(n, R) - (float(q[iq:iq + 3] @ n) - self.ground.height)
+            too_deep = (f"puts object {name!r} {depth * 1e3:.1f} mm under the ground"
+                        if depth > INITIAL_PENETRATION_WARNING else self._trial(q, v, s.u))
+            if too_deep:
+                raise CommandError(f"{call}: position {q[iq:iq + 3].tolist()} {too_deep}; "
+                                   f"the state is untouched: raise it")
+        snap = self.get_state()
+        record = copy_record(snap.record)
+        record.q = record.q_prev = _frozen(q)
+        record.v = record.v_prev = _frozen(v)
+        record.a = _frozen(np.zeros_like(v))
+        self.set_state(dataclasses.replace(snap, record=record))
+
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,
                      linear_velocity=(0.0, 0.0, 0.0),

@@ -363,3 +363,41 @@ def test_refusals_name_the_parameter_and_the_fix():
         sim.spawn_object("neg", "sphere", (0.1, 0, 0), -2.0, (1.0, 0.0, 0.5))
     np.testing.assert_array_equal(sim.q, q)
     assert [o.name for o in sim.objects] == ["box"]
+
+
+def test_set_object_state_moves_one_object_and_refuses_it_under_the_ground():
+    """set_object_state (the node's SetEntityState): a box set 1 m up with a twist reads
+    back that pose and twist and then flies as semi-implicit Euler's free fall
+    (x_N = x_0 + v_0 N dt - g dt^2 N (N + 1) / 2) spinning at the set rate; the other
+    object does not move; under the ground, an unknown name and a zero quaternion are
+    refused with the state untouched."""
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="box", shape="box", size=(0.2, 0.2, 0.1), mass=2.0, position=(0.0, 0.0, 0.05)),
+        dict(name="ball", shape="sphere", size=(0.1, 0, 0), mass=1.0, position=(3.0, 0.0, 0.1))))
+    ball = sim.object_poses()[1].copy()
+    yaw = 0.4
+    quat = [0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)]
+    sim.set_object_state("box", position=[1.0, 2.0, 1.0], quaternion=quat,
+                         linear_velocity=[0.5, 0.0, 2.0], angular_velocity=[0.0, 0.0, 3.0])
+    assert np.array_equal(sim.object_poses()[0], [1.0, 2.0, 1.0, *quat])
+    lin, ang = sim.object_twist("box")
+    assert np.array_equal(lin, [0.5, 0.0, 2.0]) and np.allclose(ang, [0.0, 0.0, 3.0],
+                                                                  atol=1e-15)
+    n, dt = 200, sim.dt
+    _run(sim, n)
+    expected = np.array([1.0, 2.0, 1.0]) + np.array([0.5, 0.0, 2.0]) * n * dt \
+        - np.array([0.0, 0.0, G0]) * dt * dt * n * (n + 1) / 2
+    pose = sim.object_pose("box")
+    assert np.allclose(pose.translation, expected, atol=1e-12, rtol=0.0), \
+        pose.translation - expected
+    turned = math.atan2(pose.rotation[1, 0], pose.rotation[0, 0])
+    assert turned == pytest.approx(yaw + 3.0 * n * dt, abs=1e-9)
+    assert np.array_equal(sim.object_poses()[1][:2], ball[:2])  # the ball rests
+    q0, v0 = sim.q.copy(), sim.v.copy()
+    for kwargs, fragment in ((dict(position=[0.0, 0.0, 0.02]), "under the ground"),
+                             (dict(quaternion=[0, 0, 0, 0]), "quaternion is zero")):
+        with pytest.raises(CommandError, match=fragment):
+            sim.set_object_state("box", **kwargs)
+    with pytest.raises(CommandError, match="did you mean 'ball'"):
+        sim.set_object_state("bal", position=[0.0, 0.0, 1.0])
+    assert np.array_equal(sim.q, q0) and np.array_equal(sim.v, v0)

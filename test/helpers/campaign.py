@@ -58,3 +58,13 @@ def pd_killing_worker(sim, case, kp=300.0, kd=10.0):
     if case.index == int(os.environ.get("WB_SIM_TEST_KILL_CASE", "-1")):
         os.kill(os.getpid(), signal.SIGKILL)
     return pd_failing(sim, case, kp, kd)
+
+
+def blas_threads(sim, trace):
+    """The worker's OPENBLAS_NUM_THREADS as a number (0: not set)."""
+    return float(os.environ.get("OPENBLAS_NUM_THREADS", "0"))
+
+
+def crate_height(sim, trace):
+    """The height of the object 'crate' at the end of a case, m."""
+    return float(sim.object_pose("crate").translation[2])

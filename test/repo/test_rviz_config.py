@@ -27,16 +27,19 @@ def test_rviz_config_shows_model_tf_and_a_wrench_per_default_surface():
 
 
 
-def test_rviz_config_shows_the_terrain_and_contact_markers_as_the_node_sends_them():
+def test_rviz_config_shows_the_terrain_objects_and_contact_markers_as_the_node_sends_them():
     cfg = yaml.safe_load(RVIZ.read_text())
     markers = [d for d in cfg["Visualization Manager"]["Displays"]
                if d["Class"] == "rviz_default_plugins/MarkerArray"]
     from wb_sim.ros.parameters import NODE_PARAMETERS
     table = {p.key: p.default for p in NODE_PARAMETERS}
     by_topic = {d["Topic"]["Value"]: d for d in markers}
-    assert set(by_topic) == {"/" + table["topics.terrain"], "/" + table["topics.contact_markers"]}
-    terrain = by_topic["/" + table["topics.terrain"]]
-    assert terrain["Topic"]["Durability Policy"] == "Transient Local"  # published once, latched
+    assert set(by_topic) == {"/" + table["topics.terrain"], "/" + table["topics.contact_markers"],
+                             "/" + table["topics.objects"]}
+    for latched in ("topics.terrain", "topics.objects"):  # published once (objects: again
+        # at each spawn or delete), latched
+        assert by_topic["/" + table[latched]]["Topic"]["Durability Policy"] == "Transient Local"
+    assert set(by_topic["/" + table["topics.objects"]]["Namespaces"]) == {"objects"}
     contacts = by_topic["/" + table["topics.contact_markers"]]
     assert contacts["Topic"]["Durability Policy"] == "Volatile"  # a stream
     assert set(contacts["Namespaces"]) == {"contact_points", "contact_forces",  # markers.py

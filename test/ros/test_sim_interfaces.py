@@ -52,7 +52,8 @@ def test_features_and_the_robot_entity(s):
     features = set(_call(s, si.GetSimulatorFeatures, "get_simulator_features").features.features)
     assert {F.SIMULATION_RESET_STATE, F.STEP_SIMULATION_MULTIPLE, F.ENTITY_STATE_GETTING,
             F.ENTITY_STATE_SETTING, F.NAMED_POSES, F.SIMULATION_STATE_PAUSE} <= features
-    assert F.SPAWNING not in features and F.SIMULATION_RESET_TIME not in features
+    assert F.SPAWNING in features and F.DELETING in features  # free objects
+    assert F.SIMULATION_RESET_TIME not in features
     res = _call(s, si.GetEntities, "get_entities")
     assert res.result.result == OK and res.entities == ["wb_humanoid"]
     res = _call(s, si.GetEntities, "get_entities",

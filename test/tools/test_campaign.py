@@ -473,3 +473,42 @@ def test_the_vectorized_stand_monitor_is_the_per_sample_one_bit_for_bit():
     a, b = plain.verdict(), fast.verdict()
     assert a == b, (a, b)
     assert a.base_drop > 0 and a.foot_slide > 1e-4 and a.saturated  # every figure in play
+
+
+def test_workers_run_one_blas_thread_each(tmp_path, monkeypatch):
+    """A worker's matrices are small: n workers must not each start one BLAS thread per core
+    (backends.WORKER_ENV); the user's own setting wins."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    camp = {"robot": "humanoid", "duration_s": 0.01, "plots": False,
+            "grid": {"contact.stiffness": [2e4, 4e4]},
+            "custom_metrics": {"blas": "helpers.campaign:blas_threads"}}
+    res = run_campaign(camp, workers=2, out=tmp_path / "a", progress=False)
+    assert [r["blas"] for r in res.rows] == [1.0, 1.0]
+    import os
+    assert "OPENBLAS_NUM_THREADS" not in os.environ  # this process's environment is left as it was
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "3")
+    res = run_campaign(camp, workers=2, out=tmp_path / "b", progress=False)
+    assert [r["blas"] for r in res.rows] == [3.0, 3.0]
+
+
+def test_an_objects_mass_is_a_campaign_parameter(tmp_path):
+    """objects.* are the simulator's parameters, so a campaign sweeps them like any other
+    (issue 31): each case's crate ends where the same simulator run by hand puts it, bit for
+    bit, and the heavier crate sinks deeper into the compliant ground."""
+    objects = {"objects.names": ["crate"], "objects.shapes": ["box"],
+               "objects.sizes": [0.3, 0.3, 0.3], "objects.positions": [0.6, 0.0, 0.2]}
+    camp = {"robot": "humanoid", "duration_s": 0.3, "plots": False, "set": objects,
+            "grid": {"objects.mass": [[2.0], [8.0]]},
+            "custom_metrics": {"crate_z": "helpers.campaign:crate_height"}}
+    rows = run_campaign(camp, workers=1, out=tmp_path, progress=False).rows
+    gains = read_yaml_params(wb_sim.config_path("humanoid"), node_name="wb_sim_pd_controller")
+    for row, mass in zip(rows, (2.0, 8.0)):
+        assert row["status"] == "ok" and row["stands"], row
+        sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
+            **objects, "objects.mass": [mass], "imu.seed": row["seed"]})
+        pd = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
+                                 gravity=sim.config.gravity)
+        for _ in range(300):
+            sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
+        assert row["crate_z"] == sim.object_pose("crate").translation[2]
+    assert 0.13 < rows[1]["crate_z"] < rows[0]["crate_z"] < 0.15  # resting, the heavier lower

@@ -9,7 +9,12 @@
   for the robot's whole weight; with ``collision.self_collision`` the links' contacts
   with each other likewise (``self_contact_points``, ``self_contact_forces``: the force
   on the pair's first link, the second gets the opposite). All four markers are sent
-  every time (ADD replaces them), empty when nothing touches."""
+  every time (ADD replaces them), empty when nothing touches;
+* the free objects (latched, again at each spawn or delete): one marker per object
+  (namespace ``objects``; a CUBE, SPHERE or CYLINDER of its size, a capsule as a CYLINDER
+  of its whole length), drawn in the object's own TF frame (its name, on ``/tf``) with
+  ``frame_locked``: RViz moves it with TF, nothing is sent per step. Each message starts
+  with a DELETEALL, so a deleted object's marker goes."""
 
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ FORCE_COLOR = ColorRGBA(r=0.8, g=0.2, b=0.2, a=1.0)
 #: self-collision contacts (cyan) and forces (blue)
 SELF_POINT_COLOR = ColorRGBA(r=0.2, g=0.85, b=0.95, a=1.0)
 SELF_FORCE_COLOR = ColorRGBA(r=0.2, g=0.4, b=0.9, a=1.0)
+#: the free objects' colour (orange)
+OBJECT_COLOR = ColorRGBA(r=0.9, g=0.5, b=0.15, a=1.0)
 #: diameter of a contact point's sphere, m; width of a force line, m
 POINT_DIAMETER_M = 0.02
 LINE_WIDTH_M = 0.005
@@ -55,6 +62,30 @@ def terrain_markers(terrain, frame_id: str, stamp) -> MarkerArray:
         m.pose.orientation.w = 1.0
         m.scale.x = m.scale.y = m.scale.z = 1.0
         m.points = [Point(x=x, y=y, z=z) for x, y, z in vertices[faces.reshape(-1)].tolist()]
+        out.markers.append(m)
+    return out
+
+
+def object_markers(objects, frame_id: str, stamp) -> MarkerArray:
+    """The markers of the free objects ``objects`` (wb_sim.objects.FreeObject): a
+    DELETEALL (``frame_id``: the world frame), then per object its shape in its own frame."""
+    clear = Marker(action=Marker.DELETEALL, ns="objects")
+    clear.header.frame_id, clear.header.stamp = frame_id, stamp
+    out = MarkerArray(markers=[clear])
+    kinds = {"box": Marker.CUBE, "sphere": Marker.SPHERE, "cylinder": Marker.CYLINDER,
+             "capsule": Marker.CYLINDER}
+    for i, obj in enumerate(objects):
+        m = _marker(kinds[obj.shape], i, obj.name, stamp, "objects", OBJECT_COLOR)
+        m.pose.orientation.w = 1.0
+        a, b, c = obj.size
+        if obj.shape == "box":
+            m.scale.x, m.scale.y, m.scale.z = a, b, c
+        elif obj.shape == "sphere":
+            m.scale.x = m.scale.y = m.scale.z = 2.0 * a
+        else:  # cylinder, capsule: diameter, diameter, length (a capsule's with its caps)
+            m.scale.x = m.scale.y = 2.0 * a
+            m.scale.z = b + (2.0 * a if obj.shape == "capsule" else 0.0)
+        m.text = obj.shape
         out.markers.append(m)
     return out
 

@@ -508,6 +508,32 @@ class SimNode(PolledNodeMixin, Node):
         self.get_logger().info(message)
         return message
 
+    def change_objects(self, what: str, change) -> str:
+        """Spawn or delete a free object: ``change(sim)`` (``sim.spawn_object(...)`` or
+        ``sim.delete_object(...)``) under the lock, between two steps. Either rebuilds the
+        simulator (its models, its contact model: ~0.9 s for the humanoid with its
+        collision geometry), so the physics waits for it, holding the lock: the services
+        that need the lock wait as long, never longer; a refused change (CommandError)
+        leaves the simulator as it was (the core restores it). The markers and /tf take
+        the new set; the pacing starts again from now (no catching up on the rebuild's
+        time). Returns what happened; the CommandError propagates."""
+        with self._lock:
+            t0 = time.perf_counter()
+            obj = change(self.sim)
+            took = time.perf_counter() - t0
+            self.out.objects_changed(self._now_ns())
+            t = self._now_ns() / 1e9
+            # the deadlines start again from now: the physics thread, waiting for the
+            # lock, must not count the rebuild as missed deadlines and race to catch up
+            # (nor leave real-time priority as a loop that fell behind)
+            self.pacer.anchor(time.perf_counter())
+        self._wake.set()
+        message = (f"{what} object '{obj.name}' ({obj.shape} {list(obj.size)} m, "
+                   f"{obj.mass:g} kg) at t = {t:.3f} s; the physics paused {took:.2f} s "
+                   f"for the simulator's rebuild")
+        self.get_logger().info(message)
+        return message
+
     def set_paused(self, paused: bool) -> None:
         if paused:
             self._paused.set()

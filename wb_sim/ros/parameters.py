@@ -180,6 +180,10 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("topics.terrain", "str", "terrain", "",
           "visualization_msgs/MarkerArray of the terrain (terrain.*), transient-local, for "
           "RViz; published only when there is terrain ('' = off).", check=_topic),
+    Param("topics.objects", "str", "objects", "",
+          "visualization_msgs/MarkerArray of the free objects (objects.*, SpawnEntity), "
+          "transient-local, for RViz: each object's shape in its TF frame (its name); "
+          "published again at each spawn or delete ('' = off).", check=_topic),
     Param("topics.contact_markers", "str", "contact_markers", "",
           "visualization_msgs/MarkerArray of the loaded contact points (namespace "
           "contact_points) and the ground's force on each (contact_forces, 0.5 m per robot "

@@ -21,6 +21,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
+from visualization_msgs.msg import MarkerArray
 
 from ..errors import ConfigError
 from . import conversions as cv
@@ -172,17 +173,17 @@ class StatePublishers:
         base = pin.SE3(pin.rpy.rpyToMatrix(*sim.config.initial.base_rpy),
                        np.array(sim.config.initial.base_position))
         self.frames = FrameTree(sim.robot, cfg["world_frame"], base)
+        self._world_frame_tf = cfg["world_frame"]
         if "tf" in self.streams:
             floating = sim.robot.floating_base
             parents = [cfg["world_frame"]] * floating + [p for p, _ in self.frames.moving]
             children = [sim.robot.root_link] * floating + [c for _, c in self.frames.moving]
             self._tf_raw = raw(pub("tf", TFMessage, topics["tf"], TF_QOS))
-            self._tf_cdr = cv.tf_template(parents, children)
-            self._tf_rows = np.empty((len(parents), 7))
+            self._tf_robot = (parents, children)
+            self._tf_objects = None  # the object set the template was made for
+            self._tf_template()
             self._stream["tf"] = self._tf
         if "contact_markers" in self.streams:
-            from visualization_msgs.msg import MarkerArray
-
             from .markers import ContactMarkers
             self._markers_pub = pub("contact_markers", MarkerArray, topics["contact_markers"],
                                     MARKERS_QOS)
@@ -202,8 +203,10 @@ class StatePublishers:
         self._desc_pub = node.create_publisher(String, topics["robot_description"], LATCHED_QOS) \
             if topics["robot_description"] else None
         self._terrain_pub = None
+        #: the free objects' markers (latched; again at each spawn or delete)
+        self._objects_pub = node.create_publisher(
+            MarkerArray, cfg["topics.objects"], LATCHED_QOS) if cfg["topics.objects"] else None
         if cfg["topics.terrain"] and sim.terrain is not None:
-            from visualization_msgs.msg import MarkerArray
             self._terrain_pub = node.create_publisher(MarkerArray, cfg["topics.terrain"],
                                                       LATCHED_QOS)
 
@@ -235,6 +238,17 @@ class StatePublishers:
         if self._terrain_pub is not None:
             from .markers import terrain_markers
             self._terrain_pub.publish(terrain_markers(self.sim.terrain, self._world_frame, stamp))
+        if self.sim.objects:
+            self.objects_changed(t_ns)
+
+    def objects_changed(self, t_ns: int) -> None:
+        """The free objects were spawned or deleted (the caller holds the lock): their
+        markers again (a DELETEALL first: a deleted one's goes); /tf takes the new set at
+        its next message."""
+        if self._objects_pub is not None:
+            from .markers import object_markers
+            self._objects_pub.publish(object_markers(self.sim.objects, self._world_frame,
+                                                     cv.time_msg(t_ns)))
 
     # sensors.delay_steps: the sensor streams (joint states, IMU, wrenches) carry the
     # readings of n steps ago, stamped now, as a transport delay the controller does not
@@ -305,12 +319,29 @@ class StatePublishers:
         self._contact_state_pub.publish(self._contact_state_msg(
             t_ns, sim.contact_points_state(), com, momentum))
 
+    def _tf_template(self) -> None:
+        """The /tf template of the robot's moving frames and world -> each free object's
+        frame (its name), made again when the set of objects changes."""
+        parents, children = self._tf_robot
+        objects = self.sim.objects
+        names = [o.name for o in objects]
+        self._tf_cdr = cv.tf_template(parents + [self._world_frame_tf] * len(names),
+                                      children + names)
+        self._tf_rows = np.empty((len(parents) + len(names), 7))
+        self._tf_n_robot = len(parents)
+        self._tf_objects = objects
+
     def _tf(self, t_ns: int) -> None:
-        sim, rows = self.sim, self._tf_rows
+        sim = self.sim
+        if sim.objects is not self._tf_objects:  # spawned or deleted since
+            self._tf_template()
+        rows, n = self._tf_rows, self._tf_n_robot
         k0 = 1 if sim.robot.floating_base else 0
         if k0:
             rows[0] = sim.q[:7]
-        rows[k0:, :3], rows[k0:, 3:] = self.frames.moving_arrays(sim.joint_positions)
+        rows[k0:n, :3], rows[k0:n, 3:] = self.frames.moving_arrays(sim.joint_positions)
+        if n < len(rows):  # the free objects' poses as the state holds them
+            rows[n:] = sim.object_poses()
         self._tf_raw(self._tf_cdr.serialize(t_ns, *rows))
 
 
@@ -324,9 +355,12 @@ def start_viewer(name: str, sim, lock, logger):
     viewer = make_viewer(name, sim.robot, rate_hz=VIEWER_RATE_HZ, ground_height=ground.height,
                          ground_normal=ground.normal, terrain=sim.terrain)
 
+    nq = sim.robot.model.nq  # the robot's configuration (free objects' come after it and
+    # are not drawn yet)
+
     def snapshot():
         with lock:  # the feet's and (collision.enabled) the links' contacts
-            return (sim.q.copy(), *contact_arrows(sim))
+            return (sim.q[:nq].copy(), *contact_arrows(sim))
 
     viewer.start(snapshot)
     logger.info(f"viewer: open {viewer.url} in a browser")

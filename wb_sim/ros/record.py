@@ -13,7 +13,9 @@ records, under the names the parameters give them:
   ``contact_wrench/collision`` with ``collision.enabled``), ``/tf``,
   ``/tf_static``, ``/clock``, ``robot_description``, and the drives' readings
   ``actuators/current``, ``actuators/voltage``, ``actuators/temperature`` where
-  ``actuators.model`` is not ``ideal`` (the node publishes them only then);
+  ``actuators.model`` is not ``ideal`` (the node publishes them only then), the
+  free objects' markers ``objects`` where ``objects.names`` names some (their frames
+  are on ``/tf``);
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
 While it records, it asks every node that publishes on the recorded command
@@ -28,7 +30,7 @@ polled every 10 ms instead of being dispatched one by one by an executor:
 at 1 kHz per stream, rclpy's per-message callback overhead would cost a core
 (through :mod:`wb_sim.ros.rclpy_shim`; where only rclpy's public API is used,
 the executor delivers them and no losses are counted).
-``robot_description`` and ``/tf_static`` are subscribed transient-local, so
+``robot_description``, ``/tf_static`` and ``objects`` are subscribed transient-local, so
 they are recorded whenever the recorder starts. SIGINT (Ctrl-C) and SIGTERM
 close the bag cleanly (exit 0); the summary gives the message counts, the
 messages lost (from the publishers' sequence numbers, where the middleware
@@ -72,7 +74,7 @@ ARRAY_TYPE = "std_msgs/msg/Float64MultiArray"
 #: the drives' readings under the prefix topics.actuators (conversions.ACTUATOR_READINGS' names)
 ACTUATOR_TOPICS = ("current", "voltage", "temperature")
 #: streams published once, transient-local
-LATCHED = ("robot_description", "tf_static")
+LATCHED = ("robot_description", "tf_static", "objects")
 PARAMETERS_TOPIC = "/wb_sim_record/parameters"
 #: one message per controller node: its parameters (JSON)
 CONTROLLERS_TOPIC = "/wb_sim_record/controller_parameters"
@@ -135,6 +137,10 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     topic = params.get("topics.contact_sensors", DEFAULT_TOPICS["contact_sensors"])
     if topic and params.get("contact_sensors.active"):
         out.append((absolute(str(topic)), "std_msgs/msg/Float64MultiArray", "contact_sensors"))
+    topic = params.get("topics.objects", DEFAULT_TOPICS["objects"])
+    if topic and params.get("objects.names"):  # the free objects' markers (latched); their
+        # frames are on /tf; objects spawned in a run without configured ones: /tf only
+        out.append((absolute(str(topic)), "visualization_msgs/msg/MarkerArray", "objects"))
     topic = params.get("topics.loop_closures", DEFAULT_TOPICS["loop_closures"])
     if topic and (params.get("loop_closures.frames_a")
                   or str(params.get("urdf_path") or "").endswith(".xml")):

@@ -19,8 +19,13 @@ What wb_sim supports, as ``get_simulator_features`` lists it:
   left to the process (SIGINT);
 * stepping while paused, one step or several (a service, or the action with feedback and
   cancellation);
-* one entity, the robot (named by its URDF), with get and set of its base pose and twist
-  (world frame; a fixed base can be read, not moved);
+* the robot (named by its URDF), with get and set of its base pose and twist (world
+  frame; a fixed base can be read, not moved), and each free object (named as it was
+  configured or spawned), with get and set of its pose and twist;
+* spawning and deleting free objects (``/wb_sim/spawn_entity``, ``/wb_sim/delete_entity``):
+  the resource is a URI ``wb_sim://<shape>?size=a,b,c&mass=m`` (:func:`parse_object_uri`),
+  the pose ``initial_pose``; each rebuilds the simulator, the physics pausing for it
+  (``Control.change_objects``);
 * the named poses of the configuration (``poses``), as the base pose of each.
 """
 
@@ -122,6 +127,49 @@ def filter_error(pattern: str, subject: str) -> str | None:
     return None
 
 
+#: the URI scheme of a free object in SpawnEntity's ``entity_resource.uri``
+OBJECT_SCHEME = "wb_sim://"
+#: the URI's keys: the numbers each takes (one for the mass, up to three for the size)
+OBJECT_URI_KEYS = {"size": 3, "mass": 1}
+
+
+def parse_object_uri(uri: str) -> tuple[str, list[float], float]:
+    """(shape, size (3 numbers), mass) of ``wb_sim://<shape>?size=a[,b[,c]]&mass=m``: a
+    shape of :data:`wb_sim.objects.SHAPES`, its size (the numbers not given are 0: a
+    sphere's ``size=0.1`` is its radius), its mass (kg). ValueError saying what is wrong;
+    the values themselves are checked by the core (its messages name the shape's size)."""
+    from urllib.parse import parse_qs
+
+    from ..objects import SHAPES
+    example = f"{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5"
+    # by hand: urllib takes no '_' in a scheme
+    shape, _, text = uri.removeprefix(OBJECT_SCHEME).partition("?")
+    shape = shape.strip("/")
+    query = parse_qs(text, keep_blank_values=True)
+    unknown = sorted(set(query) - set(OBJECT_URI_KEYS))
+    if unknown:
+        raise ValueError(f"unknown key(s) {', '.join(unknown)} in {uri!r}; the keys are "
+                         f"{', '.join(OBJECT_URI_KEYS)} (e.g. {example})")
+    missing = [k for k in OBJECT_URI_KEYS if k not in query]
+    if missing:
+        raise ValueError(f"{uri!r} lacks {' and '.join(missing)} (e.g. {example}; the shapes: "
+                         + "; ".join(f"{k} size: {v}" for k, v in SHAPES.items()) + ")")
+    values = {}
+    for key, n in OBJECT_URI_KEYS.items():
+        text = ",".join(query[key])
+        try:
+            numbers = [float(x) for x in text.split(",")]
+        except ValueError:
+            raise ValueError(f"{key}={text!r} in {uri!r}: give {n if n == 1 else 'up to 3'} "
+                             f"comma-separated numbers (e.g. {example})") from None
+        if not 1 <= len(numbers) <= n:
+            raise ValueError(f"{key}={text!r} in {uri!r}: {n if n == 1 else '1 to 3'} "
+                             f"number(s), got {len(numbers)}")
+        values[key] = numbers
+    size = values["size"] + [0.0] * (3 - len(values["size"]))
+    return shape, size, values["mass"][0]
+
+
 class Control(Protocol):
     """What the services need of the node."""
 
@@ -151,6 +199,8 @@ class Control(Protocol):
 
     def restore_snapshot(self, snap: Any) -> str: ...  # back to it (the clock goes on)
 
+    def change_objects(self, what: str, change) -> str: ...  # spawn / delete (a rebuild)
+
 
 def interfaces():
     """(msg, srv) modules of simulation_interfaces, or None where it does not import."""
@@ -166,7 +216,7 @@ class SimulationInterfaces:
 
     SERVICES = ("reset_simulation", "step_simulation", "get_simulation_state",
                 "set_simulation_state", "get_entities", "get_entity_state", "set_entity_state",
-                "get_named_poses", "get_simulator_features")
+                "get_named_poses", "get_simulator_features", "spawn_entity", "delete_entity")
 
     #: the services that may run long (many steps): in the reentrant long group
     LONG = ("step_simulation",)
@@ -192,7 +242,8 @@ class SimulationInterfaces:
                  "set_simulation_state": srv.SetSimulationState,
                  "get_entities": srv.GetEntities, "get_entity_state": srv.GetEntityState,
                  "set_entity_state": srv.SetEntityState, "get_named_poses": srv.GetNamedPoses,
-                 "get_simulator_features": srv.GetSimulatorFeatures}
+                 "get_simulator_features": srv.GetSimulatorFeatures,
+                 "spawn_entity": srv.SpawnEntity, "delete_entity": srv.DeleteEntity}
         for name in self.SERVICES:
             kw = {} if qos_profile is None else {"qos_profile": qos_profile}
             callback = getattr(self, f"_{name}")
@@ -232,7 +283,9 @@ class SimulationInterfaces:
         R = request
         scope = request.scope
         if scope == R.SCOPE_SPAWNED:
-            return self._ok(response, "nothing spawned: wb_sim has no spawned entities")
+            return self._result(response, self.msg.Result.RESULT_FEATURE_UNSUPPORTED,
+                                "a reset keeps the free objects (each back at its initial "
+                                "pose): delete a spawned one with delete_entity")
         if scope == R.SCOPE_TIME:
             return self._result(response, self.msg.Result.RESULT_FEATURE_UNSUPPORTED,
                                 "the simulated clock never goes back: reset the state "
@@ -331,21 +384,29 @@ class SimulationInterfaces:
 
     # ------------------------------------------------------------------ entities
 
+    def _entities(self) -> list[str]:
+        """The robot, then the free objects."""
+        return [self.entity] + [o.name for o in self.control.sim.objects]
+
     def _get_entities(self, request, response):
         pattern = request.filters.filter
-        why = filter_error(pattern, self.entity) if pattern else None
+        names = self._entities()
+        why = filter_error(pattern, max(names, key=len)) if pattern else None
         if why is not None:  # checked before it runs: re cannot be interrupted
             shown = pattern if len(pattern) <= 60 else pattern[:60] + "..."
             return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED,
                                 f"filters.filter {shown!r} refused: {why}")
-        match = not pattern or re.search(pattern, self.entity) is not None
-        response.entities = [self.entity] if match else []
+        response.entities = [n for n in names
+                             if not pattern or re.search(pattern, n) is not None]
         return self._ok(response)
 
     def _entity_error(self, response, entity: str):
-        if entity != self.entity:
+        names = self._entities()
+        if entity not in names:
+            from ..robot import did_you_mean
             return self._result(response, self.msg.Result.RESULT_NOT_FOUND,
-                                f"no entity {entity!r}: the only one is {self.entity!r}")
+                                f"no entity {entity!r}{did_you_mean(str(entity), names)}; "
+                                f"the entities: {', '.join(names)}")
         return None
 
     def _get_entity_state(self, request, response):
@@ -353,9 +414,19 @@ class SimulationInterfaces:
         if failed is not None:
             return failed
         with self.control.lock:
-            st = self.control.sim.state
-            p, o = st.base_position, st.base_quaternion
-            lin, ang = st.base_linear_velocity, st.base_angular_velocity
+            sim = self.control.sim
+            if request.entity == self.entity:
+                st = sim.state
+                p, o = st.base_position, st.base_quaternion
+                lin, ang = st.base_linear_velocity, st.base_angular_velocity
+            elif not any(ob.name == request.entity for ob in sim.objects):
+                return self._result(response, self.msg.Result.RESULT_NOT_FOUND,
+                                    f"entity {request.entity!r} was deleted meanwhile")
+            else:  # a free object: its centre and axes, twist in world axes
+                k = [ob.name for ob in sim.objects].index(request.entity)
+                row = sim.object_poses()[k]
+                p, o = row[:3], row[3:]
+                lin, ang = sim.object_twist(request.entity)
             stamp = self.control.now_msg()
         s = response.state
         s.header.stamp = stamp
@@ -392,7 +463,10 @@ class SimulationInterfaces:
         from ..errors import CommandError
         try:
             with self.control.lock:
-                self.control.sim.set_base_state(**kwargs)
+                if request.entity == self.entity:
+                    self.control.sim.set_base_state(**kwargs)
+                else:
+                    self.control.sim.set_object_state(request.entity, **kwargs)
         except CommandError as e:
             return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED, str(e))
         return self._ok(response)
@@ -418,9 +492,96 @@ class SimulationInterfaces:
             F.SIMULATION_RESET, F.SIMULATION_RESET_STATE, F.SIMULATION_STATE_GETTING,
             F.SIMULATION_STATE_SETTING, F.SIMULATION_STATE_PAUSE, F.STEP_SIMULATION_SINGLE,
             F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION, F.ENTITY_STATE_GETTING,
-            F.ENTITY_STATE_SETTING,
+            F.ENTITY_STATE_SETTING, F.SPAWNING, F.DELETING,
             F.NAMED_POSES]
+        response.features.spawn_formats = ["wb_sim"]
         response.features.custom_info = (
-            "wb_sim: one entity, the robot; its base pose and twist in the world frame; the "
-            "simulated clock never goes back (a reset keeps it going)")
+            "wb_sim: the robot (its base) and the free objects, pose and twist in the world "
+            "frame; spawn a free object with entity_resource.uri "
+            f"'{OBJECT_SCHEME}<box|sphere|cylinder|capsule>?size=a,b,c&mass=m' and "
+            "initial_pose (a spawn or delete rebuilds the simulator: the physics pauses for "
+            "it); the simulated clock never goes back (a reset keeps it going)")
         return response
+
+    # ------------------------------------------------------------------ spawn / delete
+
+    def _spawn_entity(self, request, response):
+        R, S = self.msg.Result, response
+        uri = request.entity_resource.uri
+        if not uri:
+            return self._result(response, S.NO_RESOURCE if request.entity_resource
+                                .resource_string == "" else S.UNSUPPORTED_FORMAT,
+                                f"give entity_resource.uri '{OBJECT_SCHEME}<shape>?size=a,b,c"
+                                f"&mass=m' (resource_string is not supported)")
+        if not uri.startswith(OBJECT_SCHEME):
+            return self._result(response, S.UNSUPPORTED_FORMAT,
+                                f"entity_resource.uri {uri!r}: wb_sim spawns free objects "
+                                f"from '{OBJECT_SCHEME}<shape>?size=a,b,c&mass=m' (e.g. "
+                                f"'{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5'); no files "
+                                f"(URDF, SDF, meshes) yet")
+        if request.entity_namespace:
+            return self._result(response, S.NAMESPACE_INVALID,
+                                "a free object has no interfaces to put under a namespace: "
+                                "leave entity_namespace empty")
+        try:
+            shape, size, mass = parse_object_uri(uri)
+        except ValueError as e:
+            return self._result(response, S.RESOURCE_PARSE_ERROR, str(e))
+        pose = request.initial_pose
+        frame = pose.header.frame_id
+        if frame not in ("", self.control.world_frame):
+            return self._result(response, S.INVALID_POSE,
+                                f"initial_pose.header.frame_id {frame!r}: give the pose in "
+                                f"'{self.control.world_frame}' (or leave it empty)")
+        p, o = pose.pose.position, pose.pose.orientation
+        position, quaternion = [p.x, p.y, p.z], [o.x, o.y, o.z, o.w]
+        if not any(quaternion) or not all(map(_finite, position + quaternion)):
+            return self._result(response, S.INVALID_POSE,
+                                f"initial_pose: position {position}, orientation {quaternion}: "
+                                f"finite numbers and a non-zero quaternion (x, y, z, w)")
+        from ..errors import CommandError
+        name = request.name
+        with self.control.lock:
+            taken = set(self._entities()) | set(self.control.sim.robot.frame_names())
+        if not name and not request.allow_renaming:
+            return self._result(response, S.NAME_INVALID,
+                                "give the object a name (or set allow_renaming)")
+        if name and ("/" in name or " " in name):
+            return self._result(response, S.NAME_INVALID,
+                                f"name {name!r}: no '/' or spaces (it names a TF frame)")
+        if not name or name in taken:
+            if name and not request.allow_renaming:
+                return self._result(response, S.NAME_NOT_UNIQUE,
+                                    f"an entity or robot frame named {name!r} exists already; "
+                                    f"give another name, delete_entity {name!r} first or set "
+                                    f"allow_renaming")
+            base = name or shape
+            name = next(f"{base}_{k}" for k in range(1, len(taken) + 2)
+                        if f"{base}_{k}" not in taken)
+        try:
+            message = self.control.change_objects("spawned", lambda sim: sim.spawn_object(
+                name, shape, size, mass, position, quaternion=quaternion))
+        except CommandError as e:
+            return self._result(response, R.RESULT_OPERATION_FAILED, str(e))
+        response.entity_name = name
+        return self._ok(response, message)
+
+    def _delete_entity(self, request, response):
+        failed = self._entity_error(response, request.entity)
+        if failed is not None:
+            return failed
+        if request.entity == self.entity:
+            return self._result(response, self.msg.Result.RESULT_OPERATION_FAILED,
+                                f"{self.entity!r} is the robot: only free objects can be "
+                                f"deleted")
+        from ..errors import CommandError
+        try:
+            message = self.control.change_objects(
+                "deleted", lambda sim: sim.delete_object(request.entity))
+        except CommandError as e:  # deleted meanwhile
+            return self._result(response, self.msg.Result.RESULT_NOT_FOUND, str(e))
+        return self._ok(response, message)
+
+
+def _finite(x: float) -> bool:
+    return x == x and abs(x) != float("inf")

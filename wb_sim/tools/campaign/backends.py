@@ -5,6 +5,7 @@ parameters)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
 
@@ -29,6 +30,26 @@ def worker_died_row(task: dict, why: str) -> dict:
             "error": f"its worker process died ({why}); killed, or out of memory?"}
 
 
+#: the environment of a campaign's worker processes: one BLAS / OpenMP thread each. A case's
+#: matrices are small (nv of a robot), so a worker gains nothing from BLAS threads, while n
+#: workers each starting one per core (OpenBLAS's default) ask n x cores threads of the machine.
+#: The user's own setting wins.
+WORKER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@contextlib.contextmanager
+def _worker_env():
+    """Set :data:`WORKER_ENV` (where the user has not) while workers are started; the
+    spawned processes read it at their start, this process's BLAS is already set up."""
+    added = {k: v for k, v in WORKER_ENV.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def local_pool(tasks: list, workers: int):
     """Yield (task, row) as the cases finish, on a local process pool of ``workers``
     (spawned: they inherit ``sys.path``); ``serial`` with 1 worker and
@@ -48,7 +69,8 @@ def local_pool(tasks: list, workers: int):
         broken = None
         size = min(size, len(left))
         done: set[int] = set()
-        with cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn")) as ex:
+        with _worker_env(), \
+                cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn")) as ex:
             futures = {ex.submit(run_case, tasks[i]): i for i in left}
             try:
                 for fut in cf.as_completed(futures):
@@ -113,7 +135,8 @@ def ray_cluster(tasks: list, workers: int | None, address: str | None):
         ray.init(**kwargs)
         started = True
     try:
-        remote = ray.remote(num_cpus=1)(run_case)
+        remote = ray.remote(num_cpus=1, runtime_env={"env_vars": {
+            k: os.environ.get(k, v) for k, v in WORKER_ENV.items()}})(run_case)
         pending = {remote.remote(t): t for t in tasks}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

@@ -1,0 +1,324 @@
+"""Free objects through the node (issue 31, the ROS side), over real DDS.
+
+The node starts from the humanoid's parameters file plus two free objects (a 2 kg crate
+dropped from 0.3 m, a ball resting on the ground) in lockstep; this test's controller
+answers each joint state with efforts. The core, built from the same file and driven by
+the same law:
+
+* every ``/tf`` message carries world -> each object's frame, equal bit for bit to the
+  core's ``object_poses()`` after the same steps; the ``objects`` markers (latched) give
+  each object's shape and size in its frame;
+* ``get_entities`` lists the robot and the objects; ``get_entity_state`` of an object
+  equals the core's ``object_poses()`` / ``object_twist`` bit for bit;
+  ``set_entity_state`` moves one and refuses one under the ground;
+* ``spawn_entity`` (``wb_sim://box?size=...&mass=...``) adds a box that falls onto the
+  ground and rests at half its height (within 1 mm); ``delete_entity`` takes it out of
+  ``/tf`` and the markers; the errors (unknown name, duplicate, bad shape, bad mass) say
+  what is wrong and the node goes on;
+* a snapshot restored with the crate in mid-air continues bit for bit (joint states and
+  the objects' TF).
+
+Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from helpers.extras import require_ros
+
+require_ros("sensor_msgs.msg", "tf2_msgs.msg", "visualization_msgs.msg",
+            "simulation_interfaces.srv")
+
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from simulation_interfaces import msg as si_msg  # noqa: E402
+from simulation_interfaces import srv as si  # noqa: E402
+from tf2_msgs.msg import TFMessage  # noqa: E402
+from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
+
+import wb_sim  # noqa: E402
+from helpers.ros import HUMANOID_YAML, LockstepController, SimSetup, stamp_ns  # noqa: E402
+
+OK = si_msg.Result.RESULT_OK
+TF_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+OBJECTS = {"names": ["crate", "ball"], "shapes": ["box", "sphere"],
+           "sizes": [0.2, 0.2, 0.2, 0.1, 0.0, 0.0], "mass": [2.0, 1.0],
+           "positions": [0.8, 0.0, 0.3, 0.6, 0.5, 0.1]}
+NAMES = tuple(OBJECTS["names"])
+EFFORTS = np.random.default_rng(31).normal(0.0, 3.0, (400, 64))
+
+
+def _law(i, qj, vj, q):
+    return {"effort": -60.0 * qj - 2.0 * vj + EFFORTS[i, :len(qj)]}
+
+
+@pytest.fixture(scope="module")
+def params_file(tmp_path_factory):
+    doc = yaml.safe_load(HUMANOID_YAML.read_text())
+    doc["wb_sim"]["ros__parameters"]["objects"] = OBJECTS
+    path = tmp_path_factory.mktemp("objects_params") / "humanoid_objects.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def s(tmp_path_factory, params_file):
+    # sync.timeout_s 0: the node waits for its controller however long the test takes
+    setup = SimSetup(tmp_path_factory.mktemp("objects_ros"), "sync.mode:=lockstep",
+                     "real_time_factor:=0.0", "sync.timeout_s:=0.0", params_file=params_file)
+    yield setup
+    setup.close()
+
+
+def _call(s, kind, service, timeout: float = 30.0, **fields):
+    return s.ros.call(kind, f"/wb_sim/{service}", kind.Request(**fields), timeout)
+
+
+def _object_rows(tf_msgs, names) -> dict[int, dict[str, np.ndarray]]:
+    """{stamp: {object: [x, y, z, qx, qy, qz, qw]}} of the /tf messages."""
+    out = {}
+    for m in tf_msgs:
+        rows = {}
+        for t in m.transforms:
+            if t.child_frame_id in names:
+                assert t.header.frame_id == "world"
+                tr, r = t.transform.translation, t.transform.rotation
+                rows[t.child_frame_id] = np.array([tr.x, tr.y, tr.z, r.x, r.y, r.z, r.w])
+        out[stamp_ns(m.transforms[0])] = rows
+    return out
+
+
+def _run(s, cycles, reset=True, names=NAMES):
+    """``cycles`` lockstep cycles of the law: (states, stamps, {cycle: object rows})."""
+    tf = s.ros.record(TFMessage, "/tf", TF_QOS)
+    ctl = LockstepController(s, _law, cycles, reset=reset)
+    states = ctl.run(s)
+    stamps = ctl.stamps[:len(states)]
+    s.ros.spin_until(lambda: any(stamp_ns(m.transforms[0]) >= stamps[-1] - 10_000_000
+                                 for m in tf.msgs), 10.0)
+    rows = _object_rows(tf.msgs, names)
+    s.ros.stop_recording(tf)
+    index = {t: i for i, t in enumerate(stamps)}
+    return states, stamps, {index[t]: r for t, r in rows.items() if t in index}
+
+
+def _core(params_file):
+    return wb_sim.Simulator.from_yaml(params_file)
+
+
+def test_object_tf_and_entity_state_equal_the_cores(s, params_file):
+    """60 lockstep cycles: the objects' /tf rows equal the core's bit for bit (the crate
+    falling: the test could fail); then get_entity_state of each object equals the core."""
+    states, _, tf = _run(s, 60)
+    core = _core(params_file)
+    assert len(tf) >= 5, sorted(tf)
+    for i in range(len(states)):
+        qj = states[i][0]
+        assert np.array_equal(qj, core.joint_positions), i
+        if i in tf:
+            assert set(tf[i]) == set(NAMES), (i, tf[i])
+            poses = core.object_poses()
+            for k, name in enumerate(core.objects):
+                assert np.array_equal(tf[i][name.name], poses[k]), (i, name.name)
+        if i < len(states) - 1:
+            core.step(_law(i, core.joint_positions, core.joint_velocities, core.q)["effort"])
+    crate = core.object_poses()[0]
+    assert 0.1 < crate[2] < 0.3 - 0.01  # it fell during the run
+    res = _call(s, si.GetEntities, "get_entities")
+    assert res.result.result == OK and list(res.entities) == ["wb_humanoid", *NAMES]
+    for k, name in enumerate(NAMES):
+        st = _call(s, si.GetEntityState, "get_entity_state", entity=name).state
+        p, o = st.pose.position, st.pose.orientation
+        assert np.array_equal([p.x, p.y, p.z, o.x, o.y, o.z, o.w], core.object_poses()[k])
+        lin, ang = core.object_twist(name)
+        tw = st.twist
+        assert np.array_equal([tw.linear.x, tw.linear.y, tw.linear.z], lin)
+        assert np.array_equal([tw.angular.x, tw.angular.y, tw.angular.z], ang)
+    assert core.object_twist("crate")[0][2] < -0.5  # falling: the twist is compared too
+    res = _call(s, si.GetEntityState, "get_entity_state", entity="crat")
+    assert res.result.result == si_msg.Result.RESULT_NOT_FOUND
+    assert "did you mean 'crate'" in res.result.error_message
+
+
+def test_object_markers_are_latched_with_shape_and_size(s):
+    rec = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: bool(rec.msgs), 10.0)
+    markers = rec.msgs[-1].markers
+    s.ros.stop_recording(rec)
+    assert markers[0].action == Marker.DELETEALL
+    by_frame = {m.header.frame_id: m for m in markers[1:]}
+    assert set(by_frame) == set(NAMES)
+    crate, ball = by_frame["crate"], by_frame["ball"]
+    assert crate.type == Marker.CUBE and (crate.scale.x, crate.scale.y, crate.scale.z) == \
+        (0.2, 0.2, 0.2)
+    assert ball.type == Marker.SPHERE and ball.scale.x == 0.2
+    assert crate.frame_locked and crate.pose.orientation.w == 1.0
+
+
+def test_set_entity_state_moves_an_object_and_refuses_one_under_ground(s):
+    state = si_msg.EntityState()
+    state.pose.position.x, state.pose.position.y, state.pose.position.z = 1.2, 0.3, 0.4
+    state.pose.orientation.w = 1.0
+    state.twist.linear.y = 0.25
+    res = _call(s, si.SetEntityState, "set_entity_state", entity="crate", state=state,
+                set_pose=True, set_twist=True)
+    assert res.result.result == OK, res.result.error_message
+    got = _call(s, si.GetEntityState, "get_entity_state", entity="crate").state
+    assert (got.pose.position.x, got.pose.position.y, got.pose.position.z) == (1.2, 0.3, 0.4)
+    assert got.twist.linear.y == 0.25
+    state.pose.position.z = 0.02  # its half height is 0.1
+    res = _call(s, si.SetEntityState, "set_entity_state", entity="crate", state=state,
+                set_pose=True)
+    assert res.result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    assert "under the ground" in res.result.error_message and "raise it" in \
+        res.result.error_message, res.result.error_message
+    again = _call(s, si.GetEntityState, "get_entity_state", entity="crate").state
+    assert again.pose == got.pose
+
+
+def _spawn(s, name, uri, xyz=(0.5, -0.5, 0.3), **extra):
+    pose = si.SpawnEntity.Request().initial_pose
+    pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
+    return _call(s, si.SpawnEntity, "spawn_entity", name=name,
+                 entity_resource=si_msg.Resource(uri=uri), initial_pose=pose, **extra)
+
+
+def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
+    """Spawn a 0.1 m box 0.3 m up: after 400 lockstep cycles it rests at 0.05 m (1 mm);
+    delete it: /tf and the markers lose it, the others stay. A snapshot of the set without
+    it is refused while it is there (naming the sets), restored once it is gone."""
+    res = _call(s, si.DeleteEntity, "save_snapshot", entity="no_cube").result
+    assert res.result == OK, res.error_message
+    res = _spawn(s, "cube", "wb_sim://box?size=0.1,0.1,0.1&mass=0.5")
+    assert res.result.result == OK, res.result.error_message
+    assert res.entity_name == "cube" and "physics paused" in res.result.error_message
+    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
+    assert res.result != OK and "free objects" in res.error_message, res.error_message
+    s.node.wait_for_log("spawned object 'cube'", 10.0)
+    names = (*NAMES, "cube")
+    markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: bool(markers.msgs), 10.0)
+    assert {m.header.frame_id for m in markers.msgs[-1].markers[1:]} == set(names)
+    s.ros.stop_recording(markers)
+    _, _, tf = _run(s, 400, names=names)  # the reset puts it back at its spawn pose
+    first, last = tf[min(tf)], tf[max(tf)]
+    assert first["cube"][2] > 0.25, first["cube"]  # it started up there
+    assert abs(last["cube"][2] - 0.05) < 1e-3, last["cube"]
+    assert np.allclose(last["cube"][:2], [0.5, -0.5], atol=1e-3)
+    res = _call(s, si.DeleteEntity, "delete_entity", entity="cube")
+    assert res.result.result == OK, res.result.error_message
+    markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: bool(markers.msgs), 10.0)
+    assert {m.header.frame_id for m in markers.msgs[-1].markers[1:]} == set(NAMES)
+    s.ros.stop_recording(markers)
+    _, _, tf = _run(s, 30, names=names)
+    assert tf and all(set(rows) == set(NAMES) for rows in tf.values()), tf
+    res = _call(s, si.GetEntities, "get_entities")
+    assert list(res.entities) == ["wb_humanoid", *NAMES]
+    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
+    assert res.result == OK, res.error_message
+
+
+@pytest.mark.parametrize("name, uri, code, fragments", [
+    ("crate", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("exists already",)),
+    ("b2", "wb_sim://bx?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
+     ("unknown shape 'bx'", "did you mean 'box'")),
+    ("b3", "wb_sim://box?size=0.1,0.1,0.1&mass=-2", "RESULT_OPERATION_FAILED",
+     ("mass -2 kg", "> 0")),
+    ("b4", "wb_sim://box?size=0.1,0,0.1&mass=1", "RESULT_OPERATION_FAILED",
+     ("must be > 0",)),
+    ("b5", "wb_sim://box?mass=1", "RESOURCE_PARSE_ERROR", ("lacks size",)),
+    ("b6", "file:///tmp/box.urdf", "UNSUPPORTED_FORMAT", ("wb_sim://",)),
+    ("", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_INVALID", ("give the object a name",)),
+    ("l_foot", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("robot frame",)),
+    ("b7", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
+     ("under the ground", "raise its position")),
+])
+def test_spawn_refusals_say_what_is_wrong(s, name, uri, code, fragments):
+    res = _spawn(s, name, uri, xyz=(0.5, -0.5, 0.0 if name == "b7" else 0.3))
+    expected = getattr(si.SpawnEntity.Response, code, None)
+    expected = getattr(si_msg.Result, code) if expected is None else expected
+    assert res.result.result == expected, res.result.error_message
+    for f in fragments:
+        assert f in res.result.error_message, res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
+
+
+def test_spawn_with_allow_renaming_takes_a_free_name(s):
+    res = _spawn(s, "crate", "wb_sim://cylinder?size=0.05,0.2&mass=1", allow_renaming=True)
+    assert res.result.result == OK and res.entity_name == "crate_1", res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == \
+        ["wb_humanoid", *NAMES, "crate_1"]
+    assert _call(s, si.DeleteEntity, "delete_entity", entity="crate_1").result.result == OK
+
+
+def test_delete_refusals(s):
+    res = _call(s, si.DeleteEntity, "delete_entity", entity="bal")
+    assert res.result.result == si_msg.Result.RESULT_NOT_FOUND
+    assert "did you mean 'ball'" in res.result.error_message, res.result.error_message
+    res = _call(s, si.DeleteEntity, "delete_entity", entity="wb_humanoid")
+    assert res.result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    assert "only free objects" in res.result.error_message
+    assert s.node.alive()
+
+
+def test_snapshot_with_objects_continues_bit_identically(s):
+    """Reset, 50 cycles, save (the crate in mid-air), 80 cycles; restore, the same 80
+    cycles: joint states and the objects' TF equal bit for bit, cycle by cycle."""
+    _run(s, 50)
+    res = _call(s, si.DeleteEntity, "save_snapshot", entity="mid_air").result
+    assert res.result == OK, res.error_message
+    first = _run(s, 80, reset=False)
+    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="mid_air").result
+    assert res.result == OK, res.error_message
+    second = _run(s, 80, reset=False)
+    (sa, _, ta), (sb, _, tb) = first, second
+    assert len(sa) == len(sb) == 81
+    for k, (x, y) in enumerate(zip(sa, sb)):
+        for f, (u, w) in enumerate(zip(x, y)):
+            assert np.array_equal(u, w), (k, f)
+    assert sorted(ta) == sorted(tb) and len(ta) >= 5
+    z = [ta[i]["crate"][2] for i in sorted(ta)]
+    assert z[0] > z[-1] + 0.01  # the crate falls during the compared cycles
+    for i in ta:
+        for name in NAMES:
+            assert np.array_equal(ta[i][name], tb[i][name]), (i, name)
+
+
+def test_wb_sim_record_plans_the_object_markers_with_objects():
+    """The objects' markers (latched) where the parameters name objects; their frames are
+    on /tf, which is recorded anyway."""
+    from wb_sim.ros.record import LATCHED, plan_topics
+    assert "/objects" not in {t for t, _, _ in plan_topics({})}
+    plan = {t: (m, k) for t, m, k in plan_topics({"objects.names": ["crate"]})}
+    assert plan["/objects"] == ("visualization_msgs/msg/MarkerArray", "objects")
+    assert "objects" in LATCHED and "/tf" in plan
+
+
+def test_spawn_while_running_in_real_time_pauses_the_physics_and_goes_on(tmp_path, params_file):
+    """Free-running at real_time_factor 1: a spawn pauses the physics for the rebuild (the
+    answer and the log say how long), the clock then goes on at the real-time pace without
+    a burst to catch up (no 'behind its deadlines' re-anchoring) and the new object's frame
+    is on /tf."""
+    from sensor_msgs.msg import JointState
+    setup = SimSetup(tmp_path, "real_time_factor:=1.0", params_file=params_file)
+    try:
+        res = _spawn(setup, "cube", "wb_sim://sphere?size=0.05&mass=0.3")
+        assert res.result.result == OK, res.result.error_message
+        assert "physics paused" in res.result.error_message
+        tf = setup.ros.record(TFMessage, "/tf", TF_QOS)
+        js = setup.ros.record(JointState, "joint_states", TF_QOS)
+        assert setup.ros.spin_until(lambda: any(
+            t.child_frame_id == "cube" for m in tf.msgs for t in m.transforms), 10.0)
+        setup.ros.spin_for(1.0)
+        stamps = [stamp_ns(m) for m in js.msgs]
+        assert stamps == sorted(stamps) and len(stamps) > 100
+        log = setup.node.log()
+        assert "spawned object 'cube'" in log and "behind its deadlines" not in log, log
+        assert setup.node.alive()
+    finally:
+        setup.close()
