@@ -32,7 +32,8 @@ setup(
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
                 "ros-std-srvs", "ros-nav-msgs", "ros-rosgraph-msgs", "ros-builtin-interfaces",
-                "ros-rcl-interfaces", "ros-ament-index-python", "ros-visualization-msgs"],
+                "ros-rcl-interfaces", "ros-ament-index-python", "ros-visualization-msgs",
+                "ros-diagnostic-msgs"],
         # recordings (rosbag2 MCAP without ROS) and their plots
         "plot": ["matplotlib", "rosbags>=0.10"],
         # the browser viewer (viewer: meshcat)

@@ -22,6 +22,7 @@ JAZZY_WHEELS=(
   "ros-jazzy-rclpy[fastrtps]" ros-jazzy-sensor-msgs ros-jazzy-geometry-msgs ros-jazzy-std-msgs
   ros-jazzy-std-srvs ros-jazzy-nav-msgs ros-jazzy-rosgraph-msgs ros-jazzy-builtin-interfaces
   ros-jazzy-rcl-interfaces ros-jazzy-ament-index-python ros-jazzy-visualization-msgs
+  ros-jazzy-diagnostic-msgs
 )
 if [ ! -x "$VENV/bin/python" ]; then
   "$BASE_PY" -m venv "$VENV" || die "cannot make a venv with '$BASE_PY' (set WB_SIM_JAZZY_PYTHON)"

@@ -560,7 +560,7 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
 #: parameter file serves both; test_config_single_source holds this list to the node's
 #: declarations.
 NODE_GROUPS = ("publish", "topics", "command", "sync", "external_wrench", "qos_overrides",
-               "controller", "snapshots")
+               "controller", "snapshots", "diagnostics")
 NODE_NAMES = ("real_time_factor", "realtime_priority", "realtime_spin_margin_s", "world_frame",
               "stop_after_s", "viewer",
               "use_sim_time", "start_type_description_service")

@@ -319,7 +319,7 @@ def test_plot_of_the_bag(recorded, tmp_path):
     assert plot_main([str(bag), "-o", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.glob("*.png"))
     assert names == sorted(["base_com.png", "contact_forces.png", "joint_tracking.png",
-                            "torques.png", "real_time_factor.png"])
+                            "torques.png", "real_time_factor.png", "contact_state.png"])
     assert all(p.stat().st_size > 20_000 for p in tmp_path.glob("*.png"))
 
 
@@ -339,8 +339,56 @@ def test_run_records_and_plots(tmp_path):
     assert "wb_sim_plot: " in out.stdout and "stands" in out.stdout
     topics = bag_topics(bag)
     assert topics["/joint_states"][1] >= 900 and topics["/robot_description"][1] == 1
-    assert len(list(plots.glob("*.png"))) == 5
+    assert len(list(plots.glob("*.png"))) == 6  # contact_state.png: the truth was recorded
     # an existing bag is refused before anything starts
     again = subprocess.run([sys.executable, "-m", "wb_sim.ros.run", "--record", str(bag)],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert again.returncode == 2 and "exists; not overwriting" in again.stderr
+
+
+def test_contact_state_is_read_and_plotted_as_recorded(recorded, tmp_path, monkeypatch):
+    """The bag's contact_state messages, read independently (rosbags + the node's own
+    read_contact_state), one per stamp: history_from_bag's truth_t, per-surface CoP and ZMP
+    equal them bit for bit (NaN where a foot carried nothing), and contact_state.png's
+    curves are those arrays (x and y against time, and the top view), the ZMP between the
+    feet once standing."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    from wb_sim.ros.conversions import read_contact_state
+    from wb_sim.tools import plot
+    bag = recorded[0]
+    ts = get_typestore(Stores.ROS2_KILTED)
+    by_stamp = {}
+    with Reader(bag) as reader:
+        conn = [c for c in reader.connections if c.topic == "/contact_state"]
+        for c, _, raw in reader.messages(conn):
+            x = read_contact_state(ts.deserialize_cdr(raw, c.msgtype))
+            by_stamp.setdefault(int(x["stamp"][0, 0]) * NS + int(x["stamp"][0, 1]), x)
+    stamps = sorted(by_stamp)
+    h = history_from_bag(bag)
+    assert len(stamps) > 50 and h.truth_t.size == len(stamps)
+    assert np.array_equal(h.truth_t, np.array(stamps) / NS)
+    assert h.cop_names == ("left_foot", "right_foot")
+    cop = np.stack([by_stamp[t]["surfaces"][:, :3] for t in stamps], axis=1)
+    zmp = np.array([by_stamp[t]["robot"][0, :3] for t in stamps])
+    assert np.array_equal(h.cop, cop, equal_nan=True)
+    assert np.array_equal(h.zmp, zmp, equal_nan=True)
+    last = by_stamp[stamps[-1]]["surfaces"][:, 1]
+    assert min(last) < zmp[-1, 1] < max(last)  # standing: the ZMP between the feet
+    figures = {}
+
+    def keep(fig, out_dir, name):
+        figures[name] = fig
+        return out_dir / name
+    monkeypatch.setattr(plot, "_save", keep)
+    plot.plot_history(h, tmp_path)
+    ax_x, ax_y, ax_top = figures["contact_state.png"].axes
+    series = [("CoP left_foot", cop[0]), ("CoP right_foot", cop[1]), ("ZMP", zmp)]
+    for ax, xs, ys in ((ax_x, lambda p: h.truth_t, lambda p: p[:, 0]),
+                       (ax_y, lambda p: h.truth_t, lambda p: p[:, 1]),
+                       (ax_top, lambda p: p[:, 0], lambda p: p[:, 1])):
+        assert [line.get_label() for line in ax.lines] == [s[0] for s in series]
+        for line, (_, p) in zip(ax.lines, series):
+            assert np.array_equal(line.get_xdata(), xs(p), equal_nan=True)
+            assert np.array_equal(line.get_ydata(), ys(p), equal_nan=True)

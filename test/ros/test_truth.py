@@ -177,3 +177,44 @@ def test_contact_state_is_the_cores_and_its_cop_and_zmp_the_hand_computation(s, 
     cops = got[-1]["surfaces"][:, :3]
     zmp = got[-1]["robot"][0, :3]
     assert min(cops[:, 1]) < zmp[1] < max(cops[:, 1]) and abs(zmp[2]) < 1e-3
+
+
+def test_linearization_is_the_cores_and_leaves_the_state(s):
+    """From a reset, 60 paused steps without commands; get_dynamics' A, B and tau equal the
+    core's linearize_step after the same steps bit for bit (the state they were taken at: the
+    same request's q and v), the state asked again right after is the same, and one more
+    paused step lands where the core's does: the linearisation stepped the simulator and
+    left nothing behind."""
+    from wb_sim.ros.dynamics import ON_REQUEST
+    assert set(ON_REQUEST) == {"A", "B", "tau"} and not set(ON_REQUEST) & set(DEFAULT_NAMES)
+    s.reset()
+    s.pause(True)
+    try:
+        for _ in range(60):
+            assert s.step().success
+        names = ("stamp_ns", "q", "v", "A", "B", "tau", "shape.A", "shape.B")
+        got = dict(zip(names, _dynamics(s, *names)))
+        again = dict(zip(("stamp_ns", "q", "v"), _dynamics(s, "stamp_ns", "q", "v")))
+        assert s.step().success
+        after = dict(zip(("q", "v"), _dynamics(s, "q", "v")))
+    finally:
+        s.pause(False)
+    core = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    for _ in range(60):
+        core.step(np.zeros(core.nj))
+    nv, nj = core.model.nv, core.nj
+    assert list(got["shape.A"].integer_array_value) == [2 * nv, 2 * nv]
+    assert list(got["shape.B"].integer_array_value) == [2 * nv, nj]
+    assert np.array_equal(got["q"].double_array_value, core.q)
+    assert np.array_equal(got["v"].double_array_value, core.v)
+    A, B = core.linearize_step()
+    assert np.array_equal(np.reshape(got["A"].double_array_value, (2 * nv, 2 * nv)), A)
+    assert np.array_equal(np.reshape(got["B"].double_array_value, (2 * nv, nj)), B)
+    assert np.array_equal(got["tau"].double_array_value, core.applied_torques)
+    assert np.abs(B[nv:]).max() > 1e-3  # torques move the velocities
+    assert again["stamp_ns"].integer_value == got["stamp_ns"].integer_value
+    assert np.array_equal(again["q"].double_array_value, got["q"].double_array_value)
+    assert np.array_equal(again["v"].double_array_value, got["v"].double_array_value)
+    core.step(np.zeros(nj))
+    assert np.array_equal(after["q"].double_array_value, core.q)
+    assert np.array_equal(after["v"].double_array_value, core.v)

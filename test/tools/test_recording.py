@@ -136,6 +136,33 @@ def test_save_load_round_trip_is_exact(standing, tmp_path):
             assert a == b and type(a) is type(b), name
 
 
+def test_contact_truth_round_trip_and_a_version_2_file(standing, tmp_path):
+    """The contact truth's fields (a bag's contact_state) survive save / load exactly; a
+    version 2 history, written before them, loads with none."""
+    import dataclasses
+    _, _, h, _ = standing
+    k = 7
+    rng = np.random.default_rng(1)
+    cop = rng.normal(size=(2, k, 3))
+    cop[1, :3] = np.nan  # a foot not touching yet
+    truth = dataclasses.replace(h, truth_t=np.arange(k) * 0.01, cop=cop,
+                                zmp=rng.normal(size=(k, 3)), cop_names=("left", "right"))
+    back = History.load(truth.save(tmp_path / "truth"))
+    assert back.cop_names == ("left", "right")
+    for name in ("truth_t", "cop", "zmp"):
+        assert np.array_equal(getattr(back, name), getattr(truth, name), equal_nan=True)
+    with pytest.raises(RecordingError, match="'cop'"):
+        dataclasses.replace(h, truth_t=np.zeros(k), cop=cop[:, :3], cop_names=("a", "b"))
+    path = h.save(tmp_path / "v2")
+    with np.load(path) as z:
+        old = {key: z[key] for key in z.files if key not in ("truth_t", "cop", "zmp",
+                                                               "cop_names")}
+    old["format_version"] = np.array(2)
+    np.savez(tmp_path / "v2.npz", **old)
+    v2 = History.load(tmp_path / "v2.npz")
+    assert v2.truth_t.size == 0 and v2.cop.shape == (0, 0, 3) and v2.cop_names == ()
+
+
 def test_bad_files_raise_recording_error(tmp_path):
     with pytest.raises(RecordingError, match="no such file"):
         History.load(tmp_path / "missing.npz")

@@ -88,6 +88,15 @@ class ContactModel(Protocol):
         ``nonconverged`` and ``iterations_mean`` / ``iterations_p99``, the compliant
         one ``active_set_solves``."""
 
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
+        """The last solve, computed when asked (nothing per step): ``residual`` (m/s, how
+        far its impulses are from solving the contact problem; NaN unless asked) and
+        ``impulse_work`` (J,
+        the kinetic energy its impulses added; > 0: energy gained); NaN where the law has
+        no such measure (the compliant ground); and the counters since construction,
+        cheap to read: ``solves``, and for an iterative solver ``nonconverged`` and
+        ``iterations`` (:meth:`statistics` sorts its iterations: milliseconds)."""
+
     # -- what the simulator reads without asking which model it holds
     #: the contact surfaces' points (ContactPoints)
     surfaces: ContactPoints

@@ -578,6 +578,12 @@ class CompliantContact(SurfaceContact):
         slipping[off] = False
         return p, slipping, sigma
 
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
+        """Nothing a window can judge but the count of solves: the implicit step has no
+        iterative residual, and the ground stores and returns energy elastically
+        (``residual``, ``impulse_work``: NaN, not measured; no ``nonconverged``)."""
+        return {"residual": math.nan, "impulse_work": math.nan, "solves": self.solves}
+
     def statistics(self) -> dict:
         """Counts since construction: steps with touching points, and how many of
         them needed the active-set loop (impacts, take-offs, slips)."""

@@ -161,6 +161,7 @@ class RigidContact(SurfaceContact):
         self.solves = 0
         #: iterations of each solve (the last 100 000)
         self.iterations: list[int] = []
+        self.iterations_total = 0  #: of every solve, for the iterations per solve of a window
         #: active count k (or (k, True) with the spin rows) -> containers, solver, result,
         #: box rows; and the ADMM penalty (rho, power) of its last solve
         self._problems: dict = {}
@@ -230,6 +231,38 @@ class RigidContact(SurfaceContact):
         it = np.array(self.iterations[-100_000:] or [0])
         return {"solves": self.solves, "nonconverged": self.nonconverged,
                 "iterations_mean": float(it.mean()), "iterations_p99": float(np.percentile(it, 99))}
+
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
+        """The last solve, computed on demand from what it kept (nothing per step):
+        ``residual`` (m/s; only if asked, else NaN) the natural-map residual of the De
+        Saxce form of Coulomb's law and Signorini's condition, ``|lambda -
+        proj_K(lambda - (c + mu |c_t| e_n) / W_nn)| W_nn`` per point (c: the constrained
+        velocity after the impulses, with the gap and penetration terms; 0 exactly at a
+        solution, as :func:`coulomb_residual`), the worst point's; ``impulse_work`` (J)
+        the kinetic energy the contact impulses added, ``lambda . (J v_free + G lambda /
+        2)``: <= 0 for a dissipative contact, > 0 where the penetration push-out or an
+        unconverged solve put energy in. Both 0 where nothing touched. And the counters
+        since construction (plain integers, no cost): ``solves``, ``nonconverged``,
+        ``iterations`` (all solves' together)."""
+        out = {"residual": 0.0 if residual else math.nan, "impulse_work": 0.0,
+               "solves": self.solves, "nonconverged": self.nonconverged,
+               "iterations": self.iterations_total}
+        if self._last is None:
+            return out
+        idx, lam3, vel, G0, lam, g = self._last
+        Gl = G0.dot(lam)
+        out["residual"] = math.nan
+        out["impulse_work"] = float(lam.dot(vel) + 0.5 * lam.dot(Gl))
+        if residual:
+            rows = 3 * len(idx)
+            c = (g[:rows] + Gl[:rows]).reshape(-1, 3)
+            w_nn = G0.diagonal()[2:rows:3]
+            x = lam3.copy()
+            x[:, 2] -= (c[:, 2] + self.mu * np.hypot(c[:, 0], c[:, 1])) / w_nn
+            x[:, :2] -= c[:, :2] / w_nn[:, None]
+            gap = np.abs(lam3 - cone_projections(x, self.mu)).max(axis=1)
+            out["residual"] = float((gap * w_nn).max())
+        return out
 
     # ------------------------------------------------------------------ the step
 
@@ -359,6 +392,7 @@ class RigidContact(SurfaceContact):
         self.solves += 1
         self.nonconverged += not converged
         self.iterations.append(iterations)
+        self.iterations_total += iterations
         if len(self.iterations) > 200_000:
             del self.iterations[:100_000]
         if torsion:
@@ -366,12 +400,12 @@ class RigidContact(SurfaceContact):
             spin = np.zeros(pts.n)
             spin[idx] = lam[3 * k:]
             self._spin, self._spun = spin, True
-            self._last = (idx, lam3, vel[:3 * k], G0[:3 * k], lam)
+            self._last = (idx, lam3, vel, G0, lam, g)
         else:
             lam3 = lam.reshape(k, 3)
             if self._spun:
                 self._spin, self._spun = np.zeros(pts.n), False
-            self._last = (idx, lam3, vel, G0, lam)
+            self._last = (idx, lam3, vel, G0, lam, g)
         self._impulse[idx] = lam3
         self._warm = self._impulse
         v_next = MinvJt.dot(lam)
@@ -427,8 +461,9 @@ class RigidContact(SurfaceContact):
         from the impulses and the post-step velocities of the last step."""
         st = np.zeros(self.points.n, dtype=np.int8)
         if self._last is not None:
-            idx, lam3, vel, G0, lam = self._last
-            v_after = (vel + G0.dot(lam)).reshape(-1, 3)
+            idx, lam3, vel, G0, lam, _ = self._last
+            rows = 3 * len(idx)  # the points' rows (the spin rows follow them)
+            v_after = (vel[:rows] + G0[:rows].dot(lam)).reshape(-1, 3)
             # sticking: a tangential velocity the solver cannot tell from zero (what ADMM
             # leaves at its tolerance reaches ~3x it on a standing Solo12: 10x is the margin)
             slipping = np.hypot(v_after[:, 0], v_after[:, 1]) > SLIP_TOLERANCES * self.tolerance
@@ -481,6 +516,17 @@ def coulomb_residual(problem, force: np.ndarray, dt: float, mu: float) -> float:
         x = lj - (cj + np.array([0.0, 0.0, mu * math.hypot(cj[0], cj[1])])) / w_nn
         worst = max(worst, float(np.abs(lj - _cone_projection(x, mu)).max()) * w_nn)
     return worst
+
+
+def cone_projections(x: np.ndarray, mu: float) -> np.ndarray:
+    """Row by row (k, 3) the projections of :func:`_cone_projection`, vectorized."""
+    t = np.hypot(x[:, 0], x[:, 1])
+    n = np.maximum(mu * t + x[:, 2], 0.0) / (mu * mu + 1.0)
+    scale = np.divide(mu * n, t, out=np.zeros_like(t), where=t > 0.0)
+    out = np.column_stack([x[:, 0] * scale, x[:, 1] * scale, n])
+    inside = t <= mu * x[:, 2]
+    out[inside] = x[inside]
+    return out
 
 
 def _cone_projection(x: np.ndarray, mu: float) -> np.ndarray:

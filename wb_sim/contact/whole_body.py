@@ -251,6 +251,16 @@ class WholeBodyContact:
     def resolution_note(self, delassus, weight, dt):
         return self.feet.resolution_note(delassus, weight, dt)
 
+    def solver_health(self, residual: bool = True) -> dict[str, float]:
+        """The last solve's residual and impulse energy (the feet's alone, or the merged
+        problem's); the counters of both instances summed."""
+        out = dict(self._last.solver_health(residual))
+        other = (self.feet if self._merged_last else self.merged).solver_health(False)
+        for key in ("solves", "nonconverged", "iterations"):
+            if key in out:
+                out[key] += other[key]
+        return out
+
     def statistics(self) -> dict:
         out = dict(self.feet.statistics())
         for key, value in self.merged.statistics().items():

@@ -4,6 +4,9 @@ Python, no rclpy; :mod:`.services` serves it as ``rcl_interfaces/srv/GetParamete
 Each quantity is one value: an integer, a flat array of doubles (matrices row-major), or
 a list of strings; ``shape.<name>`` gives an array quantity's shape. All of one request are
 taken at one state, under the simulator's lock (:data:`QUANTITIES` says what each is).
+The linearisation of the step (``A``, ``B``, ``tau``: :meth:`wb_sim.Simulator.linearize_step`,
+2 (2 nv + nj) + 1 steps of the simulator, ~70 ms for the humanoid, the physics waiting) is
+given only when named (:data:`ON_REQUEST`), never by an empty request.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from ..errors import WbSimError
 
 #: name -> (kind, meaning): kind "int", "doubles" (flat, row-major) or "strings"
 QUANTITIES: dict[str, tuple[str, str]] = {
@@ -28,15 +33,24 @@ QUANTITIES: dict[str, tuple[str, str]] = {
     "contact_jacobian": ("doubles", "(3n, nv) their Jacobian, world axes, row-major: rows "
                                     "x, y, z of point 0, then point 1, ... "
                                     "(Simulator.contact_jacobian)"),
+    "A": ("doubles", "(2 nv, 2 nv) the step's Jacobian in the state, dx' = A dx + B dtau with "
+                     "dx = (pin.difference(q_ref, q), v - v_ref), by central differences of the "
+                     "simulator's own step (Simulator.linearize_step, eps 1e-6), row-major"),
+    "B": ("doubles", "(2 nv, nj) the step's Jacobian in the joint torques (joint_states order), "
+                     "row-major"),
+    "tau": ("doubles", "(nj,) the torques A and B are taken about: the last step's applied "
+                       "torques, N*m or N, joint_states order"),
 }
+#: given only when named: they step the simulator (and restore it)
+ON_REQUEST = ("A", "B", "tau")
 #: what an empty request gives, in this order
-DEFAULT_NAMES = tuple(QUANTITIES)
+DEFAULT_NAMES = tuple(n for n in QUANTITIES if n not in ON_REQUEST)
 
 
 def query(sim, stamp_ns: int, names) -> list[tuple[str, Any]]:
     """``(kind, value)`` per name of ``names`` (empty: :data:`DEFAULT_NAMES`), at ``sim``'s
-    current state (the caller holds its lock); kind "error" for an unknown name, its value
-    the message. Shapes: ``shape.<name>`` -> ("ints", shape)."""
+    current state (the caller holds its lock); kind "error" for an unknown name (or a
+    linearisation whose perturbed step diverged), its value the message. Shapes: ``shape.<name>`` -> ("ints", shape)."""
     names = list(names) or list(DEFAULT_NAMES)
     cache: dict[str, Any] = {}
 
@@ -52,6 +66,9 @@ def query(sim, stamp_ns: int, names) -> list[tuple[str, Any]]:
                 cache[name] = sim.mass_matrix()
             elif name == "nonlinear_effects":
                 cache[name] = sim.bias_forces()
+            elif name in ON_REQUEST:
+                cache["tau"] = np.array(sim.applied_torques)
+                cache["A"], cache["B"] = sim.linearize_step(cache["tau"])
             elif name == "contact_points":
                 pts = sim.contact_points
                 counts: dict[int, int] = {}
@@ -73,7 +90,11 @@ def query(sim, stamp_ns: int, names) -> list[tuple[str, Any]]:
                                  f"{', '.join(QUANTITIES)} (and shape.<name>)"))
             continue
         kind = QUANTITIES[base][0]
-        x = value(base)
+        try:
+            x = value(base)
+        except WbSimError as e:  # a perturbed step of the linearisation diverged
+            out.append(("error", f"{name}: {e}"))
+            continue
         if name != base:
             out.append(("ints", [] if kind == "int" else
                         [len(x)] if kind == "strings" else list(np.shape(x))))

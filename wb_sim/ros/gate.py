@@ -577,7 +577,7 @@ class CommandGate:
             self.stats.applied += 1
             sent = self.pub_wall.get(self.cmd_stamp_ns) if self.cmd_stamp_ns else None
             if sent is not None:
-                self.stats.latencies.append(wall - sent)
+                self.stats.add_latency(wall - sent)
         return self._drive(joint_positions, joint_velocities)
 
     def clear_targets(self) -> None:
@@ -670,7 +670,7 @@ class CommandGate:
         timeout = self.cfg["sync.timeout_s"] if self.have_cmd else 0.0  # a start takes long
         if timeout > 0 and now - start >= timeout:
             self.need_command = False
-            self.stats.misses += 1
+            self.stats.count_miss()
             self.lost = True
             self.losses += 1
             self.log("warning", f"lockstep: no answer from the controller for {timeout:g} s "

@@ -60,7 +60,7 @@ from .gate import BUSY_POLL_S, REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGat
 from .pacer import Pacer, stats_line
 from .parameters import (controller_params, core_keys, declare_all, load_node_config,
                          split_live_update, sync_description)
-from .publishers import StatePublishers, start_viewer
+from .publishers import DiagnosticsPublisher, StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
 from .services import NodeServices
 from .snapshots import NodeSnapshot, nbytes
@@ -156,6 +156,10 @@ class SimNode(PolledNodeMixin, Node):
         self.out = StatePublishers(self, sim, self.cfg, self.gate)
         for note in self.out.notes:
             self.get_logger().info(note)
+        #: the solver health on /diagnostics (docs/ros.md, "Solver health")
+        self.diagnostics = DiagnosticsPublisher(self, sim, self.cfg, self.pacer.stats)
+        if self.diagnostics.note:
+            self.get_logger().warning(self.diagnostics.note)
         self._make_subscriptions()
         self.node_services = NodeServices(self, self, self.now_s)
         self.add_on_set_parameters_callback(self._on_set_parameters)
@@ -594,6 +598,8 @@ class SimNode(PolledNodeMixin, Node):
             self.get_logger().error(msg)
             return False, msg
         self.efforts.after_step(self.sim.applied_torques, self.sim.joint_positions)
+        if self.diagnostics.active:
+            self.diagnostics.after_step(time.perf_counter(), self.now_msg, self.cfg)
         return True, ""
 
     def _schedule(self, running: bool = True) -> None:

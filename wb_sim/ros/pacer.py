@@ -128,7 +128,28 @@ class PacerStats:
 
     def __init__(self, wall: float = 0.0, sim: float = 0.0):
         self.latencies: collections.deque[float] = collections.deque(maxlen=100_000)
+        #: never reset: the diagnostics' windows (.health) take differences of them
+        self.steps_total = self.misses_total = 0
+        self.latency_peak = 0.0  # the largest latency since take_latency_peak
         self.reset(wall, sim)
+
+    def count_step(self) -> None:
+        self.steps += 1
+        self.steps_total += 1
+
+    def count_miss(self) -> None:
+        self.misses += 1
+        self.misses_total += 1
+
+    def add_latency(self, s: float) -> None:
+        self.latencies.append(s)
+        if s > self.latency_peak:
+            self.latency_peak = s
+
+    def take_latency_peak(self) -> float:
+        """The largest command latency (s) since the last call, and forget it (0: none)."""
+        peak, self.latency_peak = self.latency_peak, 0.0
+        return peak
 
     def reset(self, wall: float, sim: float) -> None:
         self.wall0, self.sim0, self.steps, self.misses, self.stale = wall, sim, 0, 0, 0
@@ -226,7 +247,7 @@ class Pacer:
         how long to wait for the next deadline (0: none), and how far behind the
         loop was when it re-anchored (0: it did not)."""
         self.anchor_k += 1
-        self.stats.steps += 1
+        self.stats.count_step()
         if rtf <= 0:
             return 0.0, 0.0
         deadline = self.anchor_wall + self.anchor_k * self.dt / rtf
@@ -237,7 +258,7 @@ class Pacer:
                 return 0.0, 0.0
             return -late, 0.0
         if late > self.miss_threshold_s:
-            self.stats.misses += 1
+            self.stats.count_miss()
             if late > self.reanchor_s:
                 self.anchor(now)
                 return 0.0, late

@@ -22,6 +22,7 @@ from ..config import (PARAMETERS, POSE_PARAMETERS, SURFACE_PARAMETERS, flatten,
                       read_yaml_params)
 from ..errors import ConfigError
 from ..parameters import Param, by_key, table_markdown, unknown_key_error
+from .health import CHECKS
 
 #: one token of a ROS 2 topic name
 TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -38,6 +39,14 @@ def _topic(x):
         return ("must be a valid ROS topic name: letters, digits and '_' in tokens that do not "
                 "start with a digit, separated by single '/', optionally starting with '/' or "
                 "'~/' ('' disables the stream)")
+    return None
+
+
+def _thresholds(x):
+    """[warn, error]: 0 <= warn <= error."""
+    warn, error = x
+    if not 0.0 <= warn <= error:
+        return "must be [warn, error] with 0 <= warn <= error"
     return None
 
 
@@ -125,6 +134,10 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_markers_rate_hz", "float", 30.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.contact_state_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.diagnostics_rate_hz", "float", 1.0, "Hz",
+          "Rate of the solver health on topics.diagnostics (wall clock, while the physics "
+          "runs); each message judges the window since the last (docs/ros.md, 'Solver "
+          "health'); 0 = off.", lo=0.0),
     Param("publish.stats_period_s", "float", 10.0, "s",
           "Wall-clock period of the log line with the achieved real-time factor, deadline "
           "misses, command latency, effort saturation and joint drift; 0 = never.", lo=0.0,
@@ -181,6 +194,10 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "per contact point position, normal, penetration, force, stick/slip; per surface "
           "the centre of pressure and force; the ZMP, centre of mass and centroidal "
           "momentum; built only while subscribed ('' = off).", check=_topic),
+    Param("topics.diagnostics", "str", "/diagnostics", "",
+          "diagnostic_msgs/DiagnosticArray of the solver health (publish.diagnostics_rate_hz, "
+          "thresholds diagnostics.*); needs the diagnostic_msgs package (logged if missing) "
+          "('' = off).", check=_topic),
     Param("topics.joint_commands", "str", "joint_commands", "",
           "sensor_msgs/JointState in: name and position / velocity / effort (each empty or one "
           "per name: the fields given select the joint's mode, tau = command.kp (q_ref - q) + "
@@ -316,6 +333,10 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("snapshots.max_mb", "float", 256.0, "MB",
           "Most memory the kept snapshots may hold together (a humanoid's is ~0.1 MB); a "
           "snapshot above it is refused.", lo=0.0, lo_open=True, live=True),
+    *(Param(f"diagnostics.{c.key}", "floats", list(c.default), c.unit,
+            f"[warn, error] thresholds of the {c.status!r} diagnostics: {c.what}; above "
+            f"warn the status is WARN, above error ERROR.", length=2,
+            check=_thresholds, live=True) for c in CHECKS),
     Param("viewer", "str", "none", "",
           "Browser view of the robot and contact forces: 'none' | 'meshcat' (the URL is "
           "logged, 30 frames/s; needs pip install wb_sim[viewer]).",

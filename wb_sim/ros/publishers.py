@@ -364,3 +364,66 @@ def start_viewer(name: str, sim, lock, logger):
     viewer.start(snapshot)
     logger.info(f"viewer: open {viewer.url} in a browser")
     return viewer
+
+
+#: /diagnostics: the aggregators' QoS (rclcpp's diagnostic_updater publishes with depth 1)
+DIAGNOSTICS_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class DiagnosticsPublisher:
+    """The solver health (:class:`.health.HealthMonitor`) as diagnostic_msgs/DiagnosticArray
+    on ``topics.diagnostics`` every ``1 / publish.diagnostics_rate_hz`` s (wall), each
+    status named ``wb_sim: <check group>``, ``hardware_id`` the robot's name. Off
+    (:attr:`active` False, :attr:`note` says why) when the rate is 0, the topic empty, or
+    diagnostic_msgs does not import."""
+
+    def __init__(self, node, sim, cfg, stats):
+        from .health import CHECKS, HealthMonitor
+        self.cfg_keys = tuple(f"diagnostics.{c.key}" for c in CHECKS)
+        self.note: str | None = None
+        self.health = None
+        rate, topic = cfg["publish.diagnostics_rate_hz"], cfg["topics.diagnostics"]
+        if not (rate > 0 and topic):
+            return
+        try:
+            from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+        except ImportError as e:
+            self.note = (f"diagnostic_msgs is not installed ({e}): the solver health on "
+                         f"'{topic}' is off. A ROS 2 install has it (rosdep key "
+                         f"diagnostic_msgs); pip: 'pip install ros-diagnostic-msgs' (Kilted) or "
+                         f"'ros-jazzy-diagnostic-msgs' (Jazzy), as tools/setup_venv.sh does")
+            return
+        self._types = DiagnosticArray, DiagnosticStatus, KeyValue
+        self.period = 1.0 / rate
+        self.health = HealthMonitor(sim, stats, {c.key: cfg[f"diagnostics.{c.key}"]
+                                                 for c in CHECKS})
+        self._pub = node.create_publisher(DiagnosticArray, topic, DIAGNOSTICS_QOS)
+        self._hardware_id = sim.robot.model.name
+        self._next = time.perf_counter() + self.period
+
+    @property
+    def active(self) -> bool:
+        return self.health is not None
+
+    def after_step(self, now: float, stamp, cfg) -> None:
+        """After each step (the caller holds the node's lock): the window's per-step
+        figures while someone subscribes; at ``now`` >= the next sample, publish
+        (``stamp()``: the builtin_interfaces Time of the state, ``cfg``: the thresholds,
+        live)."""
+        health = self.health
+        if health.watching:
+            health.after_step()
+        if now < self._next:
+            return
+        self._next = max(self._next + self.period, now)
+        health.thresholds = {k.removeprefix("diagnostics."): cfg[k] for k in self.cfg_keys}
+        statuses = health.sample()
+        health.watching = self._pub.get_subscription_count() > 0
+        Array, Status, KeyValue = self._types
+        msg = Array()
+        msg.header.stamp = stamp()
+        msg.status = [Status(level=bytes([s.level]), name=s.name, message=s.message,
+                             hardware_id=self._hardware_id,
+                             values=[KeyValue(key=k, value=v) for k, v in s.values.items()])
+                      for s in statuses]
+        self._pub.publish(msg)

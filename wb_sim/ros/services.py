@@ -134,7 +134,8 @@ class NodeServices:
 
     def _on_get_dynamics(self, request, response):
         """``~/get_dynamics`` (rcl_interfaces/srv/GetParameters): ``names`` the quantities
-        of :data:`.dynamics.QUANTITIES` (none: all of them, in that order), each answered
+        of :data:`.dynamics.QUANTITIES` (none: :data:`.dynamics.DEFAULT_NAMES`, all but the
+        linearisation, in that order), each answered
         by one ParameterValue, all at one state (the lock held while they are computed)."""
         from rcl_interfaces.msg import ParameterType, ParameterValue
         T = ParameterType

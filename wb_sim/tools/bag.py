@@ -60,7 +60,8 @@ NS = 1_000_000_000
 #: holds them equal), for a bag without the recorder's parameters
 DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
                   "contact_wrench": "contact_wrench", "robot_description": "robot_description",
-                  "joint_commands": "joint_commands", "actuators": "actuators", "ft": "ft"}
+                  "joint_commands": "joint_commands", "actuators": "actuators", "ft": "ft",
+                  "contact_state": "contact_state"}
 #: the drives' readings under the prefix topics.actuators, and their History fields
 ACTUATOR_READINGS = {"current": "motor_current", "voltage": "motor_voltage",
                      "temperature": "motor_temperature"}
@@ -277,7 +278,7 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
         topics = {k: absolute(str(params.get(f"topics.{k}", d)))
                   for k, d in DEFAULT_TOPICS.items()}
         wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
-                                      "joint_commands")}
+                                      "joint_commands", "contact_state")}
         drives = {r: f"{topics['actuators'].rstrip('/')}/{r}" for r in ACTUATOR_READINGS}
         wanted |= set(drives.values())
         prefix = topics["contact_wrench"].rstrip("/") + "/"
@@ -482,6 +483,7 @@ def history_from_bag(path: str | Path) -> History:
     dt = dt_ns / NS if dt_ns else math.nan
     drives = _drives(path, data, params, robot, urdf, wall_ns, dt)
     ft_names, ft_wrench = _ft_sensors(data, params, t_ns)
+    truth = contact_truth(data[topics["contact_state"]], configured)
     return History(
         t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
         contact_force=force.reshape(len(wrenches), n, 3), joint_positions=qj,
@@ -492,7 +494,7 @@ def history_from_bag(path: str | Path) -> History:
         friction_coefficient=float(params.get("contact.friction_coefficient", math.nan)),
         mass=robot.mass, gravity=np.array(params.get("gravity", [0.0, 0.0, -9.81]), dtype=float),
         robot=str(model.name), dt=dt, joint_units=joint_units(robot), joint_velocities=vj,
-        ft_names=ft_names, ft_wrench=ft_wrench, **drives)
+        ft_names=ft_names, ft_wrench=ft_wrench, **drives, **truth)
 
 
 def _ft_sensors(data: dict, params: dict[str, Any], t_ns: np.ndarray):
@@ -514,6 +516,38 @@ def _ft_sensors(data: dict, params: dict[str, Any], t_ns: np.ndarray):
         i = _hold(st, t_ns)
         out[i >= 0, k] = w[i[i >= 0]]
     return tuple(names), out
+
+
+def contact_state_sections(msg) -> dict[str, np.ndarray]:
+    """A ``contact_state`` message (std_msgs/Float64MultiArray, any reader's) back into its
+    labelled sections, label -> (rows, columns): each ``layout.dim`` is (label, rows, rows x
+    columns) of one section, in order (docs/ros.md, 'contact_state')."""
+    data, out, at = np.asarray(msg.data, dtype=float), {}, 0
+    for dim in msg.layout.dim:
+        rows, size = int(dim.size), int(dim.stride)
+        out[str(dim.label)] = data[at:at + size].reshape(rows, size // rows if rows else 0)
+        at += size
+    return out
+
+
+def contact_truth(msgs: list, surfaces: list[str]) -> dict[str, Any]:
+    """The History fields of the contact truth from ``contact_state`` messages ((log_ns,
+    msg) pairs): each sample's stamp, each surface's centre of pressure, the ZMP, in stamp
+    order, a stamp once; ``surfaces``: the simulator's contact surfaces (the rows' order;
+    unknown: 'surface k'). Nothing recorded: {}."""
+    rows = {}
+    for _, m in msgs:
+        x = contact_state_sections(m)
+        sec, nsec = x["stamp"][0]
+        rows.setdefault(int(sec) * NS + int(nsec), x)
+    if not rows:
+        return {}
+    t = np.array(sorted(rows), dtype=np.int64)
+    cop = np.stack([rows[k]["surfaces"][:, :3] for k in t], axis=1)
+    names = tuple(surfaces) if len(surfaces) == cop.shape[0] else \
+        tuple(f"surface {i}" for i in range(cop.shape[0]))
+    return {"truth_t": t / NS, "cop": cop, "zmp": np.array([rows[k]["robot"][0, :3] for k in t]),
+            "cop_names": names}
 
 
 def _drives(path: Path, data: dict, params: dict[str, Any], robot, urdf: str,

@@ -16,6 +16,8 @@ or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
 * ``torques.png``: applied torques against their limits (the joints closest to
   their limits when there are many);
 * ``real_time_factor.png``: simulated time over wall-clock time, over the run;
+* ``contact_state.png`` (a bag with the node's ``contact_state``): each surface's centre of
+  pressure and the ZMP, x and y against time and a top view;
 
 and, for a run with drives (``actuators.model`` other than ``ideal``), per driven joint:
 
@@ -186,6 +188,33 @@ def _contact_forces(h: History, out_dir: Path) -> Path:
     for ax in axes[-1]:
         ax.set_xlabel("simulated time [s]")
     return _save(fig, out_dir, "contact_forces.png")
+
+
+def _contact_state(h: History, out_dir: Path) -> Path:
+    fig = _figure(11, 7.5)
+    fig.suptitle(_title(h, "centres of pressure and ZMP (contact truth, world frame)"))
+    grid = fig.add_gridspec(2, 2)
+    ax_x, ax_y = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[1, 0])
+    ax_top = fig.add_subplot(grid[:, 1])
+    t = h.truth_t
+    series = [(f"CoP {name}", h.cop[k]) for k, name in enumerate(h.cop_names)]
+    series.append(("ZMP", h.zmp))
+    for label, p in series:
+        style = {"color": "k", "linestyle": "--"} if label == "ZMP" else {}
+        ax_x.plot(t, p[:, 0], label=label, **style)
+        ax_y.plot(t, p[:, 1], label=label, **style)
+        ax_top.plot(p[:, 0], p[:, 1], label=label, **style)
+    ax_x.set_title("x (NaN: the surface carries no normal force)")
+    ax_x.set_ylabel("x [m]")
+    ax_y.set_title("y")
+    ax_y.set_ylabel("y [m]")
+    ax_y.set_xlabel("simulated time [s]")
+    ax_x.legend(loc="best")
+    ax_top.set_title("top view")
+    ax_top.set_xlabel("x [m]")
+    ax_top.set_ylabel("y [m]")
+    ax_top.set_aspect("equal", adjustable="datalim")
+    return _save(fig, out_dir, "contact_state.png")
 
 
 def ft_figure(h: History):
@@ -527,6 +556,8 @@ def plot_history(history: History, out_dir: str | Path) -> list[Path]:
         if h.joint_names:
             paths += [_joint_tracking(h, out), _torques(h, out)]
         paths.append(_real_time_factor(h, out))
+        if h.truth_t.size:
+            paths.append(_contact_state(h, out))
         if h.actuator_joints and np.isfinite(h.motor_current).any():
             paths += [_motor_current(h, out), _motor_temperature(h, out)]
             if h.actuator_model == "dc_motor" and np.isfinite(h.drive_parameters).all() \

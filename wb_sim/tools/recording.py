@@ -35,8 +35,9 @@ import numpy as np
 from ..errors import WbSimError
 
 #: format version written into every .npz history (2: joint velocities and the drives'
-#: readings; 3: the force-torque sensors' readings; an older file reads with them unknown)
-FORMAT_VERSION = 3
+#: readings; 3: the force-torque sensors' readings; 4: the contact truth's centres of
+#: pressure and ZMP; an older file reads with them unknown)
+FORMAT_VERSION = 4
 
 #: the columns of :attr:`History.drive_parameters`, one row per driven joint: the
 #: dc_motor's constants (``actuators.<column>``, units of docs/parameters.md)
@@ -47,6 +48,8 @@ _ADDED_IN_2 = ("joint_velocities", "actuator_model", "actuator_joints", "motor_c
                "motor_voltage", "motor_temperature", "drive_parameters")
 #: the History fields a version 2 file lacks
 _ADDED_IN_3 = ("ft_names", "ft_wrench")
+#: the History fields a version 3 file lacks
+_ADDED_IN_4 = ("truth_t", "cop", "zmp", "cop_names")
 
 
 class RecordingError(WbSimError, ValueError):
@@ -102,6 +105,14 @@ class History:
     #: (n, k, 6) each sensor's reading [force N, torque N*m] in its frame, as published
     #: (``Simulator.ft_wrench_array()``, noise and bias included); NaN: none recorded
     ft_wrench: np.ndarray | None = None
+    #: (k,) simulated time of the contact truth's samples (the node's contact_state), s; its
+    #: own time base (its rate); empty: not recorded
+    truth_t: np.ndarray | None = None
+    #: (nc, k, 3) world centre of pressure of each surface of ``cop_names``, m (NaN: no
+    #: normal force)
+    cop: np.ndarray | None = None
+    zmp: np.ndarray | None = None  #: (k, 3) world ZMP of all the contact points, m
+    cop_names: tuple[str, ...] = ()  #: the surfaces of ``cop``'s rows
 
     def __post_init__(self) -> None:
         f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -131,6 +142,11 @@ class History:
         self.drive_parameters = unknown(self.drive_parameters, (m, len(DRIVE_COLUMNS)))
         self.ft_names = tuple(str(s) for s in self.ft_names)
         self.ft_wrench = unknown(self.ft_wrench, (n, len(self.ft_names), 6))
+        self.cop_names = tuple(str(x) for x in self.cop_names)
+        self.truth_t = np.zeros(0) if self.truth_t is None else f(self.truth_t).reshape(-1)
+        k, nc = self.truth_t.size, len(self.cop_names)
+        self.cop = unknown(self.cop, (nc, k, 3))
+        self.zmp = unknown(self.zmp, (k, 3))
         expected = {"wall": (n,), "base_position": (n, 3), "com": (n, 3),
                     "contact_force": (ns, n, 3), "joint_positions": (n, nj),
                     "reference_positions": (n, nj), "applied_torques": (n, nj),
@@ -139,7 +155,8 @@ class History:
                     "motor_current": (n, m), "motor_voltage": (n, m),
                     "motor_temperature": (n, m),
                     "drive_parameters": (m, len(DRIVE_COLUMNS)),
-                    "ft_wrench": (n, len(self.ft_names), 6)}
+                    "ft_wrench": (n, len(self.ft_names), 6),
+                    "cop": (nc, k, 3), "zmp": (k, 3)}
         for key, shape in expected.items():
             got = np.shape(getattr(self, key))
             if got != shape:
@@ -185,7 +202,8 @@ class History:
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names"):
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
+                    "cop_names"):
             arrays[key] = np.array(arrays[key], dtype=str)
         arrays["format_version"] = np.array(FORMAT_VERSION)
         try:
@@ -219,14 +237,16 @@ class History:
             raise RecordingError(f"'{path}' has history format {version}; this wb_sim reads "
                                  f"up to {FORMAT_VERSION}")
         names = [f.name for f in dataclasses.fields(cls)]
-        optional = (_ADDED_IN_2 if version < 2 else ()) + (_ADDED_IN_3 if version < 3 else ())
+        optional = ((_ADDED_IN_2 if version < 2 else ()) + (_ADDED_IN_3 if version < 3 else ())
+                    + (_ADDED_IN_4 if version < 4 else ()))
         missing = [k for k in names if k not in data and k not in optional]
         if missing:
             raise RecordingError(f"'{path}': the history lacks {', '.join(missing)}")
         kw = {k: data[k] for k in names if k in data}
         if version < 2:
             kw["actuator_model"] = ""  # not recorded then
-        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names"):
+        for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
+                    "cop_names"):
             if key in kw:
                 kw[key] = tuple(kw[key].tolist())
         for key in ("friction_coefficient", "mass", "dt"):
