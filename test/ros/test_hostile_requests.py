@@ -364,24 +364,39 @@ def _stand_law(nj: int):
 
 
 def test_an_observer_does_not_change_a_lockstep_run(tmp_path):
-    """The same 400 lockstep cycles with and without a ~370 Hz get_simulation_state
-    poll (answered at most REQUESTS_MAX_RATE_HZ a second): bit-identical states."""
+    """The same 400 lockstep cycles with and without an observer polling the read-only
+    services at ~370 Hz in all (``get_simulation_state``, ``get_entity_state``,
+    ``get_entities`` and ``list_snapshots`` in turn): bit-identical states, and every
+    call answered."""
     setup = SimSetup(tmp_path, "sync.mode:=lockstep", "real_time_factor:=0.0")
     try:
         nj = len(setup.first_js.name)
         quiet = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
-        client = _client(setup, si.GetSimulationState, "get_simulation_state")
+        polled = [(_client(setup, kind, name), _harmless(kind)) for kind, name in (
+            (si.GetSimulationState, "get_simulation_state"),
+            (si.GetEntityState, "get_entity_state"), (si.GetEntities, "get_entities"),
+            (si.GetEntities, "list_snapshots"))]
         calls = []
-        timer = setup.ros.node.create_timer(
-            1 / 370, lambda: calls.append(client.call_async(si.GetSimulationState.Request())))
+
+        def poll():
+            client, request = polled[len(calls) % len(polled)]
+            calls.append(client.call_async(request))
+
+        timer = setup.ros.node.create_timer(1 / 370, poll)
         t0 = time.monotonic()
         observed = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
         wall = time.monotonic() - t0
         setup.ros.node.destroy_timer(timer)
         answered = sum(f.done() for f in calls)
+        setup.ros.spin_until(lambda: all(f.done() for f in calls), 30.0)
         print(f"\nlockstep observed: {len(calls)} calls ({len(calls) / wall:.0f}/s), "
-              f"{answered} answered during the run")
+              f"{answered} answered during the run, "
+              f"{sum(f.done() for f in calls)} in all")
         assert answered > 20, answered
+        assert all(f.done() for f in calls), \
+            f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered"
+        assert all(f.result().result.result == OK for f in calls)
+        assert len(observed) == len(quiet) == 401
         for a, b in zip(quiet, observed):
             for x, y in zip(a, b):
                 np.testing.assert_array_equal(x, y)
