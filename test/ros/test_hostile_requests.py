@@ -42,7 +42,7 @@ from simulation_interfaces import msg as si_msg  # noqa: E402
 from simulation_interfaces import srv as si  # noqa: E402
 
 from helpers.ros import LockstepController, SimSetup  # noqa: E402
-from wb_sim.ros.services import REQUESTS_MAX_RATE_HZ  # noqa: E402
+from wb_sim.ros.services import REQUESTS_MAX_RATE_HZ, SERVICE_QOS  # noqa: E402
 from wb_sim.ros.sim_interfaces import MAX_STEPS_PER_REQUEST  # noqa: E402
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -67,6 +67,15 @@ def _client(s, kind, name):
     if key not in s.ros._clients:
         s.ros.call(kind, f"/wb_sim/{name}", _harmless(kind))
     return s.ros._clients[key]
+
+
+def _deep_client(s, kind, name):
+    """A client of /wb_sim/<name> keeping as many answers as the node queues requests
+    (SERVICE_QOS), matched both ways."""
+    client = s.ros.node.create_client(kind, f"/wb_sim/{name}", qos_profile=SERVICE_QOS)
+    assert client.wait_for_service(timeout_sec=10.0), name
+    s.ros.spin_for(0.5)
+    return client
 
 
 def _harmless(kind):
@@ -371,11 +380,15 @@ def test_an_observer_does_not_change_a_lockstep_run(tmp_path):
     setup = SimSetup(tmp_path, "sync.mode:=lockstep", "real_time_factor:=0.0")
     try:
         nj = len(setup.first_js.name)
-        quiet = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
-        polled = [(_client(setup, kind, name), _harmless(kind)) for kind, name in (
+        # clients as deep as the node's queues: rclpy's default keeps only 10 answers, and
+        # the test spins for the lockstep controller as much as for the answers
+        polled = [(_deep_client(setup, kind, name), _harmless(kind)) for kind, name in (
             (si.GetSimulationState, "get_simulation_state"),
             (si.GetEntityState, "get_entity_state"), (si.GetEntities, "get_entities"),
             (si.GetEntities, "list_snapshots"))]
+        # made before the quiet run: between the runs the controller must not be silent for
+        # sync.timeout_s (1 s), or the node counts it lost and steps on without it
+        quiet = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
         calls = []
 
         def poll():
@@ -394,12 +407,14 @@ def test_an_observer_does_not_change_a_lockstep_run(tmp_path):
               f"{sum(f.done() for f in calls)} in all")
         assert answered > 20, answered
         assert all(f.done() for f in calls), \
-            f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered"
+            f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered\n" \
+            f"{setup.describe()}"
         assert all(f.result().result.result == OK for f in calls)
         assert len(observed) == len(quiet) == 401
-        for a, b in zip(quiet, observed):
-            for x, y in zip(a, b):
-                np.testing.assert_array_equal(x, y)
+        for i, (a, b) in enumerate(zip(quiet, observed)):
+            for x, y, what in zip(a, b, ("positions", "velocities", "efforts", "base height",
+                                         "q", "base twist")):
+                np.testing.assert_array_equal(x, y, err_msg=f"state {i}: {what}")
     finally:
         setup.close()
 

@@ -26,7 +26,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from helpers.ros import RosClient, fresh_domain_id  # noqa: E402
 from wb_sim.ros import rclpy_shim  # noqa: E402
-from wb_sim.ros.services import SERVICE_QOS, CpuBudget  # noqa: E402
+from wb_sim.ros.services import BUDGET_WARN_PERIOD_S, SERVICE_QOS, CpuBudget  # noqa: E402
 
 
 class FakeClock:
@@ -67,6 +67,24 @@ def test_the_budget_lets_a_burst_through_then_waits_for_what_was_overdrawn():
     assert b.delay() == 0.0
     b.charge(0.015)  # 0.010 - 0.015: 0.005 s overdrawn
     assert b.delay() == pytest.approx(0.25)
+
+
+def test_waiting_for_the_budget_is_told_at_most_once_per_period():
+    clock = FakeClock()
+    told: list[str] = []
+    b = CpuBudget(share=0.02, burst_s=0.01, clock=clock, warn=told.append)
+    stop = Never()
+    b.charge(0.02)
+    b.wait(stop)
+    assert len(told) == 1 and "REQUESTS_MAX_CPU_SHARE" in told[0] and "1000" in told[0]
+    clock.t += 1.0
+    b.charge(0.05)
+    b.wait(stop)
+    assert len(told) == 1  # within BUDGET_WARN_PERIOD_S of the first
+    clock.t += BUDGET_WARN_PERIOD_S
+    b.charge(0.05)
+    b.wait(stop)
+    assert len(told) == 2
 
 
 def test_the_budget_neither_waits_nor_charges_while_inactive():

@@ -345,8 +345,8 @@ class RequestServer:
     Order: each service's requests in the order they came (DDS's queue); services with
     requests waiting take turns, one request each. ``budget`` (optional) bounds the work:
     ``budget.wait(stop)`` before each request (it may sleep; the request stays in DDS's
-    queue meanwhile, nothing is dropped by this server), ``budget.charge(cpu_s)`` after it
-    with the thread's CPU time it took. A callback that raises is logged (an error) and its
+    queue meanwhile, nothing is dropped by this server), ``budget.charge(cpu_s)`` with all
+    of the thread's CPU time (waking, taking, answering, sending; waiting costs none). A callback that raises is logged (an error) and its
     client gets no answer, as with the executor; the server goes on.
 
     Only where :func:`serves_requests` (the internals); the node must mix in
@@ -357,7 +357,7 @@ class RequestServer:
         node._served = frozenset(id(s) for s in self.services)
         self.served = 0  #: requests answered
         self.failed = 0  #: requests whose callback or answer failed
-        self.cpu_s = 0.0  #: the thread's CPU time spent on requests, s
+        self.cpu_s = 0.0  #: the thread's CPU time, s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wb_sim requests", daemon=True)
 
@@ -372,50 +372,65 @@ class RequestServer:
             self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        node, services = self.node, self.services
-        ws = _rclpy.WaitSet(0, 0, 0, 0, len(services), 0, node.context.handle)
+        node = self.node
         timeout_ns = int(SERVE_WAIT_S * 1e9)
+        self._cpu_mark = time.thread_time()
         try:
-            while not self._stop.is_set() and node.context.ok():
-                with contextlib.ExitStack() as stack:
-                    for s in services:
-                        stack.enter_context(s.handle)
-                    stack.enter_context(node.context.handle)
+            # the handles stay entered while the thread serves (destroy_node closes it
+            # first): each wake adds them to the wait set and takes from them directly
+            with contextlib.ExitStack() as stack:
+                for s in self.services:
+                    stack.enter_context(s.handle)
+                stack.enter_context(node.context.handle)
+                ws = _rclpy.WaitSet(0, 0, 0, 0, len(self.services), 0, node.context.handle)
+                served = [(s.handle, s.srv_type.Request, s.srv_type.Response, s)
+                          for s in self.services]
+                by_pointer = {entry[0].pointer: entry for entry in served}
+                while not self._stop.is_set() and node.context.ok():
                     ws.clear_entities()
-                    for s in services:
-                        ws.add_service(s.handle)
+                    for entry in served:
+                        ws.add_service(entry[0])
                     ws.wait(timeout_ns)
-                    ready = ws.get_ready_entities("service")
-                pending = [s for s in services if s.handle.pointer in ready]
-                while pending and not self._stop.is_set():
-                    pending = [s for s in pending if self._serve_one(s)]
+                    pending = [by_pointer[p] for p in ws.get_ready_entities("service")
+                               if p in by_pointer]
+                    while pending and not self._stop.is_set():
+                        pending = [e for e in pending if self._serve_one(*e)]
+                    self._charge()
         except Exception as e:  # noqa: BLE001 - the context or a handle went down under us
             if node.context.ok() and not self._stop.is_set():
                 node.get_logger().error(f"the requests' thread stopped: "
                                         f"{type(e).__name__}: {e}")
 
-    def _serve_one(self, srv) -> bool:
+    def _charge(self) -> None:
+        """Charge the budget with the thread's CPU time since the last charge: the requests
+        and the waking, taking and sending around them (waiting costs none)."""
+        now = time.thread_time()
+        spent, self._cpu_mark = now - self._cpu_mark, now
+        self.cpu_s += spent
+        if self.budget is not None:
+            self.budget.charge(spent)
+
+    def _serve_one(self, handle, request_type, response_type, srv) -> bool:
         """Take and answer ``srv``'s next request; False if there was none (or stopping)."""
         budget = self.budget
-        if budget is not None and not budget.wait(self._stop):
-            return False
-        t0 = time.thread_time()
-        with srv.handle:
-            request, header = srv.handle.service_take_request(srv.srv_type.Request)
+        if budget is not None:
+            self._charge()
+            if not budget.wait(self._stop):
+                return False
+        request, header = handle.service_take_request(request_type)
         if header is None:
             return False
         try:
-            response = srv.callback(request, srv.srv_type.Response())
-            srv.send_response(response, header)
+            response = srv.callback(request, response_type())
+            if not isinstance(response, response_type):
+                raise TypeError(f"the callback returned a {type(response).__name__}, not a "
+                                f"{response_type.__name__}")
+            handle.service_send_response(response, header.request_id)
             self.served += 1
         except Exception as e:  # noqa: BLE001 - one failed request must not end the server
             self.failed += 1
             self.node.get_logger().error(f"a request to {srv.srv_name} failed: "
                                          f"{type(e).__name__}: {e}")
-        spent = time.thread_time() - t0
-        self.cpu_s += spent
-        if budget is not None:
-            budget.charge(spent)
         return True
 
 

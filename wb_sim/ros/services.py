@@ -23,6 +23,7 @@ checked before anything runs (:mod:`.sim_interfaces`).
 from __future__ import annotations
 
 import array
+import math
 import re
 import threading
 import time
@@ -43,7 +44,8 @@ from .snapshots import SnapshotError, SnapshotStore
 #: ones are never answered (their clients time out): DDS drops them without telling the node
 #: (rclpy hands a service neither the request's client nor anything else to count the lost
 #: by). 100 answered 100 of a burst of 300 while the physics ran free (paced at 25 a second);
-#: 1000 holds 40 s of paced requests per service, a few hundred bytes each. KEEP_ALL would
+#: 1000 holds 40 s of paced requests per service (with the requests' thread, bounded by CPU
+#: time instead, ~3 s of cheap requests), a few hundred bytes each. KEEP_ALL would
 #: answer any burst but bounds nothing a client sends
 SERVICE_QUEUE_DEPTH = 1000
 SERVICE_QOS = QoSProfile(depth=SERVICE_QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
@@ -65,6 +67,8 @@ REQUESTS_MAX_RATE_HZ = 25.0
 REQUESTS_MAX_CPU_SHARE = 0.03
 #: the most CPU time the requests may take at once (a burst) within REQUESTS_MAX_CPU_SHARE, s
 REQUESTS_BURST_CPU_S = 0.02
+#: requests waiting for their CPU budget are logged (a warning) at most this often, s
+BUDGET_WARN_PERIOD_S = 10.0
 #: rclpy's parameter services (``~/get_parameters``, ...): moved to the requests' group and
 #: paced as they are (a flood of get_parameters halved the real-time factor)
 PARAMETER_SERVICES = ("describe_parameters", "get_parameter_types", "get_parameters",
@@ -115,11 +119,16 @@ class CpuBudget:
 
     def __init__(self, share: float = REQUESTS_MAX_CPU_SHARE,
                  burst_s: float = REQUESTS_BURST_CPU_S, active=lambda: True,
-                 clock=time.monotonic):
+                 clock=time.monotonic, warn=None):
+        """``warn(text)``: told when requests start to wait for the budget (at most once
+        per :data:`BUDGET_WARN_PERIOD_S`): they come faster than it answers them, and a
+        service's queue that overflows loses its oldest requests in DDS."""
         self.share, self.burst_s, self.active, self._clock = share, burst_s, active, clock
         self._credit = burst_s
         self._t = clock()
         self.waited_s = 0.0  #: wall time the requests waited for the budget, s
+        self._warn = warn
+        self._warned = -math.inf
 
     def _refill(self) -> float:
         now = self._clock()
@@ -139,6 +148,13 @@ class CpuBudget:
         stopping."""
         pause = self.delay()
         if pause > 0:
+            if self._warn is not None and self._t - self._warned >= BUDGET_WARN_PERIOD_S:
+                self._warned = self._t
+                self._warn(f"requests come faster than their CPU budget answers them "
+                           f"({self.share:.0%} of a core while the physics runs free, "
+                           f"REQUESTS_MAX_CPU_SHARE): they wait in their services' queues, "
+                           f"answered in order; a service with more than "
+                           f"{SERVICE_QUEUE_DEPTH} waiting loses its oldest (DDS drops them)")
             stop.wait(pause)
             self.waited_s += pause
         return not stop.is_set()
@@ -186,7 +202,8 @@ class NodeServices:
         #: with rclpy's internals: the thread serving the requests' group (else None: the
         #: executor's workers serve it, paced by the limiter)
         self.server = None
-        self.budget = CpuBudget(active=control.physics_free_running)
+        self.budget = CpuBudget(active=control.physics_free_running,
+                                warn=node.get_logger().warning)
         if serves_requests():
             short = [srv for srv in node.services if srv.callback_group is self.group]
             for srv in short:  # the budget bounds them instead of the limiter
