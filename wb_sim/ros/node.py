@@ -521,8 +521,8 @@ class SimNode(PolledNodeMixin, Node):
 
     def physics_free_running(self) -> bool:
         """Whether the physics steps against the wall clock now (not paused, not lockstep):
-        then requests are paced (:class:`.services.RequestLimiter`), as their cost would
-        change the run."""
+        then requests are paced (:class:`.services.RequestLimiter`) or budgeted
+        (:class:`.services.CpuBudget`), as their cost would change the run."""
         return not self._paused.is_set() and not self._lockstep
 
     def stepping_allowed(self) -> bool:

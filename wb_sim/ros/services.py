@@ -51,7 +51,8 @@ SERVICE_QUEUE_DEPTH = 1000
 SERVICE_QOS = QoSProfile(depth=SERVICE_QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
 #: while the physics runs free (not paused, not lockstep), at most this many service
 #: requests and action goals are answered a second, all services together (the
-#: parameter services included): rclpy's executor costs ~1-2 ms of CPU per request (its
+#: parameter services included; with rclpy's internals only the stepping service and the
+#: action, the others being served by the requests' thread, REQUESTS_MAX_CPU_SHARE): rclpy's executor costs ~1-2 ms of CPU per request (its
 #: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
 #: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
 #: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
