@@ -339,15 +339,17 @@ class RequestServer:
     request, calls the service's callback and sends its answer. rclpy's
     MultiThreadedExecutor costs ~0.8-2 ms of CPU per request (its wait set over every
     entity of the node rebuilt in Python, a task, a future, a worker, a guard condition),
-    most of it holding the interpreter lock the physics thread needs; this ~0.15 ms, DDS's
-    own threads included.
+    most of it holding the interpreter lock the physics thread needs; this ~0.09 ms of its
+    own (~0.2 ms with DDS's threads) in a quiet process, 0.2-0.4 ms beside a busy physics
+    thread on a loaded machine (docs/performance.md, "An observer's cost").
 
     Order: each service's requests in the order they came (DDS's queue); services with
     requests waiting take turns, one request each. ``budget`` (optional) bounds the work:
     ``budget.wait(stop)`` before each request (it may sleep; the request stays in DDS's
     queue meanwhile, nothing is dropped by this server), ``budget.charge(cpu_s)`` with all
-    of the thread's CPU time (waking, taking, answering, sending; waiting costs none). A callback that raises is logged (an error) and its
-    client gets no answer, as with the executor; the server goes on.
+    of the thread's CPU time (waking, taking, answering, sending; waiting costs none). A
+    callback that raises is logged (an error) and its client gets no answer, as with the
+    executor; the server goes on.
 
     Only where :func:`serves_requests` (the internals); the node must mix in
     :class:`PolledNodeMixin`, which hides the services from the executor."""
