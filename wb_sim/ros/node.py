@@ -702,7 +702,7 @@ class SimNode(PolledNodeMixin, Node):
         sim_t = self._now_ns() / 1e9
         self.get_logger().info(stats_line(self.pacer, self.gate, self.sim, now, sim_t,
                                           self._lockstep, self._rcl_failures, self.efforts,
-                                          self.in_process) + self.node_services.stats_text())
+                                          self.in_process, self.node_services.stats_text()))
         self.gate.rejected.clear()
         self.pacer.stats.reset(now, sim_t)
 
