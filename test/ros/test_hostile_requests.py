@@ -366,6 +366,48 @@ def test_a_burst_of_300_calls(s):
 
 # ----------------------------------------------------------------------------- observers
 
+def test_a_free_running_observer_is_answered_whole_and_in_order(s):
+    """Free running (the requests' CPU budget active): 2 s of ~370 calls a second to
+    ``get_simulation_state`` and ``get_entity_state`` in turn, from clients as deep as the
+    node's queues: every call answered, each service's answers in the order of the calls
+    (their stamps never go back), and the node's stats line counts them (with rclpy's
+    internals, where the requests' thread serves them)."""
+    from wb_sim.ros import rclpy_shim
+    state = _deep_client(s, si.GetSimulationState, "get_simulation_state")
+    entity = _deep_client(s, si.GetEntityState, "get_entity_state")
+    calls: list = []
+
+    def poll():
+        if len(calls) % 2:
+            calls.append(entity.call_async(_harmless(si.GetEntityState)))
+        else:
+            calls.append(state.call_async(si.GetSimulationState.Request()))
+
+    timer = s.ros.node.create_timer(1 / 370, poll)
+    s.ros.spin_for(2.0)
+    s.ros.node.destroy_timer(timer)
+    assert s.ros.spin_until(lambda: all(f.done() for f in calls), 60.0), \
+        f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered\n" \
+        f"{s.describe()}"
+    assert len(calls) > 300, len(calls)
+    assert all(f.result().result.result == OK for f in calls)
+    stamps = [_stamp(f.result().state.header.stamp) for f in calls[1::2]]
+    assert all(b >= a for a, b in zip(stamps, stamps[1:])), "answers out of order"
+    if rclpy_shim.serves_requests():  # a stats line written after the last answer
+        log1 = len(s.node.log())
+        assert s.node.wait_for_log("requests answered", 5.0, count=1 + s.node.log().count(
+            "requests answered", 0, log1), spin=s.ros.spin_for)
+        counts = [int(ln.split("requests answered ", 1)[1].split(" ", 1)[0])
+                  for ln in s.node.log().splitlines() if "requests answered " in ln]
+        assert counts[-1] >= len(calls), (counts[-1], len(calls))
+    print(f"\nfree-running observer: {len(calls)} calls in 2 s, all answered")
+    _healthy(s, "after the observer")
+
+
+def _stamp(t) -> int:
+    return t.sec * 1_000_000_000 + t.nanosec
+
+
 def _stand_law(nj: int):
     """Joint-space PD towards the zero posture, as efforts (the run need not stand: the
     two runs must only be equal)."""
