@@ -42,7 +42,7 @@ from simulation_interfaces import msg as si_msg  # noqa: E402
 from simulation_interfaces import srv as si  # noqa: E402
 
 from helpers.ros import LockstepController, SimSetup  # noqa: E402
-from wb_sim.ros.services import REQUESTS_MAX_RATE_HZ  # noqa: E402
+from wb_sim.ros.services import REQUESTS_MAX_RATE_HZ, SERVICE_QOS  # noqa: E402
 from wb_sim.ros.sim_interfaces import MAX_STEPS_PER_REQUEST  # noqa: E402
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -67,6 +67,15 @@ def _client(s, kind, name):
     if key not in s.ros._clients:
         s.ros.call(kind, f"/wb_sim/{name}", _harmless(kind))
     return s.ros._clients[key]
+
+
+def _deep_client(s, kind, name):
+    """A client of /wb_sim/<name> keeping as many answers as the node queues requests
+    (SERVICE_QOS), matched both ways."""
+    client = s.ros.node.create_client(kind, f"/wb_sim/{name}", qos_profile=SERVICE_QOS)
+    assert client.wait_for_service(timeout_sec=10.0), name
+    s.ros.spin_for(0.5)
+    return client
 
 
 def _harmless(kind):
@@ -357,6 +366,48 @@ def test_a_burst_of_300_calls(s):
 
 # ----------------------------------------------------------------------------- observers
 
+def test_a_free_running_observer_is_answered_whole_and_in_order(s):
+    """Free running (the requests' CPU budget active): 2 s of ~370 calls a second to
+    ``get_simulation_state`` and ``get_entity_state`` in turn, from clients as deep as the
+    node's queues: every call answered, each service's answers in the order of the calls
+    (their stamps never go back), and the node's stats line counts them (with rclpy's
+    internals, where the requests' thread serves them)."""
+    from wb_sim.ros import rclpy_shim
+    state = _deep_client(s, si.GetSimulationState, "get_simulation_state")
+    entity = _deep_client(s, si.GetEntityState, "get_entity_state")
+    calls: list = []
+
+    def poll():
+        if len(calls) % 2:
+            calls.append(entity.call_async(_harmless(si.GetEntityState)))
+        else:
+            calls.append(state.call_async(si.GetSimulationState.Request()))
+
+    timer = s.ros.node.create_timer(1 / 370, poll)
+    s.ros.spin_for(2.0)
+    s.ros.node.destroy_timer(timer)
+    assert s.ros.spin_until(lambda: all(f.done() for f in calls), 60.0), \
+        f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered\n" \
+        f"{s.describe()}"
+    assert len(calls) > 300, len(calls)
+    assert all(f.result().result.result == OK for f in calls)
+    stamps = [_stamp(f.result().state.header.stamp) for f in calls[1::2]]
+    assert all(b >= a for a, b in zip(stamps, stamps[1:])), "answers out of order"
+    if rclpy_shim.serves_requests():  # a stats line written after the last answer
+        log1 = len(s.node.log())
+        assert s.node.wait_for_log("requests answered", 5.0, count=1 + s.node.log().count(
+            "requests answered", 0, log1), spin=s.ros.spin_for)
+        counts = [int(ln.split("requests answered ", 1)[1].split(" ", 1)[0])
+                  for ln in s.node.log().splitlines() if "requests answered " in ln]
+        assert counts[-1] >= len(calls), (counts[-1], len(calls))
+    print(f"\nfree-running observer: {len(calls)} calls in 2 s, all answered")
+    _healthy(s, "after the observer")
+
+
+def _stamp(t) -> int:
+    return t.sec * 1_000_000_000 + t.nanosec
+
+
 def _stand_law(nj: int):
     """Joint-space PD towards the zero posture, as efforts (the run need not stand: the
     two runs must only be equal)."""
@@ -364,27 +415,48 @@ def _stand_law(nj: int):
 
 
 def test_an_observer_does_not_change_a_lockstep_run(tmp_path):
-    """The same 400 lockstep cycles with and without a ~370 Hz get_simulation_state
-    poll (answered at most REQUESTS_MAX_RATE_HZ a second): bit-identical states."""
+    """The same 400 lockstep cycles with and without an observer polling the read-only
+    services at ~370 Hz in all (``get_simulation_state``, ``get_entity_state``,
+    ``get_entities`` and ``list_snapshots`` in turn): bit-identical states, and every
+    call answered."""
     setup = SimSetup(tmp_path, "sync.mode:=lockstep", "real_time_factor:=0.0")
     try:
         nj = len(setup.first_js.name)
+        # clients as deep as the node's queues: rclpy's default keeps only 10 answers, and
+        # the test spins for the lockstep controller as much as for the answers
+        polled = [(_deep_client(setup, kind, name), _harmless(kind)) for kind, name in (
+            (si.GetSimulationState, "get_simulation_state"),
+            (si.GetEntityState, "get_entity_state"), (si.GetEntities, "get_entities"),
+            (si.GetEntities, "list_snapshots"))]
+        # made before the quiet run: between the runs the controller must not be silent for
+        # sync.timeout_s (1 s), or the node counts it lost and steps on without it
         quiet = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
-        client = _client(setup, si.GetSimulationState, "get_simulation_state")
         calls = []
-        timer = setup.ros.node.create_timer(
-            1 / 370, lambda: calls.append(client.call_async(si.GetSimulationState.Request())))
+
+        def poll():
+            client, request = polled[len(calls) % len(polled)]
+            calls.append(client.call_async(request))
+
+        timer = setup.ros.node.create_timer(1 / 370, poll)
         t0 = time.monotonic()
         observed = LockstepController(setup, _stand_law(nj), 400).run(setup, 120.0)
         wall = time.monotonic() - t0
         setup.ros.node.destroy_timer(timer)
         answered = sum(f.done() for f in calls)
+        setup.ros.spin_until(lambda: all(f.done() for f in calls), 30.0)
         print(f"\nlockstep observed: {len(calls)} calls ({len(calls) / wall:.0f}/s), "
-              f"{answered} answered during the run")
+              f"{answered} answered during the run, "
+              f"{sum(f.done() for f in calls)} in all")
         assert answered > 20, answered
-        for a, b in zip(quiet, observed):
-            for x, y in zip(a, b):
-                np.testing.assert_array_equal(x, y)
+        assert all(f.done() for f in calls), \
+            f"{sum(not f.done() for f in calls)} of {len(calls)} calls never answered\n" \
+            f"{setup.describe()}"
+        assert all(f.result().result.result == OK for f in calls)
+        assert len(observed) == len(quiet) == 401
+        for i, (a, b) in enumerate(zip(quiet, observed)):
+            for x, y, what in zip(a, b, ("positions", "velocities", "efforts", "base height",
+                                         "q", "base twist")):
+                np.testing.assert_array_equal(x, y, err_msg=f"state {i}: {what}")
     finally:
         setup.close()
 

@@ -144,9 +144,9 @@ def test_this_rclpy_has_every_internal_the_shim_uses():
         pytest.skip(f"{rclpy_shim.FORCE_PUBLIC_ENV} is set in this environment")
     assert rclpy_shim.INTERNALS == {"RCLError": True, "publish_raw": True,
                                     "polled subscriptions": True, "parameter overrides": True,
-                                    "events wait": True}
+                                    "events wait": True, "served requests": True}
     assert ("internals used: RCLError, publish_raw, polled subscriptions, parameter overrides, "
-            "events wait" in rclpy_shim.describe())
+            "events wait, served requests" in rclpy_shim.describe())
 
 
 def test_the_environment_variable_turns_every_internal_off():

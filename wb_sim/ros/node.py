@@ -187,6 +187,7 @@ class SimNode(PolledNodeMixin, Node):
                 + f"{RESEND_S if self._lockstep else FIRST_STATE_PERIOD_S:g}"
                 + f" s meanwhile on '{self.cfg['topics.joint_states']}'")
         self.get_logger().info(rclpy_shim.describe())
+        self.node_services.start()  # the requests' thread: the node is whole
 
     # the parameter callback replaces the configuration: the gate reads the new one
     @property
@@ -291,6 +292,8 @@ class SimNode(PolledNodeMixin, Node):
             self.viewer = None
         if getattr(self, "intake", None) is not None:
             self.intake.close()
+        if getattr(self, "node_services", None) is not None:
+            self.node_services.close()
         return super().destroy_node()
 
     # ------------------------------------------------------------------ publishers
@@ -548,8 +551,8 @@ class SimNode(PolledNodeMixin, Node):
 
     def physics_free_running(self) -> bool:
         """Whether the physics steps against the wall clock now (not paused, not lockstep):
-        then requests are paced (:class:`.services.RequestLimiter`), as their cost would
-        change the run."""
+        then requests are paced (:class:`.services.RequestLimiter`) or budgeted
+        (:class:`.services.CpuBudget`), as their cost would change the run."""
         return not self._paused.is_set() and not self._lockstep
 
     def stepping_allowed(self) -> bool:
@@ -731,7 +734,7 @@ class SimNode(PolledNodeMixin, Node):
         sim_t = self._now_ns() / 1e9
         self.get_logger().info(stats_line(self.pacer, self.gate, self.sim, now, sim_t,
                                           self._lockstep, self._rcl_failures, self.efforts,
-                                          self.in_process))
+                                          self.in_process, self.node_services.stats_text()))
         self.gate.rejected.clear()
         self.pacer.stats.reset(now, sim_t)
 

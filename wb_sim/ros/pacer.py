@@ -319,14 +319,14 @@ class Pacer:
 
 
 def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool,
-               rcl_failures: int = 0, efforts=None, in_process=None) -> str:
+               rcl_failures: int = 0, efforts=None, in_process=None, requests: str = "") -> str:
     """The node's periodic stats line (``publish.stats_period_s``): pace and misses (or
     lockstep's throughput), command latency, base position, effort saturation and
     joint drift (``efforts``, a :class:`~wb_sim.ros.verdict.EffortWatch`: its period's
     figures, then a new period), contact solver, commands applied (or the calls of
     ``in_process``, a :class:`wb_sim.control.ControllerLoop`), middleware
-    failures, the pacing policy, rejected messages by topic and reason
-    (``gate.rejected``: counted, not logged one by one)."""
+    failures, the pacing policy, ``requests`` (the services' text, as is), rejected messages
+    by topic and reason (``gate.rejected``: counted, not logged one by one; last)."""
     s = pacer.stats
     lat = ""
     p = s.latency_percentiles()
@@ -361,4 +361,4 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
         applied += (", the controller is lost (no answer for sync.timeout_s): stepping without "
                     "waiting")
     policy = "" if lockstep else f", pacing: {pacer.policy}"
-    return f"{pace}{lat}{base}{solver}{applied}{policy}{rejected}"
+    return f"{pace}{lat}{base}{solver}{applied}{policy}{requests}{rejected}"

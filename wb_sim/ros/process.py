@@ -8,7 +8,9 @@ thread (:func:`_spin`) waits for the node's services, parameters and (public-API
 command messages and hands each ready callback to one of :data:`EXECUTOR_WORKERS` workers
 of a MultiThreadedExecutor, by callback group: the commands in the node's default
 (mutually exclusive) group, the short services (the parameters' included) one at a time
-in a group of their own (:attr:`.services.NodeServices.group`, paced), the stepping service and the
+in a group of their own (:attr:`.services.NodeServices.group`, paced; with rclpy's
+internals served instead by a requests' thread of their own,
+:class:`.rclpy_shim.RequestServer`, bounded by a CPU budget), the stepping service and the
 SimulateSteps action in a reentrant one (:attr:`.services.NodeServices.long_group`), so
 a long request never holds up the parameters or the commands, nor a cancel or another
 service; a third thread looks for another node of the same name for

@@ -24,6 +24,12 @@ subscriptions       them): rmw's new-message callback wakes the
                     physics thread, which runs the command's
                     callback itself; ~65 us sooner per answer
                     than polling and 2x cheaper than rcl_wait
+``service_take_``   the short requests (state queries, parameters,  the executor serves them
+``request``         ...) served on a thread of their own: an rcl    (a worker of its
+(``Service.         wait set over just those services, take,        MultiThreadedExecutor:
+handle``)           callback, send (~0.15 ms of CPU a request, 5x   ~0.8-2 ms of CPU a
+                    less than the executor); the executor must not  request)
+                    see them: the node overrides ``Node.services``
 ``RCLError``        tell a failed rcl call (going on) from a bug    ``RuntimeError``
 (``_rclpy_pybind11``)
 ``_parameter_``     the names of the parameters given to the node   the ``--params-file`` and
@@ -46,12 +52,16 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from typing import Any, Callable
 
 import rclpy
 from rclpy.node import Node
 from rclpy.publisher import Publisher
 
+#: longest wait of the requests' thread (:class:`RequestServer`) before it looks whether
+#: it should stop, s
+SERVE_WAIT_S = 0.1
 #: environment variable: "1" forces the public-API path everywhere
 FORCE_PUBLIC_ENV = "WB_SIM_RCLPY_PUBLIC_API"
 FORCED_PUBLIC = os.environ.get(FORCE_PUBLIC_ENV, "") not in ("", "0")
@@ -70,6 +80,8 @@ except ImportError:  # pragma: no cover
 _HAVE_NODE_PROPERTIES = isinstance(getattr(Node, "subscriptions", None), property) and \
     isinstance(getattr(Node, "waitables", None), property)
 _HAVE_TAKE = _rclpy is not None and hasattr(getattr(_rclpy, "Subscription", None), "take_message")
+_HAVE_SERVICE_TAKE = _rclpy is not None and hasattr(getattr(_rclpy, "Service", None),
+                                                    "service_take_request")
 
 #: internal -> whether it is used (present and not forced off)
 INTERNALS: dict[str, bool] = {
@@ -84,6 +96,8 @@ try:
 except ImportError:  # Humble has none
     _EventsExecutor = None
 INTERNALS["events wait"] = INTERNALS["polled subscriptions"] and _EventsExecutor is not None
+INTERNALS["served requests"] = not FORCED_PUBLIC and _HAVE_WAITSET and _HAVE_SERVICE_TAKE \
+    and isinstance(getattr(Node, "services", None), property)
 
 
 class _CommandsOnly:
@@ -188,12 +202,18 @@ def raw_publisher(publisher: Publisher | None) -> Callable[[bytes], None] | None
 class PolledNodeMixin:
     """Mixed into a Node before ``Node``: the executor does not see the subscriptions
     in ``self._polled`` (nor their QoS event handlers); the physics loop takes
-    their messages itself (:class:`CommandIntake`)."""
+    their messages itself (:class:`CommandIntake`); nor the services in
+    ``self._served`` (ids), which a :class:`RequestServer` serves."""
 
     @property
     def subscriptions(self):
         polled = getattr(self, "_polled", ())
         return (s for s in super().subscriptions if s not in polled)
+
+    @property
+    def services(self):
+        served = getattr(self, "_served", frozenset())
+        return (s for s in super().services if id(s) not in served)
 
     @property
     def waitables(self):
@@ -307,6 +327,119 @@ class CommandIntake:
             ws.wait(max(0, int(timeout_s * 1e9)))
             ready = ws.get_ready_entities("subscription")
             return [s for s in self.subs if s.handle.pointer in ready]
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+class RequestServer:
+    """Serves ``services`` (rclpy Services of ``node``) on a thread of its own, one request
+    at a time, without the executor: it waits in an rcl wait set over just those services
+    (slices of :data:`SERVE_WAIT_S`, so that :meth:`close` is noticed), takes each waiting
+    request, calls the service's callback and sends its answer. rclpy's
+    MultiThreadedExecutor costs ~0.8-2 ms of CPU per request (its wait set over every
+    entity of the node rebuilt in Python, a task, a future, a worker, a guard condition),
+    most of it holding the interpreter lock the physics thread needs; this ~0.09 ms of its
+    own (~0.2 ms with DDS's threads) in a quiet process, 0.2-0.4 ms beside a busy physics
+    thread on a loaded machine (docs/performance.md, "An observer's cost").
+
+    Order: each service's requests in the order they came (DDS's queue); services with
+    requests waiting take turns, one request each. ``budget`` (optional) bounds the work:
+    ``budget.wait(stop)`` before each request (it may sleep; the request stays in DDS's
+    queue meanwhile, nothing is dropped by this server), ``budget.charge(cpu_s)`` with all
+    of the thread's CPU time (waking, taking, answering, sending; waiting costs none). A
+    callback that raises is logged (an error) and its client gets no answer, as with the
+    executor; the server goes on.
+
+    Only where :func:`serves_requests` (the internals); the node must mix in
+    :class:`PolledNodeMixin`, which hides the services from the executor."""
+
+    def __init__(self, node: Node, services: list, budget=None):
+        self.node, self.services, self.budget = node, list(services), budget
+        node._served = frozenset(id(s) for s in self.services)
+        self.served = 0  #: requests answered
+        self.failed = 0  #: requests whose callback or answer failed
+        self.cpu_s = 0.0  #: the thread's CPU time, s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wb_sim requests", daemon=True)
+
+    def start(self) -> None:
+        """Start serving (once the node is whole: its parameter callback registered)."""
+        self._thread.start()
+
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Stop serving (the thread ends within a wait slice, or after its request)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        node = self.node
+        timeout_ns = int(SERVE_WAIT_S * 1e9)
+        self._cpu_mark = time.thread_time()
+        try:
+            # the handles stay entered while the thread serves (destroy_node closes it
+            # first): each wake adds them to the wait set and takes from them directly
+            with contextlib.ExitStack() as stack:
+                for s in self.services:
+                    stack.enter_context(s.handle)
+                stack.enter_context(node.context.handle)
+                ws = _rclpy.WaitSet(0, 0, 0, 0, len(self.services), 0, node.context.handle)
+                served = [(s.handle, s.srv_type.Request, s.srv_type.Response, s)
+                          for s in self.services]
+                by_pointer = {entry[0].pointer: entry for entry in served}
+                while not self._stop.is_set() and node.context.ok():
+                    ws.clear_entities()
+                    for entry in served:
+                        ws.add_service(entry[0])
+                    ws.wait(timeout_ns)
+                    pending = [by_pointer[p] for p in ws.get_ready_entities("service")
+                               if p in by_pointer]
+                    while pending and not self._stop.is_set():
+                        pending = [e for e in pending if self._serve_one(*e)]
+                    self._charge()
+        except Exception as e:  # noqa: BLE001 - the context or a handle went down under us
+            if node.context.ok() and not self._stop.is_set():
+                node.get_logger().error(f"the requests' thread stopped: "
+                                        f"{type(e).__name__}: {e}")
+
+    def _charge(self) -> None:
+        """Charge the budget with the thread's CPU time since the last charge: the requests
+        and the waking, taking and sending around them (waiting costs none)."""
+        now = time.thread_time()
+        spent, self._cpu_mark = now - self._cpu_mark, now
+        self.cpu_s += spent
+        if self.budget is not None:
+            self.budget.charge(spent)
+
+    def _serve_one(self, handle, request_type, response_type, srv) -> bool:
+        """Take and answer ``srv``'s next request; False if there was none (or stopping)."""
+        budget = self.budget
+        if budget is not None:
+            self._charge()
+            if not budget.wait(self._stop):
+                return False
+        request, header = handle.service_take_request(request_type)
+        if header is None:
+            return False
+        try:
+            response = srv.callback(request, response_type())
+            if not isinstance(response, response_type):
+                raise TypeError(f"the callback returned a {type(response).__name__}, not a "
+                                f"{response_type.__name__}")
+            handle.service_send_response(response, header.request_id)
+            self.served += 1
+        except Exception as e:  # noqa: BLE001 - one failed request must not end the server
+            self.failed += 1
+            self.node.get_logger().error(f"a request to {srv.srv_name} failed: "
+                                         f"{type(e).__name__}: {e}")
+        return True
+
+
+def serves_requests() -> bool:
+    """Whether the short requests are served by a :class:`RequestServer` (the internals),
+    else by the executor."""
+    return INTERNALS["served requests"]
 
 
 def _taker(sub) -> tuple:

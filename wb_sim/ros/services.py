@@ -10,7 +10,11 @@ Where they run: the short services in a mutually exclusive callback group of the
 (:attr:`NodeServices.long_group`), served by the workers of the node's
 MultiThreadedExecutor (:mod:`.process`), never in the group of the parameters and of the
 command subscriptions (the node's default group), and never on the physics thread; all of
-them paced by :class:`RequestLimiter` (:data:`REQUESTS_MAX_RATE_HZ`). Each is bounded: the state
+them paced by :class:`RequestLimiter` (:data:`REQUESTS_MAX_RATE_HZ`). With rclpy's
+internals (the default, :mod:`.rclpy_shim`) the short ones are served instead by a thread
+of their own (:class:`.rclpy_shim.RequestServer`, ~5x cheaper per request than the
+executor), bounded by :class:`CpuBudget` (:data:`REQUESTS_MAX_CPU_SHARE`) rather than
+counted. Each is bounded: the state
 queries take the simulator's lock for a copy, a stepping request takes it one step at a time
 and ends early when the node stops, the step counts and the ``get_entities`` filter are
 checked before anything runs (:mod:`.sim_interfaces`).
@@ -19,6 +23,7 @@ checked before anything runs (:mod:`.sim_interfaces`).
 from __future__ import annotations
 
 import array
+import math
 import re
 import threading
 import time
@@ -29,6 +34,7 @@ from std_srvs.srv import SetBool, Trigger
 
 from ..errors import CommandError, WbSimError
 from . import dynamics
+from .rclpy_shim import RequestServer, serves_requests
 from .sim_interfaces import Control, SimulationInterfaces, filter_error, interfaces
 from .snapshots import SnapshotError, SnapshotStore
 
@@ -38,19 +44,32 @@ from .snapshots import SnapshotError, SnapshotStore
 #: ones are never answered (their clients time out): DDS drops them without telling the node
 #: (rclpy hands a service neither the request's client nor anything else to count the lost
 #: by). 100 answered 100 of a burst of 300 while the physics ran free (paced at 25 a second);
-#: 1000 holds 40 s of paced requests per service, a few hundred bytes each. KEEP_ALL would
+#: 1000 holds 40 s of paced requests per service (with the requests' thread, bounded by CPU
+#: time instead, ~3 s of cheap requests), a few hundred bytes each. KEEP_ALL would
 #: answer any burst but bounds nothing a client sends
 SERVICE_QUEUE_DEPTH = 1000
 SERVICE_QOS = QoSProfile(depth=SERVICE_QUEUE_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
 #: while the physics runs free (not paused, not lockstep), at most this many service
 #: requests and action goals are answered a second, all services together (the
-#: parameter services included): rclpy's executor costs ~1-2 ms of CPU per request (its
+#: parameter services included; with rclpy's internals only the stepping service and the
+#: action, the others being served by the requests' thread, REQUESTS_MAX_CPU_SHARE): rclpy's executor costs ~1-2 ms of CPU per request (its
 #: wait set over the node's ~30 entities, rebuilt a few times per request, holding the
 #: interpreter lock the physics thread needs), so an observer polling at 370 Hz took
 #: ~40 % of a core from the physics and made a free-running humanoid fall. Requests above
 #: it wait their turn in the queue (SERVICE_QOS: the newest SERVICE_QUEUE_DEPTH per service). Paused or
 #: in lockstep nothing is paced: there the requests cannot change the outcome
 REQUESTS_MAX_RATE_HZ = 25.0
+#: with rclpy's internals the short requests (the requests' group) are served by a thread of
+#: their own (:class:`.rclpy_shim.RequestServer`: ~0.15 instead of ~1-2 ms of CPU each) and,
+#: while the physics runs free, bounded by the CPU time they take instead of their count: at
+#: most this share of one core over time (the thread's own CPU time, which is when it holds
+#: the interpreter lock the physics thread needs), REQUESTS_BURST_CPU_S of it at once; a
+#: request over the budget waits its turn in its queue (SERVICE_QOS), answered in order
+REQUESTS_MAX_CPU_SHARE = 0.03
+#: the most CPU time the requests may take at once (a burst) within REQUESTS_MAX_CPU_SHARE, s
+REQUESTS_BURST_CPU_S = 0.02
+#: requests waiting for their CPU budget are logged (a warning) at most this often, s
+BUDGET_WARN_PERIOD_S = 10.0
 #: rclpy's parameter services (``~/get_parameters``, ...): moved to the requests' group and
 #: paced as they are (a flood of get_parameters halved the real-time factor)
 PARAMETER_SERVICES = ("describe_parameters", "get_parameter_types", "get_parameters",
@@ -88,7 +107,64 @@ class RequestLimiter:
             self.wait()
             return callback(request, response)
         limited.__name__ = getattr(callback, "__name__", "limited")
+        limited.__wrapped__ = callback  # type: ignore[attr-defined]
         return limited
+
+
+class CpuBudget:
+    """A token bucket of CPU time for the requests' thread (:class:`.rclpy_shim.RequestServer`):
+    it earns ``share`` s of CPU per wall second, holds at most ``burst_s``; each request's CPU
+    time is charged after it (:meth:`charge`), and the next one waits asleep (without the
+    interpreter lock) while the balance is negative (:meth:`wait`). Only while ``active()``
+    (the physics runs free); otherwise nothing waits and nothing is charged."""
+
+    def __init__(self, share: float = REQUESTS_MAX_CPU_SHARE,
+                 burst_s: float = REQUESTS_BURST_CPU_S, active=lambda: True,
+                 clock=time.monotonic, warn=None):
+        """``warn(text)``: told when requests start to wait for the budget (at most once
+        per :data:`BUDGET_WARN_PERIOD_S`): they come faster than it answers them, and a
+        service's queue that overflows loses its oldest requests in DDS."""
+        self.share, self.burst_s, self.active, self._clock = share, burst_s, active, clock
+        self._credit = burst_s
+        self._t = clock()
+        self.waited_s = 0.0  #: wall time the requests waited for the budget, s
+        self._warn = warn
+        self._warned = -math.inf
+
+    def _refill(self) -> float:
+        now = self._clock()
+        self._credit = min(self.burst_s, self._credit + self.share * (now - self._t))
+        self._t = now
+        return self._credit
+
+    def delay(self) -> float:
+        """How long the next request must wait now, s (0: at once)."""
+        if not self.active():
+            return 0.0
+        credit = self._refill()
+        return 0.0 if credit >= 0 else -credit / self.share
+
+    def wait(self, stop: threading.Event) -> bool:
+        """Sleep until the budget allows the next request (or ``stop`` is set); False if
+        stopping."""
+        pause = self.delay()
+        if pause > 0:
+            if self._warn is not None and self._t - self._warned >= BUDGET_WARN_PERIOD_S:
+                self._warned = self._t
+                self._warn(f"requests come faster than their CPU budget answers them "
+                           f"({self.share:.0%} of a core while the physics runs free, "
+                           f"REQUESTS_MAX_CPU_SHARE): they wait in their services' queues, "
+                           f"answered in order; a service with more than "
+                           f"{SERVICE_QUEUE_DEPTH} waiting loses its oldest (DDS drops them)")
+            stop.wait(pause)
+            self.waited_s += pause
+        return not stop.is_set()
+
+    def charge(self, cpu_s: float) -> None:
+        """A request took ``cpu_s`` of the thread's CPU time."""
+        if self.active():
+            self._refill()
+            self._credit -= cpu_s
 
 
 class NodeServices:
@@ -129,6 +205,34 @@ class NodeServices:
             self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
                                                        self.long_group, self.limiter)
             self._snapshot_services(node, kw)
+        #: with rclpy's internals: the thread serving the requests' group (else None: the
+        #: executor's workers serve it, paced by the limiter)
+        self.server = None
+        self.budget = CpuBudget(active=control.physics_free_running,
+                                warn=node.get_logger().warning)
+        if serves_requests():
+            short = [srv for srv in node.services if srv.callback_group is self.group]
+            for srv in short:  # the budget bounds them instead of the limiter
+                srv.callback = getattr(srv.callback, "__wrapped__", srv.callback)
+            self.server = RequestServer(node, short, self.budget)
+
+    def stats_text(self) -> str:
+        """For the node's stats line: the requests the requests' thread answered since the
+        start, its CPU time and how long they waited for the budget ('' without it)."""
+        if self.server is None:
+            return ""
+        return (f", requests answered {self.server.served} in all ({self.server.cpu_s * 1e3:.0f}"
+                f" ms of CPU, {self.budget.waited_s:.1f} s waited for the CPU budget)")
+
+    def start(self) -> None:
+        """Start the requests' thread (the node calls it once it is whole)."""
+        if self.server is not None:
+            self.server.start()
+
+    def close(self) -> None:
+        """Stop the requests' thread (before the node is destroyed)."""
+        if self.server is not None:
+            self.server.close()
 
     # ------------------------------------------------------------------ dynamics
 

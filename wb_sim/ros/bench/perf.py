@@ -148,6 +148,9 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                 pacing = re.search(r"pacing: ((?:[^,(]|\([^)]*\))+)", line)  # (a, b) kept
                 if pacing:
                     out["pacing"] = pacing[1].strip()
+                answered = re.search(r"requests answered (\d+) in all", line)
+                if answered:
+                    out["requests_answered"] = int(answered[1])
                 if sync == "lockstep":
                     out.update(steps_per_s=float(m["sps"]), command_timeouts=int(m["miss"]))
                 else:
@@ -223,6 +226,8 @@ def main(argv=None) -> int:
         print(f"  deadline misses           {r['misses_per_1000']:.2f} per 1000 steps"
               f" (pacing: {r.get('pacing', '?')})")
     print(f"  node CPU                  {r['node_cpu_percent']:.0f} % of one core")
+    if "requests_answered" in r:
+        print(f"  requests answered         {r['requests_answered']} since the node started")
     if "controller_cpu_percent" in r:
         print(f"  controller CPU            {r['controller_cpu_percent']:.0f} % of one core")
     if "latency_p50_ms" in r:
