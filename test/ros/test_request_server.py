@@ -67,6 +67,11 @@ def test_the_budget_lets_a_burst_through_then_waits_for_what_was_overdrawn():
     assert b.delay() == 0.0
     b.charge(0.015)  # 0.010 - 0.015: 0.005 s overdrawn
     assert b.delay() == pytest.approx(0.25)
+    # one long request (a spawn's rebuild: ~1 s) overdraws one burst at most: the next
+    # waits 0.5 s, not 50 s
+    clock.t += 10.0
+    b.charge(1.0)
+    assert b.delay() == pytest.approx(0.5)
 
 
 def test_waiting_for_the_budget_is_told_at_most_once_per_period():

@@ -161,10 +161,14 @@ class CpuBudget:
         return not stop.is_set()
 
     def charge(self, cpu_s: float) -> None:
-        """A request took ``cpu_s`` of the thread's CPU time."""
+        """A request took ``cpu_s`` of the thread's CPU time. The debt stops at one burst:
+        a rare long request (a spawn's rebuild, ~1 s; a linearisation, ~0.07 s) delays the
+        next one by at most ``burst_s / share`` (0.67 s), instead of starving every request
+        for ``cpu_s / share`` (33 s after a spawn); what the budget bounds is a stream of
+        requests, and a stream pays in full."""
         if self.active():
             self._refill()
-            self._credit -= cpu_s
+            self._credit = max(self._credit - cpu_s, -self.burst_s)
 
 
 class NodeServices:
