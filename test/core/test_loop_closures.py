@@ -394,3 +394,37 @@ def test_joint_limit_in_a_closed_chain_acts_with_the_chains_inertia():
     assert worst < 1e-9
     assert past < 1.01 * past_ref
     assert loop < 1e-9
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_generalized_impulse_is_the_contacts_velocity_change(model):
+    """ContactModel.generalized_impulse() (what the closures read) is the whole solve's
+    J_c^T p: M (v' - v_free) of the step, with the links' collision contacts (the open
+    chain, no closure, its coupler's box dropped on the ground), at every step of 0.2 s."""
+    ground = L * np.sin(TH0) - 0.04 + 1e-3
+    sim = _sim(**{"robot_description": _coupler_on_the_ground(), "gravity": [0.0, 0.0, -G],
+                  "collision.enabled": True, "ground.height": ground, "contact.model": model,
+                  "loop_closures.frames_a": [],
+                  "loop_closures.frames_b": []})
+    mdl, data = sim._model_step, sim._model_step.createData()
+    tau = np.zeros(3)
+    touched, worst, scale = 0, 0.0, 0.0
+    for _ in range(200):
+        q, v = sim.q, sim.v  # a fixed base: the stepping velocity is pinocchio's
+        v_free = v + sim.dt * pin.aba(mdl, data, q, v, tau)
+        v_next, _, _ = sim._dynamics(q, v, sim._s.u, tau)
+        p = sim.contact.generalized_impulse()
+        M = pin.crba(mdl, data, q)
+        expected = (np.triu(M) + np.triu(M, 1).T) @ (v_next - v_free)
+        if p is None:
+            assert np.abs(expected).max() < 1e-12
+        else:
+            touched += np.abs(p).max() > 1e-4
+            worst = max(worst, np.abs(p - expected).max())
+            scale = max(scale, np.abs(p).max())
+        sim.step(tau)
+    worst /= scale
+    print(f"{model}: J_c^T p against M (v' - v_free): {worst:.1e} of its largest, "
+          f"{touched} steps of 200 touching")
+    assert touched > 50
+    assert worst < 1e-9
