@@ -1,6 +1,7 @@
 """Closed kinematic chains (loop_closures.*): a parallelogram four-bar linkage released under
 gravity against the closed form of its single degree of freedom (a pendulum), the loop's
-drift, the energy, the closure force against the statics, and the parameters' errors."""
+drift, the energy, the closure force against the statics (with the links' collision contacts
+too), a joint limit in the loop, and the parameters' errors."""
 
 from __future__ import annotations
 
