@@ -14,7 +14,9 @@ exactly (a Schur complement of the joint system of closure and contact rows)::
 and the contact model solves its own problem with ``(M_c^-1, v_free')`` unchanged: its
 impulses then move the robot only in ways that keep ``J v' = b`` (``J M_c^-1 = 0``), so
 contacts and closures agree at the end of the step, for the compliant and the rigid model
-alike. ``A^+`` is a pseudo-inverse: a row that no joint can move (the out-of-plane row of
+alike. The joint limits' impulses act the same way (after the elimination, with M_c^-1);
+:meth:`LoopClosures.impulse_after` gives the closures' impulse once the limits' and the
+contacts' generalized impulse is known (``ContactModel.generalized_impulse``). ``A^+`` is a pseudo-inverse: a row that no joint can move (the out-of-plane row of
 a planar linkage) takes no impulse.
 
 The rows hold the closure at the velocity level, with the error the step itself makes
@@ -184,8 +186,9 @@ class LoopClosures:
         return Minv_c, v_free + U @ lam0
 
     def impulse_after(self, contact_impulse: np.ndarray | None) -> np.ndarray:
-        """The closures' impulses of the step, given the contacts' generalized impulse
-        ``J_c^T p`` (nv,) of the same solve (None: none acted)."""
+        """The closures' impulses of the step, given the generalized impulse (nv,) the
+        rest of the step applied after the elimination with M_c^-1: the limits' and the
+        contacts' ``J_c^T p`` (None: none acted)."""
         if contact_impulse is not None and self._parts is not None:
             U, Ap, b, J, v_free = self._parts
             self.impulse = Ap @ (b - J @ v_free - U.T @ contact_impulse)

@@ -11,6 +11,8 @@ One step (``h = dt``), semi-implicit Euler on the manifold::
     v_free += M^-1 p_limits        (joints beyond a limit: implicit spring-dampers)
     v'     = v_free + M^-1 J_c^T p  (contact impulses p: the contact model's
                                     solve, implicit in the contact forces)
+    (with loop closures, wb_sim.loop_closures, their rows are eliminated right after ABA:
+    the limits and the contacts then act with M_c^-1 on the loops' free velocity)
     v'     = v + (M + h/2 D)^-1 M (v' - v)   (a floating base that is the whole
              robot: its gyroscopic and centripetal terms implicit, wb_sim.gyroscopic)
     q'     = integrate(q, h v')     (pinocchio: quaternion stays unit)
@@ -568,7 +570,8 @@ class Simulator:
         """(n, 6) per loop closure (``loop_closures.*``, in order) the wrench [force,
         torque] the closure exerted on frame_a during the last step, at frame_a's origin,
         world axes, N and N*m (frame_b's anchor takes the opposite); (0, 6) without
-        closures. The contact forces' share is that of the contact surfaces' points."""
+        closures. The joint limits' and the contacts' share (every row of the contact
+        solve: surfaces, links' collision, self-contacts) is accounted for."""
         lc = self.loop_closures
         if lc is None:
             return np.zeros((0, 6))
@@ -650,6 +653,12 @@ class Simulator:
         if gyro is None and self._no_points and limits is None and closures is None:
             return v_free, u, self._no_forces
         Minv_upper = pin.computeMinverse(model, data)  # the upper triangle only
+        if closures is not None:
+            # the closures' rows eliminated first: the limits and the contacts see M_c^-1,
+            # so their impulses keep the loops closed (J M_c^-1 = 0), and the closures'
+            # impulse answers for theirs (impulse_after)
+            Minv_upper, v_free = closures.eliminate(data, Minv_upper, q, v, v_free, self.dt)
+            return self._closed_dynamics(q, v, u, v_free, Minv_upper, limits)
         if limits is not None:
             idx, d = limits
             cols = self.robot.idx_v[idx]
@@ -657,20 +666,50 @@ class Simulator:
             impulse = np.zeros(model.nv)
             impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
             v_free += upper_sym_mv(Minv_upper, impulse)
-        if closures is not None:  # the closures' rows eliminated: the contacts see M_c^-1
-            Minv_upper, v_free = closures.eliminate(data, Minv_upper, q, v, v_free, self.dt)
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
         else:
             pts.update(model, data, None)
             v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
-            if closures is not None and v_next is not v_free:  # the contacts' J_c^T p
-                closures.impulse_after(pts.jacobian_g().T @ (force.ravel() * self.dt))
         if gyro is not None:
             # the base's velocity-product terms implicit on the whole increment, the limit
             # and contact impulses included (as MuJoCo's implicit integrators do); the
             # impulses themselves were solved with M^-1 (symmetric Delassus matrices)
             v_next = gyro.correct(v[3:6], Minv_upper, v_next)
+        return v_next, u_next, force
+
+    def _closed_dynamics(self, q, v, u, v_free, Minv_c, limits):
+        """The rest of :meth:`_dynamics` with loop closures, after their elimination:
+        ``v_free`` keeps the loops and ``Minv_c`` (symmetric) is M_c^-1. The limits'
+        spring-dampers act with the closed chain's inertia (a joint the loops lock, whose
+        M_c^-1 diagonal is zero, takes no limit impulse), then the contacts; the closures'
+        impulse is that of the whole step (its limit and contact impulses included)."""
+        model, data, act, closures = self._model_step, self._data_step, self.actuation, \
+            self.loop_closures
+        after = None  # the generalized impulses besides the closures', N*s
+        if limits is not None:
+            idx, d = limits
+            cols = self.robot.idx_v[idx]
+            block = Minv_c[np.ix_(cols, cols)]
+            diag = np.diag(block)
+            free = diag > 1e-12 * max(float(np.abs(np.diag(Minv_c)).max()), 1e-300)
+            if free.any():
+                if not free.all():
+                    cols, d, block = cols[free], d[free], block[np.ix_(free, free)]
+                after = np.zeros(model.nv)
+                after[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+                v_free = v_free + Minv_c @ after
+        if self._no_points:
+            v_next, u_next, force = v_free, u, self._no_forces
+        else:
+            self.contact_points.update(model, data, None)
+            v_next, force, u_next = self.contact.solve(Minv_c, v_free, u, self.dt)
+            contact = self.contact.generalized_impulse()
+            if contact is not None:
+                after = contact if after is None else after + contact
+        closures.impulse_after(after)
+        if self._gyroscopic is not None:
+            v_next = self._gyroscopic.correct(v[3:6], Minv_c, v_next)
         return v_next, u_next, force
 
     def _add_pushes(self, tau: np.ndarray, pushes) -> None:

@@ -1,6 +1,7 @@
 """Closed kinematic chains (loop_closures.*): a parallelogram four-bar linkage released under
 gravity against the closed form of its single degree of freedom (a pendulum), the loop's
-drift, the energy, the closure force against the statics, and the parameters' errors."""
+drift, the energy, the closure force against the statics (with the links' collision contacts
+too), a joint limit in the loop, and the parameters' errors."""
 
 from __future__ import annotations
 
@@ -289,3 +290,142 @@ def test_mjcf_fourbar_equals_the_urdf_one(tmp_path):
     print(f"MJCF four-bar against the URDF one: max |dq| {worst:.1e} rad over 2 s")
     assert worst < 1e-6
     assert np.allclose(a.loop_closure_wrenches, b.loop_closure_wrenches, atol=1e-6)
+
+
+def _coupler_on_the_ground() -> str:
+    """The four-bar of FOURBAR in the x-z plane (axes along -y: the same angles, z for y)
+    with a box of collision geometry under its coupler, which translates level."""
+    urdf = FOURBAR.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 -1 0"/>')
+    return urdf.replace('<link name="coupler">', f"""<link name="coupler">
+    <collision><origin xyz="{D / 2} 0 -0.02"/>
+      <geometry><box size="0.4 0.04 0.04"/></geometry></collision>""")
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_closure_force_with_a_link_on_the_ground(model):
+    """The linkage rests with its coupler's collision box (collision.enabled, no contact
+    surface) on the ground, no torque anywhere: the closure's force is the statics'
+    g(q) = J_cl^T f + J_c^T f_c (pinocchio's generalized gravity, the links' contact forces
+    the simulator reports at their points, the Jacobians), so the closure's share accounts
+    for the link contacts' impulses (before issue 29's fix it took only the contact
+    surfaces': 9.37 N for 12.50 N here, the motion right)."""
+    ground = L * np.sin(TH0) - 0.04 + 1e-4  # the box's bottom at j1 = TH0, 0.1 mm deep
+    sim = _sim(**{"robot_description": _coupler_on_the_ground(), "gravity": [0.0, 0.0, -G],
+                  "collision.enabled": True, "ground.height": ground, "contact.model": model,
+                  "contact.friction_coefficient": 1.0,
+                  "loop_closures.passive_joints": ["j2", "j3"]})
+    for _ in range(3000):
+        sim.step(np.zeros(3))
+    reading = sim.collision_points_state()
+    assert set(reading.surface) == {"coupler"} and len(reading.surface) == 4
+    mdl = sim.model
+    data = mdl.createData()
+    q = sim.q
+    grav = pin.computeGeneralizedGravity(mdl, data, q)
+    pin.computeJointJacobians(mdl, data, q)
+    pin.updateFramePlacements(mdl, data)
+    lwa = pin.LOCAL_WORLD_ALIGNED
+    jid = mdl.getJointId("j2")  # the coupler's joint
+    Jj = pin.getJointJacobian(mdl, data, jid, lwa)
+    contacts = np.zeros(mdl.nv)  # J_c^T f_c of the reported forces at their points
+    for p, f in zip(reading.position, reading.force):
+        r = p - data.oMi[jid].translation
+        contacts += (Jj[:3] - np.cross(r, Jj[3:].T).T).T @ f
+    J = (pin.getFrameJacobian(mdl, data, mdl.getFrameId("tip"), lwa)
+         - pin.getFrameJacobian(mdl, data, mdl.getFrameId("anchor"), lwa))[[0, 2]]
+    f, *_ = np.linalg.lstsq(J.T, grav - contacts, rcond=None)
+    residual = np.abs(J.T @ f - (grav - contacts)).max()
+    w = sim.loop_closure_wrenches[0]
+    print(f"{model}: closure force {w[[0, 2]]} N, statics {f} N (residual {residual:.1e} N*m); "
+          f"the links' normal force {sim.contact.link_normal_forces()} N")
+    assert abs(w[2]) > 10.0  # the loop carries a share of the coupler's load
+    assert sim.loop_closure_errors()[0] < 1e-9
+    # the rigid model stops at its solver's tolerance: at rest to a few 1e-3 of the forces
+    tol = {"compliant": 1e-6, "rigid": 5e-3}[model]
+    assert np.abs(sim.v).max() < (1e-9 if model == "compliant" else 1e-3)
+    assert residual < tol * np.abs(grav).max()
+    assert np.allclose(w[[0, 2]], f, rtol=tol, atol=tol * np.abs(f).max())
+
+
+def _limited_fourbar(upper: float) -> str:
+    """FOURBAR with an upper limit ``upper`` on its passive joint j2."""
+    i = FOURBAR.index('<joint name="j2"')
+    j = FOURBAR.index("<limit", i)
+    return (FOURBAR[:j] + f'<limit lower="-10" upper="{upper}" effort="100" velocity="100"/>'
+            + FOURBAR[FOURBAR.index("/>", j) + 2:])
+
+
+def test_joint_limit_in_a_closed_chain_acts_with_the_chains_inertia():
+    """The parallelogram swings down until its passive joint j2 (= -j1 on the loop) meets its
+    upper limit: the closures are eliminated first, so the limit's spring-damper acts with
+    the closed chain's inertia and keeps the loop. Its motion equals that of the equivalent
+    pendulum (the 1-DOF inertia and gravity moment of the closed form) with the same stop on
+    its joint, to round-off; before issue 29's fix (the limit impulse on the open chain's
+    inertia, then the closures' projection) the stop let j2 1.07e-2 rad past (the pendulum:
+    3.7e-3) and left it 4.9e-4 rad deep at rest (8.1e-5), 2.9e-2 rad off the pendulum."""
+    upper = 1.0
+    sim = _sim(**{"robot_description": _limited_fourbar(upper)})
+    m = M1 + M2 + M3
+    k = M1 * L / 2 + M2 * L + M3 * L / 2  # m * (the centre of mass's distance)
+    inertia = M1 * L**2 / 3 + M3 * L**2 / 3 + M2 * L**2  # about j1, the coupler translating
+    izz = inertia - k**2 / m
+    pendulum = f"""<robot name="pendulum"><link name="base"/>
+  <link name="bar"><inertial><origin xyz="{k / m} 0 0"/><mass value="{m}"/>
+    <inertia ixx="1e-4" ixy="0" ixz="0" iyy="{izz}" iyz="0" izz="{izz}"/></inertial></link>
+  <joint name="j1" type="revolute"><parent link="base"/><child link="bar"/>
+    <axis xyz="0 0 1"/><limit lower="{-upper}" upper="10" effort="100" velocity="100"/>
+  </joint></robot>"""
+    ref = Simulator.from_params({"robot_description": pendulum, "floating_base": False,
+                                 "gravity": [0.0, -G, 0.0], "joints.damping": 0.0,
+                                 "contact_surfaces": [], "physics_rate_hz": 1000.0,
+                                 "initial.joint_names": ["j1"],
+                                 "initial.joint_positions": [TH0]})
+    worst = past = past_ref = loop = 0.0
+    for _ in range(2000):
+        sim.step(np.zeros(3))
+        ref.step(np.zeros(1))
+        worst = max(worst, abs(sim.q[0] - ref.q[0]))
+        past, past_ref = max(past, sim.q[1] - upper), max(past_ref, -upper - ref.q[0])
+        loop = max(loop, float(sim.loop_closure_errors()[0]))
+    print(f"four-bar on j2's stop: max |j1 - pendulum| {worst:.1e} rad over 2 s; j2 past its "
+          f"limit by {past:.3e} rad at most (the pendulum {past_ref:.3e}), at the end "
+          f"{sim.q[1] - upper:.2e} rad; loop {loop:.1e} m")
+    assert past_ref > 1e-3  # the stop was hit hard
+    assert abs(sim.q[1] - upper) < 1e-3 and np.abs(sim.v).max() < 1e-3  # resting on it
+    assert worst < 1e-9
+    assert past < 1.01 * past_ref
+    assert loop < 1e-9
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_generalized_impulse_is_the_contacts_velocity_change(model):
+    """ContactModel.generalized_impulse() (what the closures read) is the whole solve's
+    J_c^T p: M (v' - v_free) of the step, with the links' collision contacts (the open
+    chain, no closure, its coupler's box dropped on the ground), at every step of 0.2 s."""
+    ground = L * np.sin(TH0) - 0.04 + 1e-3
+    sim = _sim(**{"robot_description": _coupler_on_the_ground(), "gravity": [0.0, 0.0, -G],
+                  "collision.enabled": True, "ground.height": ground, "contact.model": model,
+                  "loop_closures.frames_a": [],
+                  "loop_closures.frames_b": []})
+    mdl, data = sim._model_step, sim._model_step.createData()
+    tau = np.zeros(3)
+    touched, worst, scale = 0, 0.0, 0.0
+    for _ in range(200):
+        q, v = sim.q, sim.v  # a fixed base: the stepping velocity is pinocchio's
+        v_free = v + sim.dt * pin.aba(mdl, data, q, v, tau)
+        v_next, _, _ = sim._dynamics(q, v, sim._s.u, tau)
+        p = sim.contact.generalized_impulse()
+        M = pin.crba(mdl, data, q)
+        expected = (np.triu(M) + np.triu(M, 1).T) @ (v_next - v_free)
+        if p is None:
+            assert np.abs(expected).max() < 1e-12
+        else:
+            touched += np.abs(p).max() > 1e-4
+            worst = max(worst, np.abs(p - expected).max())
+            scale = max(scale, np.abs(p).max())
+        sim.step(tau)
+    worst /= scale
+    print(f"{model}: J_c^T p against M (v' - v_free): {worst:.1e} of its largest, "
+          f"{touched} steps of 200 touching")
+    assert touched > 50
+    assert worst < 1e-9

@@ -62,6 +62,12 @@ class ContactModel(Protocol):
         the contact impulses add (``v_free`` itself when nothing touches); point
         forces (n, 3) in ground coordinates; next state (2, n))."""
 
+    def generalized_impulse(self) -> np.ndarray | None:
+        """(nv,) the generalized impulse ``J_c^T p`` (N*s) of every row the last
+        :meth:`solve` solved (surfaces, torsional spin rows, and with the whole-body model
+        the links' ground, terrain and self-contacts, the objects'); ``None`` if no impulse
+        acted. Computed when asked; valid until the next solve."""
+
     @property
     def max_depth(self) -> float: ...
 

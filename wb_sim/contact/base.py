@@ -28,6 +28,8 @@ class SurfaceContact:
     collision = None
     #: the links against each other (self_collision.SelfCollision), or None
     self_collision = None
+    #: (J rows, their impulses or forces, scale) of the last solve, or None: nothing acted
+    _generalized = None
 
     @property
     def surfaces(self):
@@ -45,6 +47,19 @@ class SurfaceContact:
         worst = int(np.argmax(depth))
         pts = self.points
         return f"contact surface '{pts.surface_names[pts.surface_of_point[worst]]}'", depth[worst]
+
+    def generalized_impulse(self) -> np.ndarray | None:
+        """(nv,) ``J_c^T p`` of the last solve, N*s: every row it solved (the points' three,
+        the torsional spin rows) times its impulse; ``None`` if no impulse acted. Computed
+        when asked (nothing per step); valid until the next solve."""
+        g = self._generalized
+        if g is None:
+            return None
+        J, p, scale = g
+        out = J.T.dot(p)
+        if scale != 1.0:
+            out *= scale
+        return out
 
     def clear_deformation(self) -> None:
         """Nothing to clear: the surfaces' deformation is the simulator's (``u``)."""

@@ -368,6 +368,7 @@ class CompliantContact(SurfaceContact):
                 self._sigma, self._slipped = np.zeros((n, 2)), False
         v_next = MinvJt.dot(f)
         v_next += v_free
+        self._generalized = (Jg, f, h)  # J_c^T p = h J^T f, computed when asked
         if codes is None and idx is None:
             self._status = self._all_stick
             force = F[:3].T
@@ -423,6 +424,7 @@ class CompliantContact(SurfaceContact):
 
     def _nothing(self, n: int, v_free: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._status = np.zeros(n, dtype=np.int8)
+        self._generalized = None
         if self._twisted:
             self._twist, self._twisted = np.zeros(n), False
         return v_free, np.zeros((n, 3)), np.zeros((2, n))

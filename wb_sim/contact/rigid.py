@@ -347,6 +347,7 @@ class RigidContact(SurfaceContact):
         if k == 0:
             if self._spun:
                 self._spin, self._spun = np.zeros(pts.n), False
+            self._generalized = None
             return v_free, np.zeros_like(self._impulse), u
         idx = self._all if k == pts.n else np.flatnonzero(near)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
@@ -410,6 +411,7 @@ class RigidContact(SurfaceContact):
         self._warm = self._impulse
         v_next = MinvJt.dot(lam)
         v_next += v_free
+        self._generalized = (Jc, lam, 1.0)  # J_c^T lambda, computed when asked
         return v_next, self._impulse * (1.0 / dt), u
 
     def _solve_problem(self, G, g, guess, problem, key, k, bound):

@@ -338,6 +338,14 @@ class WholeBodyContact:
         self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
+    def generalized_impulse(self) -> np.ndarray | None:
+        """(nv,) ``J_c^T p`` of the last solve, N*s: the feet's alone, or the merged
+        problem's (surfaces, ground and terrain collision points, self-contacts, objects);
+        ``None`` if no impulse acted."""
+        if not (self._merged_last or self.nf):
+            return None
+        return self._last.generalized_impulse()
+
     def _blocks_before(self) -> list[np.ndarray]:
         """(2, capacity) per block: its contacts' tangential deformation for this step's
         slots, and their warm start set in ``merged``: each contact's from the last step
