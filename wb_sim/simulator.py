@@ -1333,6 +1333,11 @@ class Simulator:
                                      if x is not None)
                 raise CommandError(f"set_base_state: {moved} {too_deep}; the state is "
                                    f"untouched: give a base position higher above the ground")
+        self._set_qv(q, v)
+
+    def _set_qv(self, q: np.ndarray, v: np.ndarray) -> None:
+        """The state now with configuration ``q`` and velocity ``v`` (checked by the caller),
+        at rest (no acceleration), the rest of the record as it is."""
         snap = self.get_state()
         record = copy_record(snap.record)
         record.q = record.q_prev = _frozen(q)
@@ -1479,12 +1484,7 @@ class Simulator:
             if too_deep:
                 raise CommandError(f"{call}: position {q[iq:iq + 3].tolist()} {too_deep}; "
                                    f"the state is untouched: raise it")
-        snap = self.get_state()
-        record = copy_record(snap.record)
-        record.q = record.q_prev = _frozen(q)
-        record.v = record.v_prev = _frozen(v)
-        record.a = _frozen(np.zeros_like(v))
-        self.set_state(dataclasses.replace(snap, record=record))
+        self._set_qv(q, v)
 
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,

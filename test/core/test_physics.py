@@ -51,11 +51,7 @@ NO_TORQUE = np.zeros(0)
 # ---------------------------------------------------------------------------
 
 
-def _inertial(m, ixx, iyy, izz, xyz=(0.0, 0.0, 0.0)):
-    x, y, z = xyz
-    return (f'<inertial><origin xyz="{x} {y} {z}" rpy="0 0 0"/><mass value="{m}"/>'
-            f'<inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{iyy}" iyz="0" izz="{izz}"/>'
-            f'</inertial>')
+from helpers.spinning import _inertial  # noqa: E402  (one copy of the URDF snippet)
 
 
 BOX_M, BOX_LX, BOX_LY, BOX_LZ = 2.0, 0.2, 0.1, 0.05
