@@ -58,6 +58,8 @@ def test_ab_runs_are_the_headless_runs_and_their_divergence_is_reported(tmp_path
 def test_ab_refuses_what_it_cannot_compare(tmp_path):
     for args, why in ((["--controller", "none"], "needs a controller it can start"),
                       (["--sync", "realtime"], "compares lockstep runs"),
+                      (["--controller", "wb_sim.controllers:pd_gravity"],
+                       "wb_sim_batch --ab runs the same closed loop"),
                       (["--plot", str(tmp_path / "p")], "--plot does not go with --ab"),
                       (["--ab", "contact.model"], "expected KEY:=VALUE")):
         out = _wb_sim_run(tmp_path, "--duration", "0.1", "--ab", "contact.model:=rigid", *args)

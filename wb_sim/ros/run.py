@@ -143,7 +143,11 @@ def _ab(args, params: dict, ab: dict) -> int:
                      "and DIR/b) with wb_sim_plot")
     if args.controller == "none":
         return _fail("--ab runs the closed loop twice and needs a controller it can start: "
-                     "--controller pd or MODULE:FACTORY")
+                     "--controller pd")
+    if ":" in args.controller:  # its recording starts once the recorder finds the node
+        return _fail("--ab runs the example controller as its own process, in lockstep; for "
+                     "an in-process controller, wb_sim_batch --ab runs the same closed loop "
+                     "headless (a campaign with 'controller: module:factory')")
     if args.sync == "realtime":
         return _fail("--ab compares lockstep runs (one step per answer, reproducible); a "
                      "free-running run depends on the host: leave --sync out")
