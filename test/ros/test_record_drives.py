@@ -65,7 +65,7 @@ def bag(tmp_path_factory):
         rec = Proc("record", [sys.executable, "-m", "wb_sim.ros.record", "-o", str(out),
                               "--wait", str(STARTUP_TIMEOUT)], domain, tmp)
         procs.append(rec)
-        assert rec.wait_for_log("recording 17 topics into", STARTUP_TIMEOUT), \
+        assert rec.wait_for_log("recording 18 topics into", STARTUP_TIMEOUT), \
             "\n".join(p.describe() for p in procs)
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp)
         procs.append(ctrl)

@@ -33,7 +33,7 @@ def test_a_killed_recorder_leaves_a_bag_read_to_its_last_chunk(tmp_path):
         rec = Proc("record", [sys.executable, "-m", "wb_sim.ros.record", "-o", str(bag),
                               "--wait", str(STARTUP_TIMEOUT)], domain, tmp_path)
         procs.append(rec)
-        assert rec.wait_for_log("recording 14 topics into", STARTUP_TIMEOUT), rec.log()
+        assert rec.wait_for_log("recording 15 topics into", STARTUP_TIMEOUT), rec.log()
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp_path)
         procs.append(ctrl)
         assert node.wait_for_log("the simulation starts", STARTUP_TIMEOUT), node.log()
