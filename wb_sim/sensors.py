@@ -59,6 +59,38 @@ class ContactPointsReading:
     normal: np.ndarray | None = None
 
 
+def pressure_centre(position: np.ndarray, force: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """The centre of pressure of point forces: ``sum(f_n p) / sum(f_n)`` with ``f_n`` each
+    force's component along its point's normal (3,); NaN where the normal forces sum to
+    zero or less. Over coplanar contacts and with no other external force, the centre of
+    pressure of all of them is the ZMP (the node's ``contact_state`` ZMP, the
+    :class:`~wb_sim.tools.recording.Recorder`'s)."""
+    fn = np.einsum("ij,ij->i", force, normal)
+    total = fn.sum()
+    if not total > 0.0:
+        return np.full(3, np.nan)
+    return fn @ position / total
+
+
+def surface_pressure_centres(position: np.ndarray, force: np.ndarray, normal: np.ndarray,
+                             surface_of_point: np.ndarray, n_surfaces: int,
+                             out: np.ndarray | None = None) -> np.ndarray:
+    """(S, 3) each surface's centre of pressure (:func:`pressure_centre` of its points,
+    ``surface_of_point``: each point's surface index of ``n_surfaces``), NaN where a surface
+    carries no normal force; written into ``out`` (S, 3, any strides) where given. One
+    implementation for the node's ``contact_state`` and the Recorder: they agree bit for bit."""
+    idx, S = surface_of_point, int(n_surfaces)
+    out = np.empty((S, 3)) if out is None else out
+    fn = np.einsum("ij,ij->i", force, normal)
+    den = np.bincount(idx, weights=fn, minlength=S)
+    for a in range(3):
+        out[:, a] = np.bincount(idx, weights=fn * position[:, a], minlength=S)
+    carried = den > 0.0
+    np.divide(out, den[:, None], out=out, where=carried[:, None])
+    out[~carried] = np.nan
+    return out
+
+
 @dataclass(frozen=True)
 class SelfContactsReading:
     """Self-collision contacts of the last step (k sphere pairs within the margin)."""

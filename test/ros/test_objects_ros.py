@@ -16,7 +16,10 @@ the same law:
   ``/tf`` and the markers; the errors (unknown name, duplicate, bad shape, bad mass) say
   what is wrong and the node goes on;
 * a snapshot restored with the crate in mid-air continues bit for bit (joint states and
-  the objects' TF).
+  the objects' TF);
+* ``objects/<name>/odom`` (nav_msgs/Odometry): pose and twist (in the object's frame) equal
+  the core's ``object_pose`` / ``object_twist`` bit for bit; made with a spawned object and
+  removed with a deleted one.
 
 Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``.
 """
@@ -144,6 +147,55 @@ def test_object_tf_and_entity_state_equal_the_cores(s, params_file):
     assert "did you mean 'crate'" in res.result.error_message
 
 
+def _odometry(msgs) -> dict[int, tuple[np.ndarray, np.ndarray, str, str]]:
+    """{stamp: ([x, y, z, qx, qy, qz, qw], [twist linear, angular], frame, child)}."""
+    out = {}
+    for m in msgs:
+        p, o = m.pose.pose.position, m.pose.pose.orientation
+        t = m.twist.twist
+        out[stamp_ns(m)] = (np.array([p.x, p.y, p.z, o.x, o.y, o.z, o.w]),
+                            np.array([t.linear.x, t.linear.y, t.linear.z,
+                                      t.angular.x, t.angular.y, t.angular.z]),
+                            m.header.frame_id, m.child_frame_id)
+    return out
+
+
+def test_object_odometry_equals_the_cores(s, params_file):
+    """objects/<name>/odom (nav_msgs/Odometry, issue 31) over 40 lockstep cycles from the
+    reset: world -> the object's frame, its pose the core's object_pose (translation) and
+    object_poses row (quaternion) bit for bit, its twist the core's object_twist in the
+    object's frame (R^T lin, R^T ang) bit for bit, every cycle (the crate falling)."""
+    from nav_msgs.msg import Odometry
+    recs = {n: s.ros.record(Odometry, f"objects/{n}/odom", TF_QOS) for n in NAMES}
+    assert s.ros.spin_until(lambda: all(s.ros.node.count_publishers(f"/objects/{n}/odom")
+                                        for n in NAMES), 10.0)
+    ctl = LockstepController(s, _law, 40)
+    states = ctl.run(s)
+    stamps = ctl.stamps[:len(states)]
+    s.ros.spin_until(lambda: all(stamps[-1] in _odometry(r.msgs) for r in recs.values()), 10.0)
+    odom = {n: _odometry(r.msgs) for n, r in recs.items()}
+    s.ros.stop_recording(*recs.values())
+    core = _core(params_file)
+    seen = 0
+    for i, t in enumerate(stamps):
+        poses = core.object_poses()
+        for k, name in enumerate(NAMES):
+            if t not in odom[name]:
+                continue
+            pose, twist, frame, child = odom[name][t]
+            assert (frame, child) == ("world", name)
+            assert np.array_equal(pose[:3], core.object_pose(name).translation), (i, name)
+            assert np.array_equal(pose, poses[k]), (i, name)
+            R = core.object_pose(name).rotation
+            lin, ang = core.object_twist(name)
+            assert np.array_equal(twist, np.concatenate([R.T @ lin, R.T @ ang])), (i, name)
+            seen += 1
+        if i < len(stamps) - 1:
+            core.step(_law(i, core.joint_positions, core.joint_velocities, core.q)["effort"])
+    assert seen >= 2 * 35, seen  # (the first states, sent before the subscription matched)
+    assert core.object_twist("crate")[0][2] < -0.3  # falling: the twist is compared
+
+
 def test_object_markers_are_latched_with_shape_and_size(s):
     rec = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
     assert s.ros.spin_until(lambda: bool(rec.msgs), 10.0)
@@ -199,6 +251,8 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
     assert res.result != OK and "free objects" in res.error_message, res.error_message
     s.node.wait_for_log("spawned object 'cube'", 10.0)
+    assert s.ros.spin_until(lambda: s.ros.node.count_publishers("/objects/cube/odom") == 1,
+                            10.0)  # its odometry, made with it
     names = (*NAMES, "cube")
     markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
     assert s.ros.spin_until(lambda: bool(markers.msgs), 10.0)
@@ -215,6 +269,9 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     assert s.ros.spin_until(lambda: bool(markers.msgs), 10.0)
     assert {m.header.frame_id for m in markers.msgs[-1].markers[1:]} == set(NAMES)
     s.ros.stop_recording(markers)
+    assert s.ros.spin_until(lambda: s.ros.node.count_publishers("/objects/cube/odom") == 0,
+                            10.0)  # its odometry, removed with it
+    assert s.ros.node.count_publishers("/objects/crate/odom") == 1
     _, _, tf = _run(s, 30, names=names)
     assert tf and all(set(rows) == set(NAMES) for rows in tf.values()), tf
     res = _call(s, si.GetEntities, "get_entities")
@@ -322,3 +379,70 @@ def test_spawn_while_running_in_real_time_pauses_the_physics_and_goes_on(tmp_pat
         assert setup.node.alive()
     finally:
         setup.close()
+
+
+WATCH_CTRL = '''import numpy as np
+from wb_sim.controllers import pd_gravity
+
+
+def make(sim, case=None, **params):
+    """wb_sim.controllers:pd_gravity, saying each time its observation's q changes size."""
+    inner = pd_gravity(sim, case, **params)
+    size = [None]
+
+    def control(obs):
+        if len(obs.q) != size[0]:
+            size[0] = len(obs.q)
+            print(f"watch_ctrl: t = {obs.t:.3f} s, len(q) = {len(obs.q)}", flush=True)
+        return inner(obs)
+    return control
+
+
+make.wants_imu = False
+'''
+
+
+def test_spawn_beside_an_in_process_controller_keeps_the_robot_standing(tmp_path):
+    """The humanoid under the in-process PD (wb_sim.controllers:pd_gravity, wrapped to say
+    its observation's size) in real time; a 5 kg crate spawned beside it: the controller's
+    observation q grows by the crate's 7 coordinates and the controller goes on (the
+    joint states advance 1.5 s past the spawn), the robot stands (base height within 1 cm of
+    its start, joints within 0.02 rad of the initial posture) and the crate rests on the
+    ground (its half height, within 1 mm)."""
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import JointState
+
+    from helpers.ros import ros_env
+    from wb_sim.config import read_yaml_params
+    (tmp_path / "watch_ctrl.py").write_text(WATCH_CTRL)
+    path = ros_env(0).get("PYTHONPATH")
+    g = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
+    setup = SimSetup(tmp_path, "controller.callable:=watch_ctrl:make",
+                     f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"',
+                     "real_time_factor:=1.0",
+                     env={"PYTHONPATH": str(tmp_path) + (f":{path}" if path else "")})
+    try:
+        core = wb_sim.Simulator.from_yaml(HUMANOID_YAML)
+        nq = len(core.q)
+        assert setup.node.wait_for_log(f"len(q) = {nq}", 30.0), setup.describe()
+        setup.ros.spin_for(0.5)
+        res = _spawn(setup, "crate", "wb_sim://box?size=0.3,0.3,0.3&mass=5", xyz=(0.8, 0.0, 0.4))
+        assert res.result.result == OK, res.result.error_message
+        assert setup.node.wait_for_log(f"len(q) = {nq + 7}", 30.0), setup.describe()
+        spawned_at = float(setup.node.log().split(f"len(q) = {nq + 7}")[0]
+                           .rsplit("watch_ctrl: t = ", 1)[1].split(" s")[0])
+        js = setup.ros.record(JointState, "joint_states", TF_QOS)
+        odom = setup.ros.record(Odometry, "odom/ground_truth", TF_QOS)
+        assert setup.ros.spin_until(
+            lambda: js.msgs and stamp_ns(js.msgs[-1]) / 1e9 > spawned_at + 1.5, 30.0), \
+            setup.describe()
+        last, base = js.msgs[-1], odom.msgs[-1]
+        crate = _call(setup, si.GetEntityState, "get_entity_state", entity="crate").state
+        setup.ros.stop_recording(js, odom)
+        assert setup.node.alive(), setup.describe()
+    finally:
+        setup.close()
+    assert np.abs(np.array(last.position) - core.joint_positions).max() < 0.02
+    assert abs(base.pose.pose.position.z - core.q[2]) < 0.01, base.pose.pose.position.z
+    assert abs(crate.pose.position.z - 0.15) < 1e-3, crate.pose.position.z
+    assert "failed at t =" not in setup.node.log()

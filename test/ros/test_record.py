@@ -57,7 +57,7 @@ def record_argv(*args: str) -> list[str]:
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     """A bag of the standing humanoid under the PD controller (about 3 s of wall time):
-    14 topics, contact_wrench/collision and contact_state among them (the shipped humanoid has collision)."""
+    15 topics, contact_wrench/collision, contact_state and /diagnostics among them (the shipped humanoid has collision)."""
     tmp = tmp_path_factory.mktemp("bag")
     bag = tmp / "standing"
     domain = fresh_domain_id()
@@ -70,7 +70,7 @@ def recorded(tmp_path_factory):
         rec = Proc("record", record_argv("-o", str(bag), "--wait", str(STARTUP_TIMEOUT)),
                    domain, tmp)
         procs.append(rec)
-        assert rec.wait_for_log("recording 14 topics into", STARTUP_TIMEOUT), \
+        assert rec.wait_for_log("recording 15 topics into", STARTUP_TIMEOUT), \
             "\n".join(p.describe() for p in procs)
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp)
         procs.append(ctrl)
@@ -145,6 +145,7 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/effort_commands": "std_msgs/msg/Float64MultiArray",
         "/external_wrench": "geometry_msgs/msg/WrenchStamped",
         "/contact_state": "std_msgs/msg/Float64MultiArray",
+        "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
         "/contact_wrench/left_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/right_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/collision": "geometry_msgs/msg/WrenchStamped",
@@ -319,7 +320,8 @@ def test_plot_of_the_bag(recorded, tmp_path):
     assert plot_main([str(bag), "-o", str(tmp_path)]) == 0
     names = sorted(p.name for p in tmp_path.glob("*.png"))
     assert names == sorted(["base_com.png", "contact_forces.png", "joint_tracking.png",
-                            "torques.png", "real_time_factor.png", "contact_state.png"])
+                            "torques.png", "real_time_factor.png", "contact_state.png",
+                            "solver_health.png"])
     assert all(p.stat().st_size > 20_000 for p in tmp_path.glob("*.png"))
 
 
@@ -339,7 +341,8 @@ def test_run_records_and_plots(tmp_path):
     assert "wb_sim_plot: " in out.stdout and "stands" in out.stdout
     topics = bag_topics(bag)
     assert topics["/joint_states"][1] >= 900 and topics["/robot_description"][1] == 1
-    assert len(list(plots.glob("*.png"))) == 6  # contact_state.png: the truth was recorded
+    # contact_state.png and solver_health.png: the truth and the health were recorded
+    assert len(list(plots.glob("*.png"))) == 7
     # an existing bag is refused before anything starts
     again = subprocess.run([sys.executable, "-m", "wb_sim.ros.run", "--record", str(bag)],
                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
@@ -392,3 +395,38 @@ def test_contact_state_is_read_and_plotted_as_recorded(recorded, tmp_path, monke
         for line, (_, p) in zip(ax.lines, series):
             assert np.array_equal(line.get_xdata(), xs(p), equal_nan=True)
             assert np.array_equal(line.get_ydata(), ys(p), equal_nan=True)
+
+
+def test_solver_health_is_read_and_plotted_as_recorded(recorded):
+    """The bag's /diagnostics (the node's solver health, about 1 Hz of wall clock), read
+    independently (rosbags): history_from_bag's health columns are float() of the
+    published texts of the 'wb_sim: <group>' statuses bit for bit ('not measured': NaN),
+    in stamp order, and solver_health.png's lines are those columns."""
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    from wb_sim.tools.plot import health_figure
+    bag = recorded[0]
+    ts = get_typestore(Stores.ROS2_KILTED)
+    msgs = []
+    with Reader(bag) as reader:
+        conn = [c for c in reader.connections if c.topic == "/diagnostics"]
+        for c, log, raw in reader.messages(conn):
+            m = ts.deserialize_cdr(raw, c.msgtype)
+            msgs.append((m.header.stamp.sec * NS + m.header.stamp.nanosec, log, {
+                f"{s.name.removeprefix('wb_sim: ')}/{kv.key}": kv.value
+                for s in m.status for kv in s.values}))
+    msgs.sort(key=lambda m: m[:2])
+    h = history_from_bag(bag)
+    assert len(msgs) >= 2 and h.health_t.size == len(msgs)
+    assert np.array_equal(h.health_t, np.array([m[0] for m in msgs]) / NS)
+    assert "contact/penetration_m" in h.health_names and "timing/steps" in h.health_names
+    assert "contact solver/contact model" not in h.health_names  # a text, not a number
+    want = np.array([[np.nan if m[2][n] == "not measured" else float(m[2][n])
+                      for n in h.health_names] for m in msgs])
+    assert np.array_equal(h.health, want, equal_nan=True)
+    assert h.health[-1, h.health_names.index("timing/steps")] > 100  # the physics ran
+    shown = [ax for ax in health_figure(h).axes if ax.get_visible()]
+    for k, ax in enumerate(shown):
+        assert ax.get_title() == h.health_names[k]
+        assert np.array_equal(ax.get_lines()[0].get_ydata(), h.health[:, k], equal_nan=True)

@@ -65,7 +65,7 @@ def bag(tmp_path_factory):
         rec = Proc("record", [sys.executable, "-m", "wb_sim.ros.record", "-o", str(out),
                               "--wait", str(STARTUP_TIMEOUT)], domain, tmp)
         procs.append(rec)
-        assert rec.wait_for_log("recording 17 topics into", STARTUP_TIMEOUT), \
+        assert rec.wait_for_log("recording 18 topics into", STARTUP_TIMEOUT), \
             "\n".join(p.describe() for p in procs)
         ctrl = Proc("controller", pd_controller_argv(), domain, tmp)
         procs.append(ctrl)
@@ -126,6 +126,7 @@ def test_the_readings_land_on_their_joint_states(bag):
 def test_wb_sim_plot_draws_the_drives_of_a_bag(bag, tmp_path, capsys):
     out = tmp_path / "plots"
     assert plot_main([str(bag), "-o", str(out)]) == 0
-    assert "8 figures" in capsys.readouterr().out
+    # the five, contact_state.png, the three of the drives, solver_health.png
+    assert "10 figures" in capsys.readouterr().out
     for name in ("motor_current.png", "motor_temperature.png", "torque_speed.png"):
         assert (out / name).is_file() and (out / name).stat().st_size > 20_000, name

@@ -111,7 +111,8 @@ def test_wb_sim_plot_draws_the_drives(squat, tmp_path, capsys):
     _, h, path = squat
     out = tmp_path / "plots"
     assert plot_main([str(path), "-o", str(out)]) == 0
-    assert "8 figures" in capsys.readouterr().out
+    # the five, contact_state.png (the Recorder's contact truth), the drives' three
+    assert "9 figures" in capsys.readouterr().out
     for name in DRIVE_FIGURES:
         p = out / name
         assert p.is_file() and p.stat().st_size > 20_000, (name, p.stat().st_size)

@@ -25,8 +25,9 @@ from wb_sim.controllers import PDGravityController  # noqa: E402
 from wb_sim.tools.plot import main, plot_history, torque_selection, tracking_selection  # noqa: E402
 from wb_sim.tools.recording import History, Recorder  # noqa: E402
 
+#: a headless recording's figures (contact_state.png: the Recorder records the contact truth)
 FIGURES = ["base_com.png", "contact_forces.png", "joint_tracking.png", "torques.png",
-           "real_time_factor.png"]
+           "real_time_factor.png", "contact_state.png"]
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -20,7 +20,8 @@ from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
 from ..actuators import ActuatorReading
-from ..sensors import ContactWrench, ImuReading
+from ..sensors import (ContactWrench, ImuReading, pressure_centre,  # noqa: F401 - re-exported
+                       surface_pressure_centres)
 from .frames import Transform
 from .gate import (CommandRejected, check_finite, parse_effort_array,  # noqa: F401 - re-exported
                    parse_joint_command_arrays)
@@ -43,18 +44,6 @@ CONTACT_STATE_SECTIONS = (
 )
 #: the status column's codes
 CONTACT_STATUS_CODES = {"none": 0.0, "stick": 1.0, "slip": 2.0}
-
-
-def pressure_centre(position: np.ndarray, force: np.ndarray, normal: np.ndarray) -> np.ndarray:
-    """The centre of pressure of point forces: ``sum(f_n p) / sum(f_n)`` with ``f_n`` each
-    force's component along its point's normal (3,); NaN where the normal forces sum to
-    zero or less. Over coplanar contacts and with no other external force, the centre of
-    pressure of all of them is the ZMP."""
-    fn = np.einsum("ij,ij->i", force, normal)
-    total = fn.sum()
-    if not total > 0.0:
-        return np.full(3, np.nan)
-    return fn @ position / total
 
 
 class ContactStateMessage:
@@ -88,15 +77,10 @@ class ContactStateMessage:
         pts, idx, S = self.points, self.surface, self.n_surfaces
         pts[:, 0:3], pts[:, 3:6], pts[:, 6], pts[:, 7:10] = P, N, reading.depth, F
         pts[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
-        fn = np.einsum("ij,ij->i", F, N)
-        den = np.bincount(idx, weights=fn, minlength=S)
         sf = self.surfaces
+        surface_pressure_centres(P, F, N, idx, S, out=sf[:, :3])
         for a in range(3):
-            sf[:, a] = np.bincount(idx, weights=fn * P[:, a], minlength=S)
             sf[:, 3 + a] = np.bincount(idx, weights=F[:, a], minlength=S)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            sf[:, :3] /= den[:, None]
-        sf[den <= 0.0, :3] = np.nan
         self.robot[:3] = pressure_centre(P, F, N)
         self.robot[3:6], self.robot[6:] = com, momentum
         self.stamp[:] = t_ns // NS_PER_S, t_ns % NS_PER_S

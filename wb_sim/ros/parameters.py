@@ -129,6 +129,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("publish.loop_closures_rate_hz", "float", 0.0, "Hz",
           _RATE_DOC + " Built only while someone subscribes.", lo=0.0),
     Param("publish.odom_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
+    Param("publish.object_odom_rate_hz", "float", 0.0, "Hz",
+          _RATE_DOC + " Built only while someone subscribes to one of the objects' odometry.",
+          lo=0.0),
     Param("publish.actuators_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.clock_rate_hz", "float", 0.0, "Hz", _RATE_DOC, lo=0.0),
     Param("publish.tf_rate_hz", "float", 100.0, "Hz", _RATE_DOC, lo=0.0),
@@ -168,6 +171,11 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "'ideal' ('' = off).", check=_topic),
     Param("topics.odom", "str", "odom/ground_truth", "",
           "nav_msgs/Odometry of the floating base ('' = off).", check=_topic),
+    Param("topics.object_odom", "str", "objects", "",
+          "Prefix of each free object's nav_msgs/Odometry <prefix>/<name>/odom (objects.*, "
+          "SpawnEntity; made and removed with the object): pose world -> the object's frame "
+          "(its name), twist in the object's frame, as odom/ground_truth ('' = off).",
+          check=_topic),
     Param("topics.tf", "str", "/tf", "", "tf2_msgs/TFMessage of the moving frames ('' = off).",
           check=_topic),
     Param("topics.tf_static", "str", "/tf_static", "",

@@ -63,8 +63,8 @@ ALWAYS_PUBLISHED = frozenset({"joint_states"})
 
 #: the topics of the node's outputs (parameter ``topics.<name>``)
 OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "ft", "contact_sensors",
-                 "loop_closures", "actuators", "odom", "tf", "tf_static", "clock", "robot_description", "contact_markers",
-                 "contact_state")
+                 "loop_closures", "actuators", "odom", "object_odom", "tf", "tf_static", "clock",
+                 "robot_description", "contact_markers", "contact_state")
 
 
 class StatePublishers:
@@ -108,6 +108,15 @@ class StatePublishers:
             self._odom_raw = raw(pub("odom", Odometry, topics["odom"], STATE_QOS))
             self._odom_cdr = cv.odometry_template(cfg["world_frame"], sim.robot.root_link)
             self._stream["odom"] = self._odom
+        self._node, self._world_frame_odom = node, cfg["world_frame"]
+        #: object name -> (its Odometry publisher, its raw publish, its template)
+        self._object_odom: dict[str, tuple] = {}
+        self._odom_objects = None  # the object set the publishers were made for
+        if "object_odom" in self.streams:
+            self._object_odom_prefix = topics["object_odom"].rstrip("/")
+            self._publishers["object_odom"] = []
+            self._object_odom_sync()
+            self._stream["object_odom"] = self._objects_odom
         if "clock" in self.streams:
             clock_raw = raw(pub("clock", Clock, topics["clock"], STATE_QOS))
             clock_cdr = cv.clock_template()
@@ -243,8 +252,11 @@ class StatePublishers:
 
     def objects_changed(self, t_ns: int) -> None:
         """The free objects were spawned or deleted (the caller holds the lock): their
-        markers again (a DELETEALL first: a deleted one's goes); /tf takes the new set at
-        its next message."""
+        markers again (a DELETEALL first: a deleted one's goes), an odometry publisher made
+        for a new object and a deleted one's removed; /tf takes the new set at its next
+        message."""
+        if "object_odom" in self.streams:
+            self._object_odom_sync()
         if self._objects_pub is not None:
             from .markers import object_markers
             self._objects_pub.publish(object_markers(self.sim.objects, self._world_frame,
@@ -265,6 +277,48 @@ class StatePublishers:
     def _odom(self, t_ns: int) -> None:
         q, v = self.sim.q, self.sim.v  # the base twist in base axes, as nav_msgs/Odometry has it
         self._odom_raw(self._odom_cdr.serialize(t_ns, q[:3], q[3:7], v[:3], v[3:6]))
+
+    def _object_odom_sync(self) -> None:
+        """One nav_msgs/Odometry publisher per free object, ``<prefix>/<name>/odom``: made for
+        the objects without one, destroyed for those gone."""
+        objects = self.sim.objects
+        names = [o.name for o in objects]
+        node, pubs = self._node, self._publishers["object_odom"]
+        for name in [n for n in self._object_odom if n not in names]:
+            p = self._object_odom.pop(name)[0]
+            pubs.remove(p)
+            node.destroy_publisher(p)
+        for name in names:
+            if name in self._object_odom:
+                continue
+            topic = f"{self._object_odom_prefix}/{name}/odom"
+            try:
+                p = node.create_publisher(Odometry, topic, STATE_QOS)
+            except Exception as e:  # noqa: BLE001 - rclpy's InvalidTopicNameException and kin
+                node.get_logger().warning(f"no odometry for object '{name}': '{topic}' is not a "
+                                          f"valid topic name ({e})")
+                continue
+            pubs.append(p)
+            self._object_odom[name] = (p, rclpy_shim.raw_publisher(p),
+                                       cv.odometry_template(self._world_frame_odom, name))
+        self._odom_objects = objects
+        self._refresh_at = 0.0
+
+    def _objects_odom(self, t_ns: int) -> None:
+        # each object's pose (the state's row, as /tf) and its twist in its own frame (as
+        # odom/ground_truth's base twist), from the core's object_pose / object_twist
+        sim = self.sim
+        if sim.objects is not self._odom_objects:
+            self._object_odom_sync()
+        poses = sim.object_poses()
+        for k, obj in enumerate(sim.objects):
+            entry = self._object_odom.get(obj.name)
+            if entry is None:
+                continue
+            R = sim.object_pose(obj.name).rotation
+            lin, ang = sim.object_twist(obj.name)
+            row = poses[k]
+            entry[1](entry[2].serialize(t_ns, row[:3], row[3:], R.T @ lin, R.T @ ang))
 
     def _imu(self, t_ns: int) -> None:
         sim = self.sim

@@ -15,7 +15,9 @@ records, under the names the parameters give them:
   ``actuators/current``, ``actuators/voltage``, ``actuators/temperature`` where
   ``actuators.model`` is not ``ideal`` (the node publishes them only then), the
   free objects' markers ``objects`` where ``objects.names`` names some (their frames
-  are on ``/tf``);
+  are on ``/tf``), the contact truth ``contact_state`` and the solver health
+  ``/diagnostics`` (diagnostic_msgs/DiagnosticArray; not recorded, with a warning, where
+  diagnostic_msgs is not installed);
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
 While it records, it asks every node that publishes on the recorded command
@@ -68,6 +70,7 @@ STREAM_TYPES = {
     "effort_commands": "std_msgs/msg/Float64MultiArray",
     "external_wrench": "geometry_msgs/msg/WrenchStamped",
     "contact_state": "std_msgs/msg/Float64MultiArray",  # built by the node only while recorded
+    "diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the solver health (wall-clock rate)
 }
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 ARRAY_TYPE = "std_msgs/msg/Float64MultiArray"

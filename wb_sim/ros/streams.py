@@ -17,6 +17,7 @@ from typing import Mapping
 STREAMS: tuple[tuple[str, str], ...] = (
     ("joint_states", "publish.joint_states_rate_hz"),
     ("odom", "publish.odom_rate_hz"),
+    ("object_odom", "publish.object_odom_rate_hz"),
     ("clock", "publish.clock_rate_hz"),
     ("imu", "publish.imu_rate_hz"),
     ("contact_wrench", "publish.contact_wrench_rate_hz"),

@@ -20,6 +20,11 @@ sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
   no stamp: each message is given the sample of the joint state received last before
   it (the node publishes both at the same step, joint states first); the drives'
   constants (torque-speed envelope) come from the recorded ``actuators.*`` parameters;
+* ``contact_state`` (std_msgs/Float64MultiArray): the contact truth, each surface's centre
+  of pressure and the ZMP (:func:`contact_truth`), on its own time base;
+* ``/diagnostics`` (diagnostic_msgs/DiagnosticArray): the simulator's solver health, the
+  numeric values of its ``wb_sim: <group>`` statuses (:func:`solver_health`), on its own
+  time base (the header stamps; published at a wall-clock rate);
 * ``wb_sim_record/parameters`` (std_msgs/String, JSON written by
   ``wb_sim_record``): the simulator's parameters (friction coefficient, ground
   normal, gravity, floating base, effort limits, topic names, drives). Without it (a
@@ -61,7 +66,7 @@ NS = 1_000_000_000
 DEFAULT_TOPICS = {"joint_states": "joint_states", "odom": "odom/ground_truth",
                   "contact_wrench": "contact_wrench", "robot_description": "robot_description",
                   "joint_commands": "joint_commands", "actuators": "actuators", "ft": "ft",
-                  "contact_state": "contact_state"}
+                  "contact_state": "contact_state", "diagnostics": "/diagnostics"}
 #: the drives' readings under the prefix topics.actuators, and their History fields
 ACTUATOR_READINGS = {"current": "motor_current", "voltage": "motor_voltage",
                      "temperature": "motor_temperature"}
@@ -278,7 +283,7 @@ def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
         topics = {k: absolute(str(params.get(f"topics.{k}", d)))
                   for k, d in DEFAULT_TOPICS.items()}
         wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
-                                      "joint_commands", "contact_state")}
+                                      "joint_commands", "contact_state", "diagnostics")}
         drives = {r: f"{topics['actuators'].rstrip('/')}/{r}" for r in ACTUATOR_READINGS}
         wanted |= set(drives.values())
         prefix = topics["contact_wrench"].rstrip("/") + "/"
@@ -484,6 +489,7 @@ def history_from_bag(path: str | Path) -> History:
     drives = _drives(path, data, params, robot, urdf, wall_ns, dt)
     ft_names, ft_wrench = _ft_sensors(data, params, t_ns)
     truth = contact_truth(data[topics["contact_state"]], configured)
+    truth.update(solver_health(data[topics["diagnostics"]]))
     return History(
         t=t_ns / NS, wall=(wall_ns - wall_ns[0]) / NS, base_position=base, com=com,
         contact_force=force.reshape(len(wrenches), n, 3), joint_positions=qj,
@@ -548,6 +554,55 @@ def contact_truth(msgs: list, surfaces: list[str]) -> dict[str, Any]:
         tuple(f"surface {i}" for i in range(cop.shape[0]))
     return {"truth_t": t / NS, "cop": cop, "zmp": np.array([rows[k]["robot"][0, :3] for k in t]),
             "cop_names": names}
+
+
+#: the simulator's diagnostic statuses are named ``wb_sim: <group>`` (wb_sim.ros.health)
+HEALTH_PREFIX = "wb_sim: "
+#: a figure the node did not measure in that window (wb_sim.ros.health)
+NOT_MEASURED = "not measured"
+
+
+def _number(text: str) -> float | None:
+    """A KeyValue's value as the float it prints (``'not measured'``: NaN); None: not a number."""
+    if text == NOT_MEASURED:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def solver_health(msgs: list) -> dict[str, Any]:
+    """The History fields of the solver health from ``/diagnostics`` messages ((log_ns,
+    DiagnosticArray) pairs): one sample per message of the simulator (a status named
+    ``wb_sim: <group>``; other nodes' statuses are skipped), in (stamp, receive) order, its
+    time the header stamp; one column ``<group>/<key>`` per figure whose every value is a
+    number (``float`` of its text; ``'not measured'``: NaN), in the order first published;
+    NaN where a sample lacks the figure. Nothing recorded: {}."""
+    rows: list[tuple[int, int, dict[str, float]]] = []
+    names: dict[str, bool] = {}  # name -> every value a number so far
+    for log_ns, m in msgs:
+        row = {}
+        for st in m.status:
+            if not st.name.startswith(HEALTH_PREFIX):
+                continue
+            group = st.name[len(HEALTH_PREFIX):]
+            for kv in st.values:
+                name = f"{group}/{kv.key}"
+                x = _number(kv.value)
+                names[name] = names.get(name, True) and x is not None
+                if x is not None:
+                    row[name] = x
+        if row or any(st.name.startswith(HEALTH_PREFIX) for st in m.status):
+            rows.append((_stamp(m), log_ns, row))
+    if not rows:
+        return {}
+    rows.sort(key=lambda r: (r[0], r[1]))
+    cols = [n for n, numeric in names.items() if numeric]
+    values = np.array([[r.get(n, math.nan) for n in cols] for _, _, r in rows],
+                      dtype=float).reshape(len(rows), len(cols))
+    return {"health_t": np.array([r[0] for r in rows], dtype=np.int64) / NS, "health": values,
+            "health_names": tuple(cols)}
 
 
 def _drives(path: Path, data: dict, params: dict[str, Any], robot, urdf: str,

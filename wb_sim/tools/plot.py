@@ -19,6 +19,10 @@ or its ``.mcap`` file; e.g. from ``wb_sim_record``), read by
 * ``contact_state.png`` (a bag with the node's ``contact_state``): each surface's centre of
   pressure and the ZMP, x and y against time and a top view;
 
+* ``solver_health.png`` (a bag with the node's ``/diagnostics``): each numeric figure of
+  the solver health (``wb_sim: <group>`` statuses) against simulated time, one panel per
+  figure titled ``<group>/<key>`` (:func:`health_figure`);
+
 and, for a run with drives (``actuators.model`` other than ``ideal``), per driven joint:
 
 * ``motor_current.png``: the winding current against the stall current V / R;
@@ -234,6 +238,27 @@ def ft_figure(h: History):
             ax.set_ylabel(f"{what} [{unit}]")
             ax.legend(loc="best")
     for ax in axes[-1]:
+        ax.set_xlabel("simulated time [s]")
+    return fig
+
+
+def health_figure(h: History):
+    """The figure of ``solver_health.png``: one panel per column of ``h.health`` (the
+    solver health's numeric figures, titled ``<group>/<key>``), its values as recorded
+    against ``h.health_t`` (markers: a sample per published window; NaN, not measured: a gap)."""
+    names = h.health_names
+    cols = min(COLUMNS, max(1, len(names)))
+    rows = max(1, math.ceil(len(names) / cols))
+    fig = _figure(3.2 * cols, 1.0 + 2.0 * rows)
+    fig.suptitle(_title(h, "solver health (/diagnostics, as published)"))
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    for k, name in enumerate(names):
+        ax = axes[k]
+        ax.plot(h.health_t, h.health[:, k], marker=".", label=name)
+        ax.set_title(name)
+    for ax in axes[len(names):]:
+        ax.set_visible(False)
+    for ax in axes[-cols:]:
         ax.set_xlabel("simulated time [s]")
     return fig
 
@@ -565,6 +590,8 @@ def plot_history(history: History, out_dir: str | Path) -> list[Path]:
                 paths.append(_torque_speed(h, out))
         if h.ft_names and np.isfinite(h.ft_wrench).any():
             paths.append(_save(ft_figure(h), out, "ft_sensors.png"))
+        if h.health_t.size and h.health_names:
+            paths.append(_save(health_figure(h), out, "solver_health.png"))
     return paths
 
 

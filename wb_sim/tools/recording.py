@@ -33,11 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import WbSimError
+from ..sensors import pressure_centre, surface_pressure_centres
 
 #: format version written into every .npz history (2: joint velocities and the drives'
 #: readings; 3: the force-torque sensors' readings; 4: the contact truth's centres of
-#: pressure and ZMP; an older file reads with them unknown)
-FORMAT_VERSION = 4
+#: pressure and ZMP; 5: the solver health of /diagnostics; an older file reads with them
+#: unknown)
+FORMAT_VERSION = 5
 
 #: the columns of :attr:`History.drive_parameters`, one row per driven joint: the
 #: dc_motor's constants (``actuators.<column>``, units of docs/parameters.md)
@@ -50,6 +52,8 @@ _ADDED_IN_2 = ("joint_velocities", "actuator_model", "actuator_joints", "motor_c
 _ADDED_IN_3 = ("ft_names", "ft_wrench")
 #: the History fields a version 3 file lacks
 _ADDED_IN_4 = ("truth_t", "cop", "zmp", "cop_names")
+#: the History fields a version 4 file lacks
+_ADDED_IN_5 = ("health_t", "health", "health_names")
 
 
 class RecordingError(WbSimError, ValueError):
@@ -113,6 +117,15 @@ class History:
     cop: np.ndarray | None = None
     zmp: np.ndarray | None = None  #: (k, 3) world ZMP of all the contact points, m
     cop_names: tuple[str, ...] = ()  #: the surfaces of ``cop``'s rows
+    #: (h,) simulated time (the header stamp) of each solver-health sample (the node's
+    #: /diagnostics, at its wall-clock rate), s; empty: not recorded
+    health_t: np.ndarray | None = None
+    #: (h, nh) the numeric values of the simulator's diagnostic statuses, as published
+    #: (NaN: 'not measured', or the figure absent from that sample)
+    health: np.ndarray | None = None
+    #: the nh figures of ``health``'s columns, ``"<group>/<key>"`` (the status
+    #: ``wb_sim: <group>``'s KeyValue ``key``, e.g. ``contact solver/solver_residual_mps``)
+    health_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -147,6 +160,9 @@ class History:
         k, nc = self.truth_t.size, len(self.cop_names)
         self.cop = unknown(self.cop, (nc, k, 3))
         self.zmp = unknown(self.zmp, (k, 3))
+        self.health_names = tuple(str(x) for x in self.health_names)
+        self.health_t = np.zeros(0) if self.health_t is None else f(self.health_t).reshape(-1)
+        self.health = unknown(self.health, (self.health_t.size, len(self.health_names)))
         expected = {"wall": (n,), "base_position": (n, 3), "com": (n, 3),
                     "contact_force": (ns, n, 3), "joint_positions": (n, nj),
                     "reference_positions": (n, nj), "applied_torques": (n, nj),
@@ -156,7 +172,8 @@ class History:
                     "motor_temperature": (n, m),
                     "drive_parameters": (m, len(DRIVE_COLUMNS)),
                     "ft_wrench": (n, len(self.ft_names), 6),
-                    "cop": (nc, k, 3), "zmp": (k, 3)}
+                    "cop": (nc, k, 3), "zmp": (k, 3),
+                    "health": (self.health_t.size, len(self.health_names))}
         for key, shape in expected.items():
             got = np.shape(getattr(self, key))
             if got != shape:
@@ -203,7 +220,7 @@ class History:
             path = path.with_name(path.name + ".npz")
         arrays = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
-                    "cop_names"):
+                    "cop_names", "health_names"):
             arrays[key] = np.array(arrays[key], dtype=str)
         arrays["format_version"] = np.array(FORMAT_VERSION)
         try:
@@ -238,7 +255,7 @@ class History:
                                  f"up to {FORMAT_VERSION}")
         names = [f.name for f in dataclasses.fields(cls)]
         optional = ((_ADDED_IN_2 if version < 2 else ()) + (_ADDED_IN_3 if version < 3 else ())
-                    + (_ADDED_IN_4 if version < 4 else ()))
+                    + (_ADDED_IN_4 if version < 4 else ()) + (_ADDED_IN_5 if version < 5 else ()))
         missing = [k for k in names if k not in data and k not in optional]
         if missing:
             raise RecordingError(f"'{path}': the history lacks {', '.join(missing)}")
@@ -246,7 +263,7 @@ class History:
         if version < 2:
             kw["actuator_model"] = ""  # not recorded then
         for key in ("joint_names", "surface_names", "joint_units", "actuator_joints", "ft_names",
-                    "cop_names"):
+                    "cop_names", "health_names"):
             if key in kw:
                 kw[key] = tuple(kw[key].tolist())
         for key in ("friction_coefficient", "mass", "dt"):
@@ -310,7 +327,11 @@ class Recorder:
     6.5 us, the centre of mass 2.5 us, the rest copying into the buffers; the
     joint velocities, added later, 0.8 us more: 15.6 -> 16.4 us measured back to back),
     against 85 us for a step with its controller; with drives (every joint on
-    ``dc_motor``) the readings add 8.7 us (25.1 us); a skipped sample costs 0.15 us. After ``sim.reset()`` call :meth:`clear` (or keep the samples:
+    ``dc_motor``) the readings add 8.7 us (25.1 us); a skipped sample costs 0.15 us. The
+    contact truth (each surface's centre of pressure and the ZMP, as the node's
+    ``contact_state``: :func:`wb_sim.sensors.surface_pressure_centres`) adds about 1.3 times
+    the contact-point reading's cost (measured side by side on a loaded 2-core machine:
+    about 8 us at the reading's 6.5 us). After ``sim.reset()`` call :meth:`clear` (or keep the samples:
     ``t`` then starts again from 0).
     """
 
@@ -323,6 +344,10 @@ class Recorder:
         self._nj = sim.nj
         self.surface_names = tuple(sim.surface_names)
         pts = sim.contact_points_state()
+        # the contact truth (centres of pressure, ZMP) of every sample, where there are points
+        self._truth = len(pts.surface) > 0
+        self._point_surface = np.array([self.surface_names.index(x) for x in pts.surface],
+                                       dtype=np.intp)
         # (ns, n_points) 0/1: sums the points' forces per surface
         self._sum = np.array([[1.0 if s == name else 0.0 for s in pts.surface]
                               for name in self.surface_names]).reshape(len(self.surface_names),
@@ -344,10 +369,13 @@ class Recorder:
             mass=float(sim.mass), gravity=np.array(sim.config.gravity, dtype=float),
             robot=str(robot.model.name), dt=float(sim.dt), joint_units=joint_units(robot),
             actuator_model=model, actuator_joints=driven, drive_parameters=constants,
-            ft_names=ft_names)
+            ft_names=ft_names, cop_names=self.surface_names if self._truth else ())
         self._n = 0
         self._wall0: float | None = None
         self._alloc(max(16, int(capacity)))
+
+    #: the buffers whose first axis is the surface
+    _BY_SURFACE = ("contact_force", "cop")
 
     def _alloc(self, cap: int) -> None:
         nj, ns = self._nj, len(self.surface_names)
@@ -359,10 +387,12 @@ class Recorder:
                "applied_torques": np.empty((cap, nj)), "motor_current": np.empty((cap, m)),
                "motor_voltage": np.empty((cap, m)), "motor_temperature": np.empty((cap, m)),
                "ft_wrench": np.empty((cap, self._nft, 6))}
+        if self._truth:
+            new["cop"], new["zmp"] = np.empty((ns, cap, 3)), np.empty((cap, 3))
         n = self._n
         if n:
             for key, buf in new.items():
-                if key == "contact_force":
+                if key in self._BY_SURFACE:
                     buf[:, :n] = self._buf[key][:, :n]
                 else:
                     buf[:n] = self._buf[key][:n]
@@ -391,7 +421,13 @@ class Recorder:
         b["base_position"][i] = q[:3] if self._fixed_base is None else self._fixed_base
         b["com"][i] = sim.center_of_mass()
         if self._sum.size:
-            b["contact_force"][:, i] = self._sum @ sim.contact_points_state().force
+            pts = sim.contact_points_state()
+            b["contact_force"][:, i] = self._sum @ pts.force
+            if self._truth:  # as the node's contact_state (wb_sim.sensors: one implementation)
+                surface_pressure_centres(pts.position, pts.force, pts.normal,
+                                         self._point_surface, len(self.surface_names),
+                                         out=b["cop"][:, i])
+                b["zmp"][i] = pressure_centre(pts.position, pts.force, pts.normal)
         b["joint_positions"][i] = q[self._idx_q] if self._idx_q is not None \
             else sim.robot.joint_positions(q)
         b["joint_velocities"][i] = sim.v[self._idx_v]
@@ -411,7 +447,10 @@ class Recorder:
     def history(self) -> History:
         """The samples so far (copies)."""
         n, b = self._n, self._buf
-        arrays = {k: (v[:, :n] if k == "contact_force" else v[:n]).copy() for k, v in b.items()}
+        arrays = {k: (v[:, :n] if k in self._BY_SURFACE else v[:n]).copy()
+                  for k, v in b.items()}
+        if self._truth:
+            arrays["truth_t"] = arrays["t"].copy()
         return History(**arrays, **self._meta)
 
     def clear(self) -> None:
