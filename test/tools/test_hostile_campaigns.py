@@ -77,6 +77,18 @@ def test_an_absurd_duration_is_refused():
         load_campaign(dict(BASE, duration_s=1e12))
 
 
+def test_a_case_whose_trajectory_would_not_fit_in_memory_is_refused():
+    """A case keeps every step's configuration and torques for its metrics: an hour of the
+    humanoid at 1 kHz (2.7 GiB) is refused before anything runs, naming the size; ten
+    minutes (0.45 GiB) is a case."""
+    from wb_sim.tools.campaign.spec import MAX_TRACE_BYTES
+    with pytest.raises(ConfigError, match=r"'duration_s': 3600 s at 1000 Hz keeps 2\.\d GiB of "
+                                          r"trajectory per case .* more than 2 GiB; split"):
+        load_campaign(dict(BASE, duration_s=3600.0))
+    assert MAX_TRACE_BYTES == 2 * 1024**3
+    load_campaign(dict(BASE, duration_s=600.0))
+
+
 def test_a_push_after_the_end_is_refused():
     push = {"time_s": 0.01, "link": "pelvis", "magnitude": 10.0, "direction_deg": 0.0,
             "duration_s": 0.01}

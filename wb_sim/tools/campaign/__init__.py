@@ -35,7 +35,8 @@ A campaign file (YAML) says::
                                    # any is expanded; at most 1000000
 
 Bounds, each checked before work starts: ``max_cases`` cases, ``duration_s`` at most 86400 s
-(a day), a push's ``time_s`` before the end of its case, and the file itself at most a million
+(a day) and a case's kept trajectory at most 2 GiB (``spec.MAX_TRACE_BYTES``: about 45 min of
+the humanoid at 1 kHz), a push's ``time_s`` before the end of its case, and the file itself at most a million
 values once its YAML aliases are expanded (the bound of every YAML file wb_sim reads).
 
 The keys of ``set``, ``grid`` and ``random`` are

@@ -37,6 +37,10 @@ MAX_CASES = 10_000
 MAX_CASES_CEILING = 1_000_000
 #: the longest duration_s of a case (a day of simulated time: 86.4 million steps at 1 kHz)
 MAX_DURATION_S = 86_400.0
+#: the most memory a case's kept trajectory may take (the configuration, the applied and the
+#: commanded torques, the surfaces' forces of every step, for its metrics and custom metrics):
+#: about 45 min of the humanoid at 1 kHz; a longer run is split into cases
+MAX_TRACE_BYTES = 2 * 1024**3
 
 
 def _version() -> str:
@@ -294,6 +298,14 @@ def load_campaign(source: str | Path | Mapping, *, robot: str | None = None,
         warnings.simplefilter("ignore")
         model = RobotModel.from_urdf(cfg.urdf_path, cfg.robot_description, cfg.floating_base,
                                      mimic=cfg.joints.mimic, max_joints=cfg.max_joints)
+    steps = int(round(duration * cfg.physics_rate_hz))
+    nq = model.model.nq + 7 * len(cfg.objects.names)
+    trace = steps * (8 * (nq + 3 * len(model.joint_names) + len(cfg.surfaces) + 1) + 1)
+    if trace > MAX_TRACE_BYTES:
+        raise _err(where, "duration_s", f"{duration:g} s at {cfg.physics_rate_hz:g} Hz keeps "
+                                        f"{trace / 2**30:.1f} GiB of trajectory per case (its "
+                                        f"metrics'), more than {MAX_TRACE_BYTES / 2**30:g} GiB; "
+                                        f"split the run into shorter cases")
     pushes_in = doc.get("pushes", []) or []
     if not isinstance(pushes_in, list):
         raise _err(where, "pushes", f"expected a list of pushes, got {pushes_in!r}")
