@@ -116,7 +116,7 @@ def divergence(t_a, joints_a, t_b, joints_b, joint_names, *, base_a=None, base_b
         base_over = db > base_m
         max_base = float(db.max()) if len(db) else 0.0
     else:
-        db, base_over, max_base = None, np.zeros(len(common), bool), math.nan
+        base_over, max_base = np.zeros(len(common), bool), math.nan
     over = np.flatnonzero(base_over | joint_over)
     time_s, cause = math.nan, ""
     if len(over):
@@ -134,12 +134,3 @@ def divergence(t_a, joints_a, t_b, joints_b, joint_names, *, base_a=None, base_b
     return Divergence(time_s, cause, max_base, max_joint, worst, int(len(common)),
                       float(base_m), float(joint_rad))
 
-
-def continuous_joints(robot) -> np.ndarray:
-    """(nj,) bool: the robot's joints whose position is an angle modulo 2 pi."""
-    model = robot.model
-    out = np.zeros(len(robot.joint_names), dtype=bool)
-    for i, name in enumerate(robot.joint_names):
-        j = model.getJointId(name)
-        out[i] = model.joints[j].nq == 2 and model.joints[j].nv == 1
-    return out

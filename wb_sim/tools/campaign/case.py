@@ -246,13 +246,12 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
     def kept() -> None:
         if keep is None:
             return
-        from ..ab import continuous_joints
         qs = trace_q[:steps_done + 1]
         keep.update(t=np.arange(steps_done + 1) * dt,
                     joints=np.array([sim.robot.joint_positions(q) for q in qs]).reshape(
                         len(qs), nj),
                     base=qs[:, :3].copy() if floating else None,
-                    names=tuple(sim.joint_names), wrap=continuous_joints(sim.robot))
+                    names=tuple(sim.joint_names), wrap=sim.robot.nq_joint == 2)  # continuous joints: cos, sin
 
     try:
         for k in range(n):
