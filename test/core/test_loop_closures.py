@@ -28,6 +28,22 @@ def _energy(sim) -> float:
     return 0.5 * v @ pin.crba(model, data, q) @ v + pin.computePotentialEnergy(model, data, q)
 
 
+def _statics(sim, a: str = "tip", b: str = "anchor"):
+    """(model, data, generalized gravity, the closure's Jacobian J_a - J_b in world-aligned
+    axes) at the simulator's configuration: the independent statics the tests compare with."""
+    mdl = sim.model
+    data = mdl.createData()
+    q = sim.q
+    grav = pin.computeGeneralizedGravity(mdl, data, q)
+    pin.computeJointJacobians(mdl, data, q)
+    pin.updateFramePlacements(mdl, data)
+    lwa = pin.LOCAL_WORLD_ALIGNED
+    J = pin.getFrameJacobian(mdl, data, mdl.getFrameId(a), lwa)
+    if b is not None:
+        J = J - pin.getFrameJacobian(mdl, data, mdl.getFrameId(b), lwa)
+    return mdl, data, grav, J
+
+
 def test_fourbar_follows_its_one_dof_motion():
     got = swing()
     worst, amp = got["worst"], got["amplitude"]
@@ -90,14 +106,9 @@ def test_closure_force_holds_the_statics():
         th, w = sim.q[0], sim.v[0]
         sim.step(np.array([G * k * np.cos(th) + 50.0 * (TH0 - th) - 5.0 * w, 5.0, -5.0]))
     assert abs(sim.q[0] - TH0) < 1e-7 and np.abs(sim.v).max() < 1e-7
-    model = sim.model
-    data = model.createData()
+    model, data, grav, J = _statics(sim, "tip", None)
     q = sim.q
-    grav = pin.computeGeneralizedGravity(model, data, q)
-    pin.computeJointJacobians(model, data, q)
-    pin.updateFramePlacements(model, data)
-    J = pin.getFrameJacobian(model, data, model.getFrameId("tip"),
-                             pin.LOCAL_WORLD_ALIGNED)[:2]  # x, y rows (planar)
+    J = J[:2]  # x, y rows (planar)
     f = np.linalg.solve(J[:, 1:].T, grav[1:])  # the passive joints' rows: tau = 0
     w = sim.loop_closure_wrenches
     assert w.shape == (1, 6)
@@ -174,16 +185,9 @@ def test_closure_and_contacts_in_one_solve(model, description, tmp_path):
     fz = sim.point_forces[:, 2].sum()
     assert fz == pytest.approx(weight, rel=tol)
     assert sim.loop_closure_errors()[0] < 1e-6
-    mdl = sim.model
-    data = mdl.createData()
-    q = sim.q
-    grav = pin.computeGeneralizedGravity(mdl, data, q)
-    pin.computeJointJacobians(mdl, data, q)
-    pin.updateFramePlacements(mdl, data)
-    lwa = pin.LOCAL_WORLD_ALIGNED
     a, b = ("tip", "anchor") if description == "urdf" else ("mjcf_connect0_a", "mjcf_connect0_b")
-    J = (pin.getFrameJacobian(mdl, data, mdl.getFrameId(a), lwa)
-         - pin.getFrameJacobian(mdl, data, mdl.getFrameId(b), lwa))[[0, 2]]
+    mdl, data, grav, J = _statics(sim, a, b)
+    J = J[[0, 2]]
     f = np.linalg.solve(J[:, 7:].T, grav[7:])  # j2, j3 (v: base 6, j1, j2, j3)
     w = sim.loop_closure_wrenches[0]
     print(f"{model} {description}: closure force {w[[0, 2]]} N, statics {f} N; ground {fz:.6f} N of "
@@ -318,12 +322,8 @@ def test_closure_force_with_a_link_on_the_ground(model):
         sim.step(np.zeros(3))
     reading = sim.collision_points_state()
     assert set(reading.surface) == {"coupler"} and len(reading.surface) == 4
-    mdl = sim.model
-    data = mdl.createData()
-    q = sim.q
-    grav = pin.computeGeneralizedGravity(mdl, data, q)
-    pin.computeJointJacobians(mdl, data, q)
-    pin.updateFramePlacements(mdl, data)
+    mdl, data, grav, J = _statics(sim)
+    J = J[[0, 2]]
     lwa = pin.LOCAL_WORLD_ALIGNED
     jid = mdl.getJointId("j2")  # the coupler's joint
     Jj = pin.getJointJacobian(mdl, data, jid, lwa)
@@ -331,8 +331,6 @@ def test_closure_force_with_a_link_on_the_ground(model):
     for p, f in zip(reading.position, reading.force):
         r = p - data.oMi[jid].translation
         contacts += (Jj[:3] - np.cross(r, Jj[3:].T).T).T @ f
-    J = (pin.getFrameJacobian(mdl, data, mdl.getFrameId("tip"), lwa)
-         - pin.getFrameJacobian(mdl, data, mdl.getFrameId("anchor"), lwa))[[0, 2]]
     f, *_ = np.linalg.lstsq(J.T, grav - contacts, rcond=None)
     residual = np.abs(J.T @ f - (grav - contacts)).max()
     w = sim.loop_closure_wrenches[0]
