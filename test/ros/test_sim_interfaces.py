@@ -8,6 +8,7 @@ Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import numpy as np
@@ -216,6 +217,42 @@ def test_through_ros2cli(s):
         assert expected in out.stdout, (name, out.stdout)
         if kind != "GetSimulatorFeatures":  # the one response without a Result
             assert "Result(result=1," in out.stdout, (name, out.stdout)  # RESULT_OK
+
+
+def test_spawn_and_delete_through_ros2cli(s):
+    """Issue 31: SpawnEntity and DeleteEntity with `ros2 service call`, as docs/ros.md
+    shows them: the box is then an entity (GetEntities lists it, GetEntityState has
+    its pose) and after the delete it is gone."""
+    from helpers.extras import require_launch_stack
+    require_launch_stack()
+    import shutil
+    import sys
+    from pathlib import Path
+    ros2 = Path(sys.executable).with_name("ros2")
+    ros2 = str(ros2) if ros2.exists() else shutil.which("ros2")
+
+    def call(name, kind, request):
+        out = subprocess.run([ros2, "service", "call", f"/wb_sim/{name}",
+                              f"simulation_interfaces/srv/{kind}", request],
+                             env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (name, out.stderr)
+        return out.stdout
+
+    spawned = call("spawn_entity", "SpawnEntity",
+                   "{name: cli_crate, entity_resource: {uri: "
+                   "'wb_sim://box?size=0.2,0.2,0.2&mass=1.5'}, initial_pose: {pose: "
+                   "{position: {x: 1.5, y: 0.0, z: 0.5}, orientation: {w: 1.0}}}}")
+    assert "Result(result=1," in spawned and "entity_name='cli_crate'" in spawned, spawned
+    assert "cli_crate" in call("get_entities", "GetEntities", "{}")
+    state = call("get_entity_state", "GetEntityState", "{entity: cli_crate}")
+    assert "Result(result=1," in state, state
+    x = float(re.search(r"position=geometry_msgs\.msg\.Point\(x=([-0-9.e]+)", state).group(1))
+    assert x == pytest.approx(1.5, abs=1e-4), state  # where it was put (it falls in z only)
+    deleted = call("delete_entity", "DeleteEntity", "{entity: cli_crate}")
+    assert "Result(result=1," in deleted, deleted
+    assert "cli_crate" not in call("get_entities", "GetEntities", "{}")
+    gone = call("get_entity_state", "GetEntityState", "{entity: cli_crate}")
+    assert "Result(result=2," in gone, gone  # RESULT_NOT_FOUND
 
 
 def test_simulate_steps_action_gives_feedback(s):
