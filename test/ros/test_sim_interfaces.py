@@ -241,7 +241,7 @@ def test_spawn_and_delete_through_ros2cli(s):
     spawned = call("spawn_entity", "SpawnEntity",
                    "{name: cli_crate, entity_resource: {uri: "
                    "'wb_sim://box?size=0.2,0.2,0.2&mass=1.5'}, initial_pose: {pose: "
-                   "{position: {x: 1.5, y: 0.0, z: 0.5}, orientation: {w: 1.0}}}}")
+                   "{position: {x: 1.5, y: 0.0, z: 0.5}}}}")
     assert "Result(result=1," in spawned and "entity_name='cli_crate'" in spawned, spawned
     assert "cli_crate" in call("get_entities", "GetEntities", "{}")
     state = call("get_entity_state", "GetEntityState", "{entity: cli_crate}")
