@@ -125,7 +125,7 @@ def test_run_with_the_example_controller_in_process_stands(tmp_path):
 def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     """wb_sim_run --world config/worlds/humanoid_box.yaml (the example law in the node: the
     trajectory of test_world's headless run): the 5 kg box sent into the shins pushes the
-    base back (5-11 mm at t = 0.4 s headless) and the humanoid stands; bad worlds are refused
+    base back (10.7 mm at t = 0.4 s headless, 5.7 mm without the box) and the humanoid stands; bad worlds are refused
     in one line before anything starts."""
     world = ROOT / "config" / "worlds" / "humanoid_box.yaml"
     out, took = _run(tmp_path, "--world", str(world), "--controller",
@@ -134,7 +134,7 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "verdict: stands:" in out.stdout, out.stdout[-2000:]
     xs = [float(x) for x in re.findall(r"base at \((-?[\d.]+),", out.stdout)]
-    assert len(xs) >= 4 and min(xs) < -0.005, xs
+    assert len(xs) >= 4 and min(xs) < -0.008, xs  # without the box: -5.8 mm at the most
     two = tmp_path / "two.yaml"
     two.write_text("world:\n  robots:\n    - {name: a, robot: humanoid}\n"
                    "    - {name: b, robot: humanoid}\n")
