@@ -128,10 +128,13 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     base back (10.7 mm at t = 0.4 s headless, 5.7 mm without the box) and the humanoid stands; bad worlds are refused
     in one line before anything starts."""
     world = ROOT / "config" / "worlds" / "humanoid_box.yaml"
-    out, took = _run(tmp_path, "--world", str(world), "--controller",
-                     "wb_sim.controllers:pd_gravity", "--real-time-factor", "0", "-p",
+    mine = tmp_path / "box_in_process.yaml"  # the world's controller is --controller's default
+    mine.write_text(world.read_text().replace("controller: pd ",
+                                              "controller: wb_sim.controllers:pd_gravity "))
+    out, took = _run(tmp_path, "--world", str(mine), "--real-time-factor", "0", "-p",
                      "publish.stats_period_s:=0.2", "--duration", "1")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "in-process controller 'wb_sim.controllers:pd_gravity'" in out.stdout
     assert "verdict: stands:" in out.stdout, out.stdout[-2000:]
     xs = [float(x) for x in re.findall(r"base at \((-?[\d.]+),", out.stdout)]
     assert len(xs) >= 4 and min(xs) < -0.008, xs  # without the box: -5.8 mm at the most
