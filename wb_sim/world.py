@@ -225,6 +225,10 @@ def _robot(entry, path: Path) -> tuple[dict[str, Any], RobotInfo]:
                           f"'module:factory' such as '{PD_FACTORY}', got {controller!r}")
     cparams = dict(_mapping(entry.get("controller_params", {}), f"{key}.controller_params",
                             path))
+    if controller == "none" and cparams:
+        raise ConfigError(f"{_where(path)}: '{key}.controller_params' is given but the "
+                          f"controller is 'none' (yours, outside the simulator): remove "
+                          f"controller_params, or name the controller that takes them")
     if controller in ("pd", PD_FACTORY):
         cparams = {**gains, **cparams}
         missing = [k for k in ("kp", "kd") if k not in cparams]

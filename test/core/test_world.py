@@ -25,82 +25,43 @@ from wb_sim.errors import ConfigError
 from wb_sim.paths import config_path, share_dir
 from wb_sim.world import controller_loop, load_world, write_params_file
 
-WORLDS = share_dir() / "config" / "worlds"
-G0 = 9.81
+from helpers.worlds import WORLDS, humanoid_box, playground
+from helpers.worlds import run as _run
 
 
-def _run(sim, loop, seconds: float, watch=None) -> np.ndarray:
-    """Steps ``seconds`` under ``loop``; the configurations (n + 1, nq); ``watch(sim)`` after
-    each step."""
-    n = int(round(seconds / sim.dt))
-    qs = np.empty((n + 1, sim.q.size))
-    qs[0] = sim.q
-    for k in range(n):
-        sim.step(loop.torques())
-        qs[k + 1] = sim.q
-        if watch is not None:
-            watch(sim)
-    return qs
-
-
-@pytest.fixture(scope="module")
-def box_run():
-    params, info = load_world(WORLDS / "humanoid_box.yaml")
-    sim = wb_sim.Simulator.from_params(params)
+def test_humanoid_box_world_box_is_stopped_by_the_standing_robot():
+    got = humanoid_box()
+    assert np.isfinite(got["qs"]).all()
+    info = got["info"]
     assert info.name == "humanoid" and info.controller == "pd"
     assert dict(info.controller_params) == {"kp": 1000.0, "kd": 20.0}  # the robot file's
-    box = {"vx": [], "x": [], "base_x": [], "base_z": []}
-
-    def watch(s):
-        box["vx"].append(s.object_twist("box")[0][0])
-        box["x"].append(s.object_pose("box").translation[0])
-        box["base_x"].append(s.q[0])
-        box["base_z"].append(s.q[2])
-    x0 = sim.object_pose("box").translation[0]
-    v0 = sim.object_twist("box")[0][0]
-    qs = _run(sim, controller_loop(sim, info), 2.0, watch)
-    return sim, qs, x0, v0, {k: np.array(v) for k, v in box.items()}
-
-
-def test_humanoid_box_world_box_is_stopped_by_the_standing_robot(box_run):
-    sim, qs, x0, v0, box = box_run
-    assert np.isfinite(qs).all()
-    assert (x0, v0) == (0.45, -2.5)
-    mu = sim.config.contact.friction_coefficient
-    # friction alone (mu g, test_objects checks it to 1 %) would stop the box here: its rear
-    # face (x - 0.15) at 0.13 m, inside the feet (toes at x = 0.11 m)
-    x_friction = x0 - v0 ** 2 / (2.0 * mu * G0)
-    assert x_friction == pytest.approx(0.1314, abs=1e-3)
-    assert box["vx"].max() > 0.1, "the box never rebounded off the robot"
-    assert abs(box["vx"][-1]) < 1e-3, box["vx"][-1]  # at rest at the end
-    assert box["x"][-1] > x_friction + 0.15, (box["x"][-1], x_friction)
+    assert (got["x0"], got["v0"], got["mu"]) == (0.45, -2.5, 1.0)
+    # friction alone (mu g, test_objects checks it to 1 %) would stop the box with its rear
+    # face (x - 0.15) at -0.02 m, inside the feet (toes at x = 0.11 m)
+    assert got["x_friction"] == pytest.approx(0.1314, abs=1e-3)
+    assert got["vx"].max() > 0.1, "the box never rebounded off the robot"
+    assert abs(got["vx"][-1]) < 1e-3, got["vx"][-1]  # at rest at the end
+    assert got["x"][-1] > got["x_friction"] + 0.15, (got["x"][-1], got["x_friction"])
     # the impact pushed the robot back: against the same robot without the box (it settles
     # 5.8 mm back on its own), 5.1 mm more at t = 0.36 s
-    alone = {k: v for k, v in load_world(WORLDS / "humanoid_box.yaml")[0].items()
-             if not k.startswith("objects.")}
-    ref = wb_sim.Simulator.from_params(alone)
-    x_alone = _run(ref, controller_loop(ref, load_world(WORLDS / "humanoid_box.yaml")[1]),
-                   0.5)[1:, 0]
-    assert (box["base_x"][:500] - x_alone).min() < -0.004
-    assert box["base_z"].min() > 0.5  # and it stands
-    assert box["base_z"][-1] > 0.68
+    assert got["x_alone"].min() > -0.007
+    assert got["pushed"] < -0.004
+    assert got["base_z"].min() > 0.5  # and it stands
+    assert got["base_z"][-1] > 0.68
 
 
 def test_objects_playground_world_stays_put_and_the_robot_stands():
-    params, info = load_world(WORLDS / "objects_playground.yaml")
-    sim = wb_sim.Simulator.from_params(params)
-    assert sim.terrain is not None
-    start = {o.name: np.array(o.position) for o in sim.objects}
+    got = playground()
+    assert got["has_terrain"]
+    start, end = got["start"], got["end"]
     assert set(start) == {"stack_0", "stack_1", "stack_2", "pedestal", "ball"}
-    qs = _run(sim, controller_loop(sim, info), 2.0)
-    assert np.isfinite(qs).all()
-    assert qs[:, 2].min() > 0.5
-    end = {o.name: sim.object_pose(o.name).translation for o in sim.objects}
+    assert np.isfinite(got["qs"]).all()
+    assert got["qs"][:, 2].min() > 0.5
     for name in start:
         assert np.linalg.norm(end[name][:2] - start[name][:2]) < 2e-3, name
         # each rests on what is below it: it sank by the compliant contacts under it only
         assert -3e-3 < end[name][2] - start[name][2] <= 1e-4, (name, end[name], start[name])
-        assert np.linalg.norm(sim.object_twist(name)[0]) < 1e-3, name
+        assert got["speed"][name] < 1e-3, name
     # the pedestal stands on the terrain's 0.1 m step, the ball on the pedestal
     assert end["pedestal"][2] == pytest.approx(0.1 + 0.1, abs=3e-3)
     assert end["ball"][2] - end["pedestal"][2] == pytest.approx(0.1 + 0.08, abs=3e-3)
@@ -180,6 +141,10 @@ ROBOT = "    - {name: humanoid, robot: humanoid}\n"
      "'world.robots[0].parameters.contact.model' belongs to the world"),
     ("  robots:\n    - {name: humanoid, robot: humanoid, parameters: {imu: {fram: x}}}\n",
      "unknown parameter 'imu.fram'; did you mean 'imu.frame'"),
+    ("  robots:\n    - {name: humanoid, robot: humanoid, controller: none, "
+     "controller_params: {kp: 1.0}}\n", "the controller is 'none'"),
+    (f"  robots:\n    - {{name: r, urdf: '{share_dir() / 'urdf' / 'humanoid.urdf'}'}}\n",
+     "'world.robots[0].controller' 'pd' needs the gains kp (N*m/rad) and kd"),
     ("  robots:\n    - {name: humanoid, robot: humanoid, controller: pdd}\n",
      "'world.robots[0].controller' must be 'pd'"),
 ])
