@@ -15,6 +15,7 @@ refused, never half-simulated. Relative file paths are resolved beside the world
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -163,7 +164,9 @@ def _objects(entries, path: Path) -> dict[str, Any]:
             "objects.angular_velocities": ang}
 
 
-def _robot(entry, path: Path) -> tuple[dict[str, Any], RobotInfo]:
+def _robot(entry, path: Path, origin: dict[str, str]) -> tuple[dict[str, Any], RobotInfo]:
+    """The robot's parameters and :class:`RobotInfo`; ``origin`` gets, per key, where in the
+    files it was set."""
     key = "world.robots[0]"
     entry = _mapping(entry, key, path)
     _known(entry, ROBOT_KEYS, key, path)
@@ -190,6 +193,7 @@ def _robot(entry, path: Path) -> tuple[dict[str, Any], RobotInfo]:
         try:
             robot_file = robot_config_file(r)
             params.update(read_yaml_params(robot_file))
+            origin.update(dict.fromkeys(params, f"the robot file '{robot_file}'"))
         except ConfigError as e:
             raise ConfigError(f"{_where(path)}: '{key}.robot': {e}") from None
         gains = _pd_gains(robot_file)
@@ -199,6 +203,7 @@ def _robot(entry, path: Path) -> tuple[dict[str, Any], RobotInfo]:
             raise ConfigError(f"{_where(path)}: '{key}.urdf': no file '{urdf}' (a relative path "
                               f"is relative to the world file's directory)")
         params["urdf_path"] = urdf
+        origin["urdf_path"] = f"{key}.urdf"
         params.pop("robot_description", None)
     over = flatten(dict(_mapping(entry.get("parameters", {}), f"{key}.parameters", path)))
     for k, v in over.items():
@@ -213,10 +218,12 @@ def _robot(entry, path: Path) -> tuple[dict[str, Any], RobotInfo]:
         if k in _PATH_KEYS and isinstance(v, str) and v:
             v = _resolve(v, f"{_where(path)}: '{key}.parameters.{k}'", base)
         params[k] = v
+        origin[k] = f"{key}.parameters.{k}"
     initial = _mapping(entry.get("initial", {}), f"{key}.initial", path)
     fields = [p.key for p in POSE_PARAMETERS] + ["pose"]
     _known(initial, fields, f"{key}.initial", path)
     params.update({f"initial.{k}": v for k, v in initial.items()})
+    origin.update({f"initial.{k}": f"{key}.initial.{k}" for k in initial})
     controller = entry.get("controller", "pd")
     if not isinstance(controller, str) or not (controller in ("pd", "none")
                                                or controller.count(":") == 1):
@@ -273,10 +280,12 @@ def load_world(path: str | Path) -> tuple[dict[str, Any], RobotInfo]:
         raise ConfigError(f"{_where(path)}: 'world.robots' lists {len(robots)} robots; several "
                           f"robots in one physics are not implemented yet (issue 31): keep one "
                           f"(run the others in worlds of their own)")
-    params, info = _robot(robots[0], path)
+    origin: dict[str, str] = {}
+    params, info = _robot(robots[0], path, origin)
     for k in WORLD_NAMES:
         if k in world:
             params[k] = world[k]
+            origin[k] = f"world.{k}"
     for group in ("ground", "terrain", "contact"):
         if group in world:
             flat = _group(world[group], group, f"world.{group}", path)
@@ -285,12 +294,19 @@ def load_world(path: str | Path) -> tuple[dict[str, Any], RobotInfo]:
                     flat["terrain.heightfield"], f"{_where(path)}: 'world.terrain.heightfield'",
                     path.parent)
             params.update(flat)
+            origin.update({k: f"world.{k}" for k in flat})
     params = {k: v for k, v in params.items() if not k.startswith("objects.")}
     params.update(_objects(world.get("objects", []), path))
+    origin.update(dict.fromkeys((k for k in params if k.startswith("objects.")), "world.objects"))
     try:
         load_config(params)
     except ConfigError as e:
-        raise ConfigError(f"{_where(path)}: {e}") from None
+        named = re.search(r"parameter '([^']+)'", str(e))
+        where = origin.get(named[1]) if named else None
+        raise ConfigError(f"{_where(path)}: {e}" + (f" (set at {where})" if where and
+                                                    where.startswith("the robot file") else
+                                                    f" (set at '{where}')" if where else
+                                                    "")) from None
     return params, info
 
 

@@ -145,6 +145,9 @@ ROBOT = "    - {name: humanoid, robot: humanoid}\n"
      "controller_params: {kp: 1.0}}\n", "the controller is 'none'"),
     (f"  robots:\n    - {{name: r, urdf: '{share_dir() / 'urdf' / 'humanoid.urdf'}'}}\n",
      "'world.robots[0].controller' 'pd' needs the gains kp (N*m/rad) and kd"),
+    ("  robots:\n    - {name: humanoid, robot: humanoid, initial: {base_position: [0.0]}}\n",
+     "(set at 'world.robots[0].initial.base_position')"),
+    ("  ground: {normal: [0.0, 0.0, 0.0]}\n  robots:\n" + ROBOT, "(set at 'world.ground.normal')"),
     ("  robots:\n    - {name: humanoid, robot: humanoid, controller: pdd}\n",
      "'world.robots[0].controller' must be 'pd'"),
 ])
