@@ -15,6 +15,7 @@ setup(
         (f"share/{package_name}", ["package.xml"]),
         (f"share/{package_name}/launch", glob("launch/*.py")),
         (f"share/{package_name}/config", glob("config/*.yaml")),
+        (f"share/{package_name}/config/worlds", glob("config/worlds/*.yaml")),
         (f"share/{package_name}/urdf", glob("urdf/*.urdf") + glob("urdf/*.srdf")),
         (f"share/{package_name}/rviz", glob("rviz/*.rviz")),
     ],

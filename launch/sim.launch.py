@@ -8,6 +8,7 @@
     ros2 launch wb_sim sim.launch.py config:=/path/my.yaml # override the robot's parameters
     ros2 launch wb_sim sim.launch.py sync:=realtime        # free-running (default with pd: lockstep)
     ros2 launch wb_sim sim.launch.py viewer:=meshcat       # browser view where RViz is absent
+    ros2 launch wb_sim sim.launch.py world:=/path/world.yaml   # a world file (docs/world.md)
 
 Parameters, each layer winning over the one before: the robot's file
 (share/wb_sim/config/<robot>.yaml, or the file ``robot`` names), this launcher's
@@ -16,13 +17,16 @@ defaults (``wb_sim.ros.parameters.launcher_layers``, shared with ``wb_sim_run``:
 ``controller:=pd`` paced lockstep, ``sync.mode: lockstep``: one step per answer, never
 faster than real time, so a busy machine slows the simulation and never drops the
 robot), the ``config`` file, then the controller's (``controller:=module:factory``
-runs it inside the node), ``sync`` and ``viewer`` when given.
+runs it inside the node), ``sync`` and ``viewer`` when given. A ``world`` file
+(docs/world.md) stands for the robot's file (its ground, terrain, objects and robot, as one
+parameter file) and its robot's controller is the default of ``controller``.
 
 The processes are one unit: when one of them ends, the launch shuts the others
 down, and exits non-zero if that process failed.
 """
 
 import os
+import tempfile
 
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 from ament_index_python.packages import get_package_share_directory
@@ -67,8 +71,23 @@ def _robot_file(share: str, robot: str) -> str:
 def _nodes(context, *args, **kwargs):
     share = get_package_share_directory("wb_sim")
     arg = {name: LaunchConfiguration(name).perform(context)
-           for name in ("robot", "config", "controller", "use_sim_time", "sync", "viewer", "rviz")}
-    robot_file = _robot_file(share, arg["robot"])
+           for name in ("robot", "config", "controller", "use_sim_time", "sync", "viewer", "rviz",
+                        "world")}
+    if arg["world"]:
+        if arg["robot"]:
+            raise RuntimeError("world:= declares the robot (world.robots); leave robot:= out")
+        from wb_sim.world import load_world, write_params_file
+        try:
+            params, info = load_world(arg["world"])
+        except ConfigError as e:
+            raise RuntimeError(str(e)) from None
+        out = tempfile.NamedTemporaryFile(prefix="wb_sim_world_", suffix=".yaml", delete=False)
+        out.close()  # the node reads it at its start; the system's temporary files keep it
+        robot_file = str(write_params_file(params, info, out.name))
+        arg["controller"] = arg["controller"] or info.controller
+    else:
+        robot_file = _robot_file(share, arg["robot"] or "humanoid")
+    arg["controller"] = arg["controller"] or "pd"
     user = []
     if arg["config"]:
         if not os.path.isfile(arg["config"]):
@@ -117,18 +136,23 @@ def _nodes(context, *args, **kwargs):
 
 def generate_launch_description():
     return LaunchDescription([
-        DeclareLaunchArgument("robot", default_value="humanoid",
+        DeclareLaunchArgument("robot", default_value="",
                               description=f"Robot configuration: one of {', '.join(ROBOTS)}, or "
-                                          f"the path of your robot's YAML file"),
+                                          f"the path of your robot's YAML file ('': humanoid)"),
+        DeclareLaunchArgument("world", default_value="",
+                              description="A world file (docs/world.md): ground, terrain, "
+                                          "objects and the robot with its controller, in place "
+                                          "of robot:="),
         DeclareLaunchArgument("config", default_value="",
                               description="A YAML parameter file (wb_sim: ros__parameters:) "
                                           "overriding the robot's configuration"),
-        DeclareLaunchArgument("controller", default_value="pd",
+        DeclareLaunchArgument("controller", default_value="",
                               description="'pd': start the example PD + gravity-compensation "
                                           "controller, in paced lockstep; 'none': bring your "
                                           "own (the physics waits for its first command); "
                                           "'module:factory': an in-process controller, e.g. "
-                                          "wb_sim.controllers:pd_gravity"),
+                                          "wb_sim.controllers:pd_gravity; '' (default): "
+                                          "the world's, else pd"),
         DeclareLaunchArgument("rviz", default_value="false", description="Start RViz (true/false)"),
         DeclareLaunchArgument("use_sim_time", default_value="true",
                               description="Run the controller and RViz on the simulated /clock"),

@@ -316,6 +316,14 @@ class Simulator:
         params.update(overrides or {})
         return cls.from_params(params)
 
+    @classmethod
+    def from_world(cls, path: str | Path) -> "Simulator":
+        """Build from a world file (docs/world.md, :func:`wb_sim.world.load_world`): its
+        ground, terrain, objects and its one robot. Its controller:
+        ``wb_sim.world.controller_loop(sim, load_world(path)[1])``."""
+        from .world import load_world
+        return cls.from_params(load_world(path)[0])
+
     def _initial_configuration(self) -> np.ndarray:
         """q0: the configured initial state, or the named pose initial.pose."""
         cfg = self.config.initial

@@ -319,6 +319,56 @@ def payload_sentence() -> str:
 
 
 # ---------------------------------------------------------------------------
+# docs/world.md: the two shipped worlds
+# ---------------------------------------------------------------------------
+
+def world_box_figures() -> str:
+    """test/core/test_world.py's run of config/worlds/humanoid_box.yaml (2 s, and its robot
+    0.5 s without the box)."""
+    from helpers.worlds import humanoid_box
+    box = humanoid_box()
+    z = box["base_z"]
+    return "\n".join(_wrap(line, "  ") for line in [
+        f"* With friction alone (μ = {box['mu']:g}, deceleration μg) the box would stop with "
+        f"its centre at x = {box['x_friction']:.3f} m, its rear face inside the feet.",
+        f"* Instead it meets the robot and rebounds (moving away from it from "
+        f"t = {box['rebound_t']:.3f} s, at up to {box['vx'].max():.2f} m/s), and comes to rest "
+        f"at x = {box['x'][-1]:.3f} m: {box['x'][-1] - box['x_friction']:.3f} m short of where "
+        f"friction alone would have stopped it.",
+        f"* The impact pushes the robot's base {-box['pushed'] * 1e3:.1f} mm further back "
+        f"(at t = {box['pushed_t']:.2f} s) than the same robot without the box, which settles "
+        f"{-box['x_alone'].min() * 1e3:.1f} mm back on its own.",
+        f"* The robot stands: its base height stays between {z.min():.4f} and "
+        f"{max(z.max(), box['qs'][0, 2]):.4f} m."])
+
+
+def world_playground_figures() -> str:
+    """test/core/test_world.py's run of config/worlds/objects_playground.yaml (2 s)."""
+    import numpy as np
+
+    from helpers.worlds import playground
+    play = playground()
+    moved = max(float(np.linalg.norm(play["end"][n][:2] - play["start"][n][:2]))
+                for n in play["start"])
+    speed = max(play["speed"].values())
+    sink = {n: (play["start"][n][2] - play["end"][n][2]) * 1e3 for n in play["start"]}
+    return _wrap(
+        "After 2 s every object is within "
+        + (f"{moved * 1e3:.2f} mm" if moved >= 5e-6 else "0.01 mm")
+        + " (horizontally) of where it was put, "
+        + (f"at {speed:.2g} m/s at the most" if speed >= 1e-6 else "at rest (under 1 µm/s)")
+        + ". Each has sunk only by the compliant contacts under it: "
+        + ", ".join(f"{n} {sink[n]:.1f} mm" for n in sink)
+        + f". The robot's base stays above {play['qs'][:, 2].min():.3f} m.")
+
+
+def _wrap(text: str, indent: str = "", width: int = 96) -> str:
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent,
+                                    break_on_hyphens=False))
+
+
+# ---------------------------------------------------------------------------
 # the blocks
 # ---------------------------------------------------------------------------
 
@@ -347,6 +397,10 @@ BLOCKS = {b.name: b for b in [
           "test_loop_closures.py's parallelogram swing, 2 s at 1 kHz"),
     Block("payload", "docs/physics.md", payload_sentence,
           "test_payloads.py's humanoid with a crate, 5 s"),
+    Block("world-box", "docs/world.md", world_box_figures,
+          "test_world.py's run of humanoid_box.yaml, 2 s (and 0.5 s of the robot alone)"),
+    Block("world-playground", "docs/world.md", world_playground_figures,
+          "test_world.py's run of objects_playground.yaml, 2 s"),
     Block("mujoco-lying", "docs/physics.md", mujoco_lying_table,
           "test_mujoco_lying.py's humanoid, 3 s at 1 kHz, both models and MuJoCo's twin",
           needs=lambda: __import__("helpers.extras").extras.require_mujoco()),

@@ -28,7 +28,8 @@ import pytest
 from helpers.ros import copy_package_sources
 
 from helpers import ROOT
-DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "urdf": "*.?rdf", "rviz": "*.rviz"}
+DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "config/worlds": "*.yaml", "urdf": "*.?rdf",
+              "rviz": "*.rviz"}
 
 
 def _source_modules() -> set[str]:

@@ -122,6 +122,32 @@ def test_run_with_the_example_controller_in_process_stands(tmp_path):
     assert bad.returncode == 2 and "choose 'pd'" in bad.stderr, bad.stderr
 
 
+def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
+    """wb_sim_run --world config/worlds/humanoid_box.yaml (the example law in the node: the
+    trajectory of test_world's headless run): the 5 kg box sent into the shins pushes the
+    base back (10.7 mm at t = 0.4 s headless, 5.7 mm without the box) and the humanoid stands; bad worlds are refused
+    in one line before anything starts."""
+    world = ROOT / "config" / "worlds" / "humanoid_box.yaml"
+    mine = tmp_path / "box_in_process.yaml"  # the world's controller is --controller's default
+    mine.write_text(world.read_text().replace("controller: pd ",
+                                              "controller: wb_sim.controllers:pd_gravity "))
+    out, took = _run(tmp_path, "--world", str(mine), "--real-time-factor", "0", "-p",
+                     "publish.stats_period_s:=0.2", "--duration", "1")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "in-process controller 'wb_sim.controllers:pd_gravity'" in out.stdout
+    assert "verdict: stands:" in out.stdout, out.stdout[-2000:]
+    xs = [float(x) for x in re.findall(r"base at \((-?[\d.]+),", out.stdout)]
+    assert len(xs) >= 4 and min(xs) < -0.008, xs  # without the box: -5.8 mm at the most
+    two = tmp_path / "two.yaml"
+    two.write_text("world:\n  robots:\n    - {name: a, robot: humanoid}\n"
+                   "    - {name: b, robot: humanoid}\n")
+    for args, says in ((["--world", str(two)], "not implemented yet (issue 31)"),
+                       (["--world", str(world), "--robot", "icub"], "leave --robot out")):
+        bad, _ = _run(tmp_path, *args, "--duration", "1")
+        assert bad.returncode == 2 and says in bad.stderr, bad.stderr
+        assert bad.stderr.count("\n") == 1 and bad.stdout == "", bad.stderr
+
+
 def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
     # the user's YAML sets what the launcher would otherwise default
     cfg = _yaml(tmp_path, "mine.yaml", "    real_time_factor: 0.0\n    sync:\n      mode: lockstep\n"

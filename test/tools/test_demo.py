@@ -86,3 +86,34 @@ def test_robot_and_config_mean_what_they_mean_in_wb_sim_run(tmp_path, capsys):
     assert demo.main(["--robot", "no_such_robot", "--duration", "0.1"]) == 2
     err = capsys.readouterr().err
     assert "no configuration for robot 'no_such_robot'" in err and "--robot my_robot.yaml" in err
+
+
+WORLD = """world:
+  objects:
+    - {name: ball, shape: sphere, size: [0.1], mass: 1.0, pose: {position: [1.0, 0.0, 0.1]}}
+  robots:
+    - name: tilted
+      urdf: tilted.urdf
+      controller: none
+      initial: {base_position: [0.0, 0.0, 0.0505]}
+      parameters:
+        contact_surfaces: [sole]
+        sole:
+          frame: sole
+          shape: points
+          points: [0.05, 0.0, 0.05, -0.05, 0.0, 0.05, 0.05, 0.0, -0.05, -0.05, 0.0, -0.05]
+"""
+
+
+def test_the_demo_runs_a_world_file(tmp_path, capsys):
+    """python -m wb_sim --world FILE: the world's robot (its URDF beside the world file), its
+    object and its controller ('none': no torques); --robot beside it is refused."""
+    (tmp_path / "tilted.urdf").write_text(URDF)
+    (tmp_path / "w.yaml").write_text(WORLD)
+    assert demo.main(["--world", str(tmp_path / "w.yaml"), "--duration", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "tilted" in out and "result: stands" in out, out
+    ratio = float(re.search(r"vertical contact force \(world z\) / weight: ([-\d.]+)", out)[1])
+    assert ratio == pytest.approx(1.0, abs=0.01)  # the ball's weight is not the robot's
+    assert demo.main(["--world", str(tmp_path / "w.yaml"), "--robot", "humanoid"]) == 2
+    assert "leave --robot out" in capsys.readouterr().err

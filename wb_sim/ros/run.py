@@ -36,6 +36,11 @@ launcher's defaults (``publish.stats_period_s: 1.0`` and those of
 controller), the ``--config`` file, then the in-process controller's, and
 ``--real-time-factor``, ``--sync`` and ``--viewer`` when given.
 
+``--world FILE`` takes a world file (docs/world.md) in place of ``--robot``: its
+ground, terrain, free objects and its one robot, written into a parameter file that
+stands for the robot's file; its robot's ``controller`` is the default of
+``--controller``.
+
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
 starts the physics, waits until the recorder is subscribed; an in-process
 controller starts with the node, so its recording begins once the recorder has
@@ -63,6 +68,7 @@ from ..paths import robot_config_file
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
 from ..tools.ab import parse_overrides
+from ..world import load_world, write_params_file
 from .parameters import (PD_IN_PROCESS, core_keys, launcher_layers, load_node_config,
                          sync_description)
 from .verdict import RunJudge
@@ -87,11 +93,14 @@ def _fail(msg: str) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="wb_sim_run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--robot", default="humanoid",
+    ap.add_argument("--robot", default=None,
                     help="a ready configuration (humanoid, icub, talos, anymal, panda; default "
                          "humanoid) or the path of your robot's YAML file")
+    ap.add_argument("--world", metavar="FILE",
+                    help="a world file (docs/world.md): the ground, terrain, objects and the "
+                         "robot with its controller, in place of --robot")
     ap.add_argument("--config", help="a YAML parameter file loaded after the robot's")
-    ap.add_argument("--controller", default="pd", metavar="pd|none|MODULE:FACTORY",
+    ap.add_argument("--controller", default=None, metavar="pd|none|MODULE:FACTORY",
                     help="pd: the example PD + gravity controller as its own process, in paced "
                          "lockstep (default); none: yours (the physics waits for its first "
                          f"command); MODULE:FACTORY: an in-process controller, e.g. "
@@ -120,6 +129,17 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.duration > 0:
         return _fail(f"--duration must be > 0 (got {args.duration:g})")
+    args.world_loaded = None
+    if args.world:
+        if args.robot:
+            return _fail("--world declares the robot (world.robots); leave --robot out")
+        try:
+            args.world_loaded = load_world(args.world)
+        except ConfigError as e:
+            return _fail(str(e))
+        args.controller = args.controller or args.world_loaded[1].controller
+    args.robot = args.robot or "humanoid"
+    args.controller = args.controller or "pd"
     try:
         params = parse_overrides(args.param, "-p")
         ab = parse_overrides(args.ab, "--ab")
@@ -189,9 +209,13 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
     """One run of the node (and the example controller) as ``args`` say, with the ``-p``
     values ``params`` over every file, recorded into ``bag`` when given; ``info`` gets
     ``floating_base``."""
+    workdir = tempfile.TemporaryDirectory(prefix="wb_sim_run_")
     # everything the node will read, checked before anything starts (one line, no traceback)
     try:
-        robot_yaml = robot_config_file(args.robot)
+        if args.world_loaded is not None:  # the world as the robot's file
+            robot_yaml = write_params_file(*args.world_loaded, Path(workdir.name) / "world.yaml")
+        else:
+            robot_yaml = robot_config_file(args.robot)
         flat = read_yaml_params(robot_yaml)
         defaults, explicit = launcher_layers(args.controller, robot_yaml, args.sync)
         defaults = {**LAUNCHER_DEFAULTS, **defaults}
@@ -217,7 +241,6 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
     print(f"wb_sim_run: {args.controller!r} controller; "
           f"{sync_description(node_cfg, node_cfg['controller.callable'])}", flush=True)
     stats_period = explicit.get("publish.stats_period_s", node_cfg["publish.stats_period_s"])
-    workdir = tempfile.TemporaryDirectory(prefix="wb_sim_run_")
     defaults_yaml = Path(workdir.name) / "launcher_defaults.yaml"
     defaults_yaml.write_text(yaml.safe_dump({"wb_sim": {"ros__parameters": defaults}}))
     explicit_yaml = Path(workdir.name) / "launcher_explicit.yaml"  # over the user's file

@@ -3,6 +3,8 @@ PD + gravity-compensation controller, headless, with progress and final figures.
 
 ``--robot`` picks another ready configuration (config/<robot>.yaml), ``--config``
 any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
+``--world FILE`` runs a world file instead (docs/world.md: ground, terrain, free
+objects, the robot and its controller).
 ``--record FILE.npz`` saves the run's history (:mod:`wb_sim.tools.recording`, with the
 PD reference as reference positions), ``--plot DIR`` writes its plots
 (:mod:`wb_sim.tools.plot`, needs matplotlib) after the run. ``--viewer meshcat``
@@ -25,14 +27,18 @@ from ..errors import ConfigError, WbSimError
 from .progress import Progress
 from .recording import Recorder
 from ..simulator import Simulator
+from ..world import controller_loop, load_world
 from .stand import StandMonitor
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wb_sim", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--robot", default="humanoid",
+    parser.add_argument("--robot", default=None,
                         help="a ready configuration's name (config/<robot>.yaml; default "
                              "humanoid) or the path of your robot's YAML file")
+    parser.add_argument("--world", metavar="FILE",
+                        help="a world file (docs/world.md) in place of --robot: its ground, "
+                             "terrain, objects, robot and controller")
     parser.add_argument("--config", help="a YAML parameter file loaded after the robot's (its "
                                          "keys win), as wb_sim_run's")
     parser.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
@@ -42,20 +48,37 @@ def main(argv=None) -> int:
     parser.add_argument("--viewer", choices=("none", "meshcat"), default="none",
                         help="meshcat: watch the run in a browser, in real time")
     args = parser.parse_args(argv)
+    if args.world and args.robot:
+        print("wb_sim: --world declares the robot (world.robots); leave --robot out",
+              file=sys.stderr)
+        return 2
     try:
-        path = robot_config_file(args.robot)
-        flat = read_yaml_params(path)
-        gains = _controller_gains(path)
+        if args.world:
+            path = args.world
+            flat, info = load_world(path)
+        else:
+            path = robot_config_file(args.robot or "humanoid")
+            flat = read_yaml_params(path)
+            gains = _controller_gains(path)
         if args.config:  # an overlay, as wb_sim_run's --config: its keys win
             flat.update(read_yaml_params(args.config))
-            gains.update(_controller_gains(args.config))
+            if not args.world:
+                gains.update(_controller_gains(args.config))
         sim = Simulator.from_params(flat)
+        q0 = sim.state.joint_positions
+        if args.world:
+            loop = controller_loop(sim, info)
+            torques = loop.torques if loop is not None else (lambda: np.zeros(sim.nj))
+        else:
+            ctrl = PDGravityController(sim.robot, q0, gains.get("kp", 100.0),
+                                       gains.get("kd", 5.0), gravity=sim.config.gravity)
+
+            def torques():
+                st = sim.state
+                return ctrl(st.q, st.joint_positions, st.joint_velocities)
     except WbSimError as e:
         print(f"wb_sim: {e}", file=sys.stderr)
         return 2
-    q0 = sim.state.joint_positions
-    ctrl = PDGravityController(sim.robot, q0, gains.get("kp", 100.0), gains.get("kd", 5.0),
-                               gravity=sim.config.gravity)
     steps = int(round(args.duration / sim.dt))
     per_second = int(round(1.0 / sim.dt))
     print(f"wb_sim: {path}: {sim.robot.model.name}, {sim.nj} joints, {sim.mass:.2f} kg, "
@@ -84,8 +107,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         for _ in range(steps):
-            st = sim.state
-            sim.step(ctrl(st.q, st.joint_positions, st.joint_velocities))
+            sim.step(torques())
             if viewer is not None:
                 _view(viewer, sim, t0)
             heights.append(sim.q[2] if floating else 0.0)
