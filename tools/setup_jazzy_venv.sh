@@ -31,10 +31,10 @@ PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
 # wb_sim without the `ros` extra (it names the unprefixed ros-* wheels, which are Kilted's), then
 # Jazzy's wheels; a fresh build of wb_sim, as tools/setup_venv.sh does with WB_SIM_EDITABLE=0
-rm -rf build wb_sim.egg-info
-"$PY" -m pip install --quiet --disable-pip-version-check . pytest "${JAZZY_WHEELS[@]}" \
+rm -rf wb_sim/build wb_sim/wb_sim.egg-info
+"$PY" -m pip install --quiet --disable-pip-version-check ./wb_sim pytest "${JAZZY_WHEELS[@]}" \
   || die "pip install of wb_sim and the ros-jazzy-* wheels failed (no Jazzy wheel for $("$PY" -V)?)"
-"$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps .
+"$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./wb_sim
 WB_SIM_ROS_DISTRO=jazzy bash tools/build_tf2_msgs.sh "$PY" \
   || die "tf2_msgs could not be generated with Jazzy's rosidl (tools/build_tf2_msgs.sh)"
 # the venv must hold Jazzy's rclpy, not a Kilted one pulled in by a stray dependency

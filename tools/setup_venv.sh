@@ -20,11 +20,15 @@ fi
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 if [ "${WB_SIM_EDITABLE:-1}" = "0" ]; then
   # a fresh build: nothing left over from an earlier build of the tree may ship
-  rm -rf build wb_sim.egg-info
-  "$VENV/bin/python" -m pip install --quiet ".[test,ros,plot,viewer]"
-  "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps .
+  rm -rf wb_sim/build wb_sim/wb_sim.egg-info
+  "$VENV/bin/python" -m pip install --quiet "./wb_sim[test,ros,plot,viewer]"
+  "$VENV/bin/python" -m pip install --quiet --force-reinstall --no-deps ./wb_sim
 else
-  "$VENV/bin/python" -m pip install --quiet -e ".[test,ros,plot,viewer]"
+  # editable as a path entry (compat): the repository's root holds the package's directory
+  # wb_sim/, which a `python -m` started there would otherwise import as an empty namespace
+  # package before setuptools' default editable finder is asked
+  "$VENV/bin/python" -m pip install --quiet -e "./wb_sim[test,ros,plot,viewer]" \
+    --config-settings editable_mode=compat
 fi
 bash tools/build_tf2_msgs.sh "$VENV/bin/python"
 # ROS 2 simulation_interfaces (not on PyPI either): generated from its unchanged upstream

@@ -4,9 +4,9 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from helpers import ROOT
+from helpers import PKG
 
-URDF = ROOT / "urdf" / "humanoid.urdf"
+URDF = PKG / "urdf" / "humanoid.urdf"
 
 LEG = ["hip_yaw", "hip_roll", "hip_pitch", "knee", "ankle_pitch", "ankle_roll"]
 ARM = ["shoulder_pitch", "shoulder_roll", "shoulder_yaw", "elbow"]

@@ -17,7 +17,12 @@ from pathlib import Path
 
 #: the test tree (test/)
 TEST_DIR = Path(__file__).resolve().parents[1]
-#: the repository (the package's sources)
+#: the repository: docs/, tools/, .ci/, test/ and the two ROS 2 packages below
 ROOT = TEST_DIR.parent
+#: the wb_sim package's sources (a colcon package and a pip project: package.xml, setup.py,
+#: the ``wb_sim`` module, config/, urdf/, launch/, rviz/)
+PKG = ROOT / "wb_sim"
+#: the interface package's sources (msg/, srv/)
+INTERFACES_PKG = ROOT / "wb_sim_interfaces"
 #: screenshots and other files the tests keep for a look (ignored by git)
 ARTIFACTS = TEST_DIR / "artifacts"

@@ -20,29 +20,32 @@ from typing import Any, Callable
 
 import numpy as np
 
-from helpers import ROOT
+from helpers import PKG, ROOT
 
-HUMANOID_YAML = ROOT / "config" / "humanoid.yaml"
-#: what setup.py reads: the package and its data files (a copy of these builds like the
-#: repository), and what its tests read (docs/ and examples/: a clone into a workspace has them)
-PACKAGE_SOURCES = ("setup.py", "setup.cfg", "package.xml", "README.md", "resource", "launch",
-                   "config", "urdf", "rviz", "wb_sim", "test", ".ci", "tools", "docs",
-                   "examples", "ruff.toml")
+HUMANOID_YAML = PKG / "config" / "humanoid.yaml"
+#: a clone of the repository as a user puts it into a colcon workspace's src/: the two
+#: packages (wb_sim: setup.py, package.xml, the module and its data files; wb_sim_interfaces)
+#: and what the tests read (docs/, examples/, the README)
+REPO_SOURCES = ("README.md", "wb_sim", "wb_sim_interfaces", "test", ".ci", "tools", "docs",
+                "examples", "ruff.toml", "pytest.ini")
 
 
 def copy_package_sources(dest: Path, with_tests: bool = False) -> Path:
-    """Copy the package (without build products, venvs or test artifacts) into ``dest``."""
+    """Copy the repository (without build products, venvs or test artifacts) into ``dest``,
+    as a clone: ``dest/wb_sim`` is the wb_sim package (``pip install dest/wb_sim``),
+    ``dest/wb_sim_interfaces`` the interface package. ``with_tests``: test/, .ci/ and tools/
+    too."""
     import shutil
     dest.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "artifacts",
-                                    "venv")
-    for name in PACKAGE_SOURCES:
+                                    "venv", "venv-jazzy")
+    for name in REPO_SOURCES:
         if name in ("test", ".ci", "tools") and not with_tests:
             continue
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=ignore)
-        else:
+        elif src.is_file():
             shutil.copy2(src, dest / name)
     return dest
 

@@ -22,7 +22,7 @@ from wb_sim.parameters import Param
 from wb_sim.ros.parameters import (DEFAULT_TOPICS, NODE_PARAMETERS, is_node_key, load_node_config,
                                    node_parameter_table_markdown)
 
-from helpers import ROOT
+from helpers import PKG, ROOT
 DOCS = (ROOT / "docs" / "parameters.md").read_text() + (ROOT / "docs" / "ros.md").read_text()
 ARM = """<robot name="arm"><link name="base"/>
   <link name="l1"><inertial><mass value="1"/><inertia ixx="0.01" iyy="0.01" izz="0.01"
@@ -208,7 +208,7 @@ def test_live_contact_changes_are_checked_by_the_same_declarations(model):
 
 
 def test_users_files_load_unchanged():
-    for f in sorted((ROOT / "config").glob("*.yaml")):
+    for f in sorted((PKG / "config").glob("*.yaml")):
         flat = read_yaml_params(f)
         load_config(flat)
         load_node_config(flat)

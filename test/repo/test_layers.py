@@ -12,9 +12,9 @@ import functools
 from pathlib import Path
 
 
-from helpers import ROOT
+from helpers import PKG, ROOT
 
-PACKAGE = ROOT / "wb_sim"
+PACKAGE = PKG / "wb_sim"
 
 
 def _imports(path: Path) -> set[str]:
@@ -67,8 +67,9 @@ def test_the_import_reader_sees_relative_imports():
 def _layout_sections() -> dict[str, str]:
     """docs/layout.md's tree, by section: a line at column 0 (``wb_sim/tools/``,
     ``launch/...``) starts one, its indented lines belong to it."""
-    doc = (PACKAGE.parent / "docs" / "layout.md").read_text()
-    tree = doc.split("```")[1]
+    doc = (ROOT / "docs" / "layout.md").read_text()
+    # the module's tree (the page's first block is the repository's two packages)
+    tree = next(b for b in doc.split("```")[1::2] if "THE PHYSICS CORE" in b)
     sections: dict[str, str] = {}
     head = ""
     for line in tree.splitlines():

@@ -27,18 +27,18 @@ from pathlib import Path
 import pytest
 from helpers.ros import copy_package_sources
 
-from helpers import ROOT
+from helpers import PKG, ROOT
 DATA_GLOBS = {"launch": "*.py", "config": "*.yaml", "config/worlds": "*.yaml", "urdf": "*.?rdf",
               "rviz": "*.rviz"}
 
 
 def _source_modules() -> set[str]:
-    return {p.relative_to(ROOT).as_posix() for p in (ROOT / "wb_sim").rglob("*.py")
+    return {p.relative_to(PKG).as_posix() for p in (PKG / "wb_sim").rglob("*.py")
             if "__pycache__" not in p.parts}
 
 
 def _console_scripts() -> set[str]:
-    tree = ast.parse((ROOT / "setup.py").read_text())
+    tree = ast.parse((PKG / "setup.py").read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict) and any(
                 isinstance(k, ast.Constant) and k.value == "console_scripts" for k in node.keys):
@@ -52,7 +52,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     tmp = tmp_path_factory.mktemp("wheel")
     src = copy_package_sources(tmp / "src")
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                          "-q", "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True,
+                          "-q", "-w", str(tmp / "dist"), str(src / "wb_sim")], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, (f"building the wheel failed (needs setuptools and wheel: the test "
                                  f"extra):\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
@@ -64,7 +64,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_every_python_package_has_an_init():
     """find_packages ships only folders with __init__.py: every folder with modules has one."""
-    folders = {p.parent for p in (ROOT / "wb_sim").rglob("*.py") if "__pycache__" not in p.parts}
+    folders = {p.parent for p in (PKG / "wb_sim").rglob("*.py") if "__pycache__" not in p.parts}
     missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").is_file())
     assert not missing, f"folders without __init__.py (left out of every install): {missing}"
 
@@ -82,7 +82,7 @@ def test_wheel_ships_every_data_file_and_script(wheel):
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     expected = {"share/wb_sim/package.xml", "share/ament_index/resource_index/packages/wb_sim"}
     for folder, pattern in DATA_GLOBS.items():
-        files = sorted((ROOT / folder).glob(pattern))
+        files = sorted((PKG / folder).glob(pattern))
         assert files, folder
         expected |= {f"share/wb_sim/{folder}/{f.name}" for f in files}
     assert data == expected, (f"missing: {sorted(expected - data)}; extra: {sorted(data - expected)}")
@@ -107,9 +107,24 @@ def test_node_processes_run_the_installed_package(tmp_path):
     where = Path(out.stdout.strip()).resolve()
     assert where.name == "run.py"
     # the sources are ROOT/wb_sim; a venv inside the tree (CI's .ci/venv) is an install
-    from_sources = (ROOT / "wb_sim") in where.parents
+    from_sources = (PKG / "wb_sim") in where.parents
     if os.environ.get("WB_SIM_REQUIRE_INSTALLED") == "1":
         assert not from_sources, (f"the node processes import wb_sim from the source tree "
                                   f"({where}); CI must test a non-editable install")
     elif from_sources:
         print(f"note: wb_sim is installed editable ({where}); CI tests a non-editable install")
+
+
+def test_wb_sim_imports_as_the_package_from_the_repository_root():
+    """The repository's root holds the package's directory ``wb_sim/`` (beside
+    ``wb_sim_interfaces/``, the layout colcon needs); ``python -m`` started there puts the
+    root on the path, where ``wb_sim/`` has no ``__init__.py``. The installed package must
+    still be what ``import wb_sim`` gives (an editable install from tools/setup_venv.sh is a
+    path entry for this reason), not an empty namespace package."""
+    code = "import wb_sim, wb_sim.config; print(wb_sim.__file__); print(wb_sim.config.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    init, config = out.stdout.split()
+    assert init.endswith(os.path.join("wb_sim", "__init__.py")), init
+    assert config.endswith(os.path.join("wb_sim", "config.py")), config

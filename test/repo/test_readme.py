@@ -7,7 +7,7 @@ import wb_sim
 from wb_sim.config import PARAMETERS, parameter_table_markdown
 from wb_sim.ros.parameters import NODE_PARAMETERS, node_parameter_table_markdown
 
-from helpers import ROOT
+from helpers import PKG, ROOT
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"
 
@@ -40,7 +40,7 @@ def test_links_of_the_readme_and_the_docs_resolve():
 
 def test_every_robot_named_in_readme_has_a_config():
     robots = re.findall(r"^\| `(\w+)`(?: \(default\))? \| ", README, flags=re.M)
-    robots = [r for r in robots if (ROOT / "config" / f"{r}.yaml").exists() or r.islower()]
+    robots = [r for r in robots if (PKG / "config" / f"{r}.yaml").exists() or r.islower()]
     named = {"humanoid", "icub", "talos", "anymal", "panda"}
     assert named <= set(robots)
     for r in named:

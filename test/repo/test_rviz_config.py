@@ -6,8 +6,8 @@ import yaml
 
 import wb_sim
 
-from helpers import ROOT
-RVIZ = ROOT / "rviz" / "wb_sim.rviz"
+from helpers import PKG
+RVIZ = PKG / "rviz" / "wb_sim.rviz"
 
 
 def test_rviz_config_shows_model_tf_and_a_wrench_per_default_surface():

@@ -37,7 +37,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data  # 
 from sensor_msgs.msg import JointState  # noqa: E402
 
 import wb_sim  # noqa: E402
-from helpers.ros import (ROOT, STARTUP_TIMEOUT, LockstepController, Proc,  # noqa: E402
+from helpers.ros import (PKG, ROOT, STARTUP_TIMEOUT, LockstepController, Proc,  # noqa: E402
                          RosClient, SimSetup, fresh_domain_id, sim_node_argv, stamp_ns)
 
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
@@ -360,7 +360,7 @@ def test_the_panda_tracks_a_position_step_through_joint_commands(tmp_path):
     require_robot_data("panda")
     s = SimSetup(tmp_path, "command.wait_for_first:=true", "command.timeout_s:=1.0",
                  "publish.joint_states_rate_hz:=100.0", "publish.stats_period_s:=1.0",
-                 params_file=ROOT / "config" / "panda.yaml")
+                 params_file=PKG / "config" / "panda.yaml")
     try:
         names = list(s.first_js.name)
         target = np.array(s.first_js.position)

@@ -10,7 +10,7 @@ from helpers.extras import require_ros
 
 require_ros()
 
-from helpers.ros import ROOT, Proc, fresh_domain_id, sim_node_argv  # noqa: E402
+from helpers.ros import PKG, Proc, fresh_domain_id, sim_node_argv  # noqa: E402
 from wb_sim.ros.parameters import path_relative_to_its_file  # noqa: E402
 
 
@@ -18,7 +18,7 @@ def _config(tmp_path):
     here = tmp_path / "robots"
     here.mkdir()
     np.save(here / "hill.npy", np.zeros((5, 5)))
-    (here / "me.srdf").write_text((ROOT / "urdf" / "humanoid.srdf").read_text())
+    (here / "me.srdf").write_text((PKG / "urdf" / "humanoid.srdf").read_text())
     cfg = here / "me.yaml"
     cfg.write_text("wb_sim:\n  ros__parameters:\n    terrain:\n      heightfield: hill.npy\n"
                    "      heightfield_origin: [5.0, 5.0, 0.0]\n"

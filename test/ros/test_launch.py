@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from helpers.extras import require_launch_stack, require_robot_data
-from helpers.ros import ROOT, Proc, copy_package_sources, fresh_domain_id, ros_env
+from helpers.ros import PKG, Proc, copy_package_sources, fresh_domain_id, ros_env
 
 require_launch_stack()
 
@@ -351,7 +351,7 @@ def test_a_world_file_through_the_launch(launch, tmp_path):
     the base back (10.7 mm at t = 0.4 s headless, 5.8 mm at the most without the box), the
     robot stands, the launch ends with exit 0."""
     world = tmp_path / "box.yaml"
-    world.write_text((ROOT / "config" / "worlds" / "humanoid_box.yaml").read_text().replace(
+    world.write_text((PKG / "config" / "worlds" / "humanoid_box.yaml").read_text().replace(
         "controller: pd ", "controller: wb_sim.controllers:pd_gravity "))
     cfg = tmp_path / "stop.yaml"
     cfg.write_text("wb_sim:\n  ros__parameters:\n    stop_after_s: 1.0\n    publish:\n"

@@ -20,7 +20,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from helpers import ROOT
+from helpers import PKG
 from helpers.extras import require_ros
 
 require_ros("std_msgs", "geometry_msgs")
@@ -38,11 +38,11 @@ GAZEBO = f"""<gazebo reference="l_knee"><sensor type="force_torque" name="knee_s
 
 
 def _sim(tmp_path, **overrides):
-    text = (ROOT / "urdf" / "humanoid.urdf").read_text()
+    text = (PKG / "urdf" / "humanoid.urdf").read_text()
     urdf = tmp_path / "humanoid_ft.urdf"
     urdf.write_text(text.replace("</robot>", GAZEBO))
     return wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
-        "urdf_path": str(urdf), "collision.srdf_path": str(ROOT / "urdf" / "humanoid.srdf"),
+        "urdf_path": str(urdf), "collision.srdf_path": str(PKG / "urdf" / "humanoid.srdf"),
         **overrides})
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from helpers.extras import require_robot_data, require_ros
-from helpers.ros import ROOT, Proc, fresh_domain_id, pd_controller_argv, ros_env, sim_node_argv
+from helpers.ros import PKG, Proc, fresh_domain_id, pd_controller_argv, ros_env, sim_node_argv
 
 require_ros()
 
@@ -127,7 +127,7 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     trajectory of test_world's headless run): the 5 kg box sent into the shins pushes the
     base back (10.7 mm at t = 0.4 s headless, 5.7 mm without the box) and the humanoid stands; bad worlds are refused
     in one line before anything starts."""
-    world = ROOT / "config" / "worlds" / "humanoid_box.yaml"
+    world = PKG / "config" / "worlds" / "humanoid_box.yaml"
     mine = tmp_path / "box_in_process.yaml"  # the world's controller is --controller's default
     mine.write_text(world.read_text().replace("controller: pd ",
                                               "controller: wb_sim.controllers:pd_gravity "))
@@ -221,7 +221,7 @@ def test_node_refuses_an_unknown_dash_p_parameter_on_the_public_api(tmp_path):
 def test_node_reads_urdf_path_relative_to_its_yaml_and_1e6_floats(tmp_path):
     robot = tmp_path / "robots"
     robot.mkdir()
-    (robot / "me.urdf").write_text((ROOT / "urdf" / "humanoid.urdf").read_text())
+    (robot / "me.urdf").write_text((PKG / "urdf" / "humanoid.urdf").read_text())
     cfg = _yaml(tmp_path / "robots", "me.yaml", "    urdf_path: me.urdf\n"
                 "    contact:\n      stiffness: 5.0e4\n")
     elsewhere = tmp_path / "elsewhere"  # the node's working directory: not the YAML's
@@ -277,7 +277,7 @@ def test_reset_after_a_divergence_resumes_stepping(tmp_path):
 
 
 def test_no_contact_surfaces_warns_that_the_robot_will_fall(tmp_path):
-    cfg = _yaml(tmp_path, "bare.yaml", f"    urdf_path: {ROOT / 'urdf' / 'humanoid.urdf'}\n"
+    cfg = _yaml(tmp_path, "bare.yaml", f"    urdf_path: {PKG / 'urdf' / 'humanoid.urdf'}\n"
                                        "    contact_surfaces: []\n")
     rc, log = _node(tmp_path, sim_node_argv(params_file=cfg), "simulating wb_humanoid")
     assert rc == 0, log

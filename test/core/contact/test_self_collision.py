@@ -37,7 +37,7 @@ from wb_sim.contact.self_collision import (SELF_DIP, cover_convex, reference_sel
 
 from helpers.robots import shipped_controller
 
-from helpers import ROOT
+from helpers import PKG
 from helpers.extras import require_robot_data
 
 K, D_REF = 4.0e4, 1.0e-3  # the default compliant stiffness and reference depth
@@ -517,5 +517,5 @@ def test_the_humanoids_srdf_is_what_the_tool_writes(tmp_path):
     from wb_sim.tools.srdf import main
     out = tmp_path / "humanoid.srdf"
     assert main(["--robot", "humanoid", "-o", str(out)]) == 0
-    assert out.read_text() == (ROOT / "urdf" / "humanoid.srdf").read_text()
+    assert out.read_text() == (PKG / "urdf" / "humanoid.srdf").read_text()
     assert "l_hip_yaw_link" in out.read_text()
