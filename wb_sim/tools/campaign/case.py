@@ -119,7 +119,7 @@ def run_case(task: dict) -> dict:
     run has status 'error' and the error text."""
     spec, case = task["spec"], task["case"]
     row = {"case_id": case["index"], "case_hash": case["hash"], "status": "ok", "error": ""}
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ab = spec.get("ab")
     trace_a: dict = {}
     _run_into(row, spec, case, task.get("out"), trace_a if ab else None)
@@ -135,6 +135,7 @@ def run_case(task: dict) -> dict:
                            wrap=trace_a["wrap"], base_m=ab["base_m"], joint_rad=ab["joint_rad"])
             row.update(d.row())
     row["_wall_s"] = time.perf_counter() - t0
+    row["_cpu_s"] = time.process_time() - c0  # the worker's CPU time (this process's)
     return row
 
 
