@@ -247,13 +247,14 @@ def test_bag_of_ros2_bag_record_without_parameters(recorded, tmp_path):
     """A bag without wb_sim_record's parameter message (as ``ros2 bag record`` makes it):
     the friction coefficient is unknown, the rest comes from the URDF and the defaults."""
     from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+
+    from wb_sim.tools.bag import typestore
 
     bag, _, _ = recorded
-    ts = get_typestore(Stores.ROS2_KILTED)
     plain = tmp_path / "plain"
     with Reader(bag) as reader, Writer(plain, version=8,
                                        storage_plugin=StoragePlugin.MCAP) as writer:
+        ts = typestore(reader)  # with the bag's own definitions (ContactState's)
         conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=ts)
                  for c in reader.connections if c.topic != "/wb_sim_record/parameters"}
         for c, log_ns, raw in reader.messages([c for c in reader.connections if c.id in conns]):
