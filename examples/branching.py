@@ -24,12 +24,12 @@ import sys
 import rclpy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
-from rcl_interfaces.srv import GetParameters
 from rclpy.duration import Duration
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from simulation_interfaces.msg import Result
-from simulation_interfaces.srv import DeleteEntity, StepSimulation
+from simulation_interfaces.srv import StepSimulation
 from std_srvs.srv import SetBool, Trigger
+from wb_sim_interfaces.srv import DeleteSnapshot, GetDynamics, RestoreSnapshot, SaveSnapshot
 
 ROOT = "branch_root"
 
@@ -48,9 +48,9 @@ class Brancher:
                                           QoSProfile(depth=10,
                                                      reliability=ReliabilityPolicy.RELIABLE))
         self.clients = {name: node.create_client(kind, f"{sim_name}/{name}") for name, kind in (
-            ("pause", SetBool), ("reset", Trigger), ("save_snapshot", DeleteEntity),
-            ("restore_snapshot", DeleteEntity), ("delete_snapshot", DeleteEntity),
-            ("step_simulation", StepSimulation), ("get_dynamics", GetParameters))}
+            ("pause", SetBool), ("reset", Trigger), ("save_snapshot", SaveSnapshot),
+            ("restore_snapshot", RestoreSnapshot), ("delete_snapshot", DeleteSnapshot),
+            ("step_simulation", StepSimulation), ("get_dynamics", GetDynamics))}
 
     def call(self, name: str, request, timeout: float = 120.0):
         client = self.clients[name]
@@ -63,8 +63,10 @@ class Brancher:
             sys.exit(f"branching: {client.srv_name} gave no answer within {timeout:g} s")
         res = future.result()
         result = getattr(res, "result", None)
-        if result is not None and result.result != Result.RESULT_OK:
+        if isinstance(result, Result) and result.result != Result.RESULT_OK:
             sys.exit(f"branching: {client.srv_name}: {result.error_message}")
+        if isinstance(result, int) and result != res.RESULT_OK:  # wb_sim_interfaces' codes
+            sys.exit(f"branching: {client.srv_name}: {res.message}")
         return res
 
     def settle(self, seconds: float) -> None:
@@ -77,7 +79,7 @@ class Brancher:
         """Restore the root, push with ``force`` N along x, step: (lowest base height,
         final base height, final base x), m."""
         self.odom.clear()
-        self.call("restore_snapshot", DeleteEntity.Request(entity=ROOT))
+        self.call("restore_snapshot", RestoreSnapshot.Request(name=ROOT))
         if force:
             msg = WrenchStamped()
             msg.header.frame_id = root_link
@@ -89,8 +91,8 @@ class Brancher:
                 sys.exit("branching: the node did not take the push within 30 s")
         self.call("step_simulation", StepSimulation.Request(steps=steps))
         # the state the branch ended at, exactly, and its stamp: the node's own answer
-        end = self.call("get_dynamics", GetParameters.Request(names=["stamp_ns", "q"])).values
-        end_ns, q = end[0].integer_value, end[1].double_array_value
+        end = self.call("get_dynamics", GetDynamics.Request(names=["q"]))
+        end_ns, q = end.stamp.sec * 1_000_000_000 + end.stamp.nanosec, end.q
         start_ns = end_ns - steps * dt_ns
         mine = {}  # stamp -> base height, the states of this branch (one per step)
 
@@ -128,13 +130,20 @@ def main(argv=None) -> int:
             res = b.call("reset", Trigger.Request())
             if not res.success:
                 sys.exit(f"branching: ~/reset: {res.message}")
-        b.call("save_snapshot", DeleteEntity.Request(entity=ROOT))
+        b.call("save_snapshot", SaveSnapshot.Request(name=ROOT))
         b.odom.clear()
-        b.call("restore_snapshot", DeleteEntity.Request(entity=ROOT))  # publishes the root
-        for _ in range(1000):  # (also: the node's push subscription matched)
-            if b.odom and b.push.get_subscription_count():
+        # a restore publishes the root; one published before discovery matched this reader
+        # is not sent again: restore until it arrives (and the node hears the pushes)
+        def ready():
+            return bool(b.odom) and b.push.get_subscription_count() > 0
+        for _ in range(10):
+            b.call("restore_snapshot", RestoreSnapshot.Request(name=ROOT))
+            for _ in range(100):
+                if ready():
+                    break
+                b.settle(0.01)
+            if ready():
                 break
-            b.settle(0.01)
         if not b.odom:
             sys.exit("branching: no odometry on odom/ground_truth (a floating base is needed)")
         root_link = b.odom[-1].child_frame_id
@@ -147,8 +156,8 @@ def main(argv=None) -> int:
             low, z, x = b.branch(f, steps, round(args.dt * 1e9), root_link)
             print(f"| {f:g} | {low:.6f} | {z:.6f} | {x:.6f} | "
                   f"{'yes' if z < 0.6 * z0 else 'no'} |", flush=True)
-        b.call("restore_snapshot", DeleteEntity.Request(entity=ROOT))
-        b.call("delete_snapshot", DeleteEntity.Request(entity=ROOT))
+        b.call("restore_snapshot", RestoreSnapshot.Request(name=ROOT))
+        b.call("delete_snapshot", DeleteSnapshot.Request(name=ROOT))
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

@@ -2,8 +2,9 @@
 # Build and install a ROS 2 interface package (msg/, srv/, action/ definitions + package.xml, as
 # upstream ships them) into a Python virtual environment that already has the PyPI ROS 2 wheels
 # (Kilted's ros-*, or Jazzy's ros-jazzy-*: the build wheels are picked to match, see below).
-# For the interface packages that are not on PyPI: tf2_msgs (tools/build_tf2_msgs.sh) and
-# simulation_interfaces (../shared/ros2-interfaces/simulation_interfaces). The definitions are
+# For the interface packages that are not on PyPI: tf2_msgs (tools/build_tf2_msgs.sh),
+# simulation_interfaces (../shared/ros2-interfaces/simulation_interfaces) and the node's own
+# wb_sim_interfaces (this repository's wb_sim_interfaces/). The definitions are
 # used unchanged; the build file is this script's own (every definition found, DEPENDENCIES from
 # package.xml), generated with rosidl from PyPI build wheels, compiled with the machine's cmake
 # (>= 3.21) and gcc/g++, and installed into the venv prefix (<venv>/lib,

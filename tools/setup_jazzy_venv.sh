@@ -2,8 +2,9 @@
 # A second virtual environment for the node on ROS 2 Jazzy (the LTS), beside the main one on
 # Kilted (tools/setup_venv.sh): wb_sim installed as users get it (non-editable), pytest, Jazzy's
 # rclpy and message wheels from PyPI (ros-jazzy-*, which pin ros-rclpy 7.1.x and the Jazzy
-# versions of the ros-* wheels), and tf2_msgs generated with Jazzy's rosidl build wheels
-# (tools/build_tf2_msgs.sh picks them from the installed rclpy). What it does not install: the
+# versions of the ros-* wheels), and tf2_msgs and the node's own wb_sim_interfaces (this
+# repository's wb_sim_interfaces/) generated with Jazzy's rosidl build wheels
+# (tools/build_interfaces.sh picks them from the installed rclpy). What it does not install: the
 # test extras of the core (iDynTree, robot data, ray, ...), the plot and viewer extras,
 # simulation_interfaces and the ROS 2 launch stack: the Jazzy subset of .ci/run
 # (docs/testing.md) needs none of them.
@@ -37,10 +38,12 @@ rm -rf wb_sim/build wb_sim/wb_sim.egg-info
 "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./wb_sim
 WB_SIM_ROS_DISTRO=jazzy bash tools/build_tf2_msgs.sh "$PY" \
   || die "tf2_msgs could not be generated with Jazzy's rosidl (tools/build_tf2_msgs.sh)"
+WB_SIM_ROS_DISTRO=jazzy bash tools/build_interfaces.sh wb_sim_interfaces "$PY" \
+  || die "wb_sim_interfaces could not be generated with Jazzy's rosidl (tools/build_interfaces.sh)"
 # the venv must hold Jazzy's rclpy, not a Kilted one pulled in by a stray dependency
 RCLPY="$(env -u _ROS_WHEELS_BOOTSTRAP_COMPLETE -u PYTHONPATH -u LD_LIBRARY_PATH "$PY" -c \
-  'from importlib.metadata import version; import rclpy, tf2_msgs.msg; print(version("ros-rclpy"))')" \
-  || die "rclpy or tf2_msgs does not import in $VENV"
+  'from importlib.metadata import version; import rclpy, tf2_msgs.msg, wb_sim_interfaces.msg; print(version("ros-rclpy"))')" \
+  || die "rclpy, tf2_msgs or wb_sim_interfaces does not import in $VENV"
 case "$RCLPY" in
   7.*) ;;
   *) die "$VENV has ros-rclpy $RCLPY, not Jazzy's 7.x" ;;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create (or update) the project's virtual environment on a pip-only machine:
 # wb_sim with its test, ROS 2, plot and viewer extras from PyPI, plus tf2_msgs, which is not on PyPI
-# and is generated locally (tools/build_tf2_msgs.sh, ~15 s the first time), as is ROS 2's
-# simulation_interfaces from ../shared/ros2-interfaces (tools/build_interfaces.sh), plus the ROS 2 launch
+# and is generated locally (tools/build_tf2_msgs.sh, ~15 s the first time), as are the node's own
+# wb_sim_interfaces (this repository's wb_sim_interfaces/) and ROS 2's simulation_interfaces from
+# ../shared/ros2-interfaces (tools/build_interfaces.sh), plus the ROS 2 launch
 # stack (launch, launch_ros, ros2cli: `ros2 launch`, `ros2 topic`, ...) from ../shared/ros2-launch
 # where it exists (its install.sh; colcon comes from PyPI with the test extra).
 #
@@ -31,6 +32,9 @@ else
     --config-settings editable_mode=compat
 fi
 bash tools/build_tf2_msgs.sh "$VENV/bin/python"
+# the node's own interfaces (ContactState, the snapshots, GetDynamics, the payloads: the node
+# needs them), from this repository (~3 min the first time)
+bash tools/build_interfaces.sh wb_sim_interfaces "$VENV/bin/python"
 # ROS 2 simulation_interfaces (not on PyPI either): generated from its unchanged upstream
 # definitions where they are (~3 min the first time)
 INTERFACES="${WB_SIM_ROS2_INTERFACES:-../shared/ros2-interfaces}"

@@ -68,3 +68,15 @@ def blas_threads(sim, trace):
 def crate_height(sim, trace):
     """The height of the object 'crate' at the end of a case, m."""
     return float(sim.object_pose("crate").translation[2])
+
+
+def robot_builds(sim, trace):
+    """The worker's robot cache (wb_sim.tools.campaign.case.WORKER_ROBOTS) after this case's
+    build: how many robots it parsed and how many times it handed one over."""
+    from wb_sim.tools.campaign.case import WORKER_ROBOTS
+    return {"built": WORKER_ROBOTS.built, "reused": WORKER_ROBOTS.reused}
+
+
+def worker_affinity(sim, trace):
+    """How many CPUs the worker process may run on (os.sched_getaffinity)."""
+    return float(len(os.sched_getaffinity(0)))

@@ -27,13 +27,13 @@ import yaml
 
 from helpers.extras import require_ros
 
-require_ros("sensor_msgs.msg", "std_msgs.msg", "tf2_msgs.msg", "rcl_interfaces.srv")
+require_ros("sensor_msgs.msg", "std_msgs.msg", "tf2_msgs.msg", "wb_sim_interfaces.srv")
 
-from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
-from rcl_interfaces.srv import SetParameters  # noqa: E402
+from geometry_msgs.msg import Vector3  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
+from wb_sim_interfaces.srv import AttachPayload, DetachPayload  # noqa: E402
 
 import wb_sim  # noqa: E402
 from helpers.mjcf_robots import ankle_leg_params  # noqa: E402
@@ -87,22 +87,16 @@ def _law_for(names):
     return law
 
 
-def _field(name, value) -> Parameter:
-    T = ParameterType
-    if isinstance(value, str):
-        v = ParameterValue(type=T.PARAMETER_STRING, string_value=value)
-    elif isinstance(value, list):
-        v = ParameterValue(type=T.PARAMETER_DOUBLE_ARRAY, double_array_value=value)
-    else:
-        v = ParameterValue(type=T.PARAMETER_DOUBLE, double_value=float(value))
-    return Parameter(name=name, value=v)
-
-
 def _payload(s, service, **fields):
-    res = s.ros.call(SetParameters, f"/wb_sim/{service}_payload",
-                     SetParameters.Request(parameters=[_field(k, v) for k, v in fields.items()]))
-    assert len(res.results) == 1
-    return res.results[0]
+    """``~/attach_payload`` or ``~/detach_payload`` with ``fields`` (PAYLOAD's keys)."""
+    if service == "attach":
+        kind = AttachPayload
+        fields = {**fields, "mass": float(fields.get("mass", 0.0)),
+                  "com": Vector3(**dict(zip("xyz", map(float, fields.get("com", [0.0] * 3))))),
+                  "inertia": [float(x) for x in fields.get("inertia", [0.0] * 6)]}
+    else:
+        kind = DetachPayload
+    return s.ros.call(kind, f"/wb_sim/{service}_payload", kind.Request(**fields))
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +118,8 @@ def run(tmp_path_factory, params_file):
         refusals = {
             "unknown link": _payload(s, "attach", **{**PAYLOAD, "link": "shin"}),
             "bad inertia": _payload(s, "attach", **{**PAYLOAD, "inertia": [1, 0, 0, 1, 0, 3]}),
-            "missing mass": _payload(s, "attach", link="shank"),
-            "unknown field": _payload(s, "attach", **PAYLOAD, colour="red"),
+            "negative mass": _payload(s, "attach", **{**PAYLOAD, "mass": -1.0}),
+            "no mass": _payload(s, "attach", **{**PAYLOAD, "mass": 0.0}),
             "detach unknown": _payload(s, "detach", name="nothing"),
         }
         attached = _payload(s, "attach", **PAYLOAD)
@@ -168,9 +162,9 @@ def _replay(params_file, attach_at: int | None):
 
 
 def test_payload_attached_through_the_service_equals_the_cores(run, params_file):
-    assert run["attached"].successful, run["attached"].reason
-    assert "attached payload 'tool' (1.5 kg) to 'shank'" in run["attached"].reason
-    assert run["detached"].successful and "detached payload 'tool'" in run["detached"].reason
+    assert run["attached"].success, run["attached"].message
+    assert "attached payload 'tool' (1.5 kg) to 'shank'" in run["attached"].message
+    assert run["detached"].success and "detached payload 'tool'" in run["detached"].message
     for a, b in zip(*run["seam"]):  # the second run went on from the first's last state
         assert np.array_equal(a, b)
     states = run["states"]
@@ -191,13 +185,13 @@ def test_payload_attached_through_the_service_equals_the_cores(run, params_file)
 
 def test_bad_payload_requests_are_refused_saying_why(run):
     r = run["refusals"]
-    assert all(not x.successful for x in r.values())
-    assert "link 'shin' is not in the model" in r["unknown link"].reason
-    assert "shank" in r["unknown link"].reason  # the closest name
-    assert "triangle inequality" in r["bad inertia"].reason
-    assert "field 'mass' is missing" in r["missing mass"].reason
-    assert "unknown field 'colour'" in r["unknown field"].reason
-    assert "no payload named 'nothing'" in r["detach unknown"].reason
+    assert all(not x.success for x in r.values())
+    assert "link 'shin' is not in the model" in r["unknown link"].message
+    assert "shank" in r["unknown link"].message  # the closest name
+    assert "triangle inequality" in r["bad inertia"].message
+    assert "negative mass -1 kg" in r["negative mass"].message
+    assert "without mass cannot have an inertia" in r["no mass"].message
+    assert "no payload named 'nothing'" in r["detach unknown"].message
 
 
 def test_loop_closure_wrenches_equal_the_cores(run, params_file):

@@ -470,22 +470,45 @@ def test_cdr_readers_reject_malformed_data(data):
 
 def test_contact_state_round_trip_and_its_cop():
     """contact_state_msg -> read_contact_state gives the reading's numbers back exactly
-    (sections, shapes, stamp); a surface without normal force has a NaN CoP; a CoP is the
+    (points with their surfaces, frames and indices, the stamp, the centre of mass and
+    momentum), each surface's force and normal force are its points' sums; through CDR
+    (rclpy's serialization, then rosbags' deserialization with the installed definitions)
+    the same numbers; a surface without normal force has a NaN CoP; a CoP is the
     normal-force-weighted mean of its points (two points, by hand)."""
+    from rclpy.serialization import serialize_message
+
     import wb_sim
-    from wb_sim.ros.conversions import contact_state_msg, pressure_centre, read_contact_state
+    from wb_sim.ros.conversions import contact_state_msg, pressure_centre
+    from wb_sim.tools.bag import read_contact_state, typestore
     sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
     for _ in range(60):
         sim.step(np.zeros(sim.nj))
     r = sim.contact_points_state()
     com, h = sim.centroidal_momentum()
     t_ns = 12 * 10**9 + 345_678_901
-    x = read_contact_state(contact_state_msg(t_ns, r, sim.surface_names, com, h))
-    assert list(x) == ["stamp", "robot", "surfaces", "points"]
-    assert x["stamp"].tolist() == [[12.0, 345_678_901.0]]
-    assert x["points"].shape == (len(r.surface), 11) and x["surfaces"].shape == (2, 6)
-    assert np.array_equal(x["points"][:, 7:10], r.force)
-    assert np.array_equal(x["robot"][0, 3:], np.concatenate([com, h]))
+    pts = sim.contact_points
+    msg = contact_state_msg(t_ns, r, pts.surface_names, pts.surface_frames, com, h, "odom")
+    x = read_contact_state(msg)
+    assert x["stamp_ns"] == t_ns and x["frame_id"] == "odom"
+    assert x["surface"] == list(r.surface) and x["surface_names"] == list(sim.surface_names)
+    assert x["frame"] == [pts.surface_frames[k] for k in pts.surface_of_point]
+    assert list(x["index"][:5]) == [0, 1, 2, 3, 0] and len(x["index"]) == 8
+    assert np.array_equal(x["position"], r.position) and np.array_equal(x["normal"], r.normal)
+    assert np.array_equal(x["force"], r.force) and np.array_equal(x["penetration"], r.depth)
+    assert list(x["mode"]) == [{"none": 0, "stick": 1, "slip": 2}[c] for c in r.status]
+    assert np.array_equal(x["com"], com) and np.array_equal(x["momentum"], h)
+    fn = np.einsum("ij,ij->i", r.force, r.normal)
+    for j in range(2):
+        rows = pts.surface_of_point == j
+        np.testing.assert_allclose(x["surface_force"][j], r.force[rows].sum(axis=0),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(x["normal_force"][j], fn[rows].sum(), rtol=0, atol=1e-12)
+        assert x["normal_force"][j] > 10.0  # standing on both feet after 60 steps
+    ts = typestore()
+    y = read_contact_state(ts.deserialize_cdr(bytes(serialize_message(msg)),
+                                              "wb_sim_interfaces/msg/ContactState"))
+    for key, value in x.items():
+        assert np.array_equal(y[key], value, equal_nan=isinstance(value, np.ndarray)), key
     n = np.array([0.0, 0.0, 1.0])
     P = np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 0.0]])
     F = np.array([[5.0, 1.0, 30.0], [0.0, -2.0, 10.0]])

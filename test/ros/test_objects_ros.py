@@ -33,18 +33,20 @@ import yaml
 from helpers.extras import require_ros
 
 require_ros("sensor_msgs.msg", "tf2_msgs.msg", "visualization_msgs.msg",
-            "simulation_interfaces.srv")
+            "simulation_interfaces.srv", "wb_sim_interfaces.srv")
 
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from simulation_interfaces import msg as si_msg  # noqa: E402
 from simulation_interfaces import srv as si  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
+from wb_sim_interfaces import srv as wb  # noqa: E402
 
 import wb_sim  # noqa: E402
 from helpers.ros import HUMANOID_YAML, LockstepController, SimSetup, stamp_ns  # noqa: E402
 
 OK = si_msg.Result.RESULT_OK
+SNAP_OK = wb.SaveSnapshot.Response.RESULT_OK
 TF_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -243,13 +245,13 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     """Spawn a 0.1 m box 0.3 m up: after 400 lockstep cycles it rests at 0.05 m (1 mm);
     delete it: /tf and the markers lose it, the others stay. A snapshot of the set without
     it is refused while it is there (naming the sets), restored once it is gone."""
-    res = _call(s, si.DeleteEntity, "save_snapshot", entity="no_cube").result
-    assert res.result == OK, res.error_message
+    res = _call(s, wb.SaveSnapshot, "save_snapshot", name="no_cube")
+    assert res.result == SNAP_OK, res.message
     res = _spawn(s, "cube", "wb_sim://box?size=0.1,0.1,0.1&mass=0.5")
     assert res.result.result == OK, res.result.error_message
     assert res.entity_name == "cube" and "physics paused" in res.result.error_message
-    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
-    assert res.result != OK and "free objects" in res.error_message, res.error_message
+    res = _call(s, wb.RestoreSnapshot, "restore_snapshot", name="no_cube")
+    assert res.result == res.RESULT_FAILED and "free objects" in res.message, res.message
     s.node.wait_for_log("spawned object 'cube'", 10.0)
     assert s.ros.spin_until(lambda: s.ros.node.count_publishers("/objects/cube/odom") == 1,
                             10.0)  # its odometry, made with it
@@ -276,8 +278,8 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     assert tf and all(set(rows) == set(NAMES) for rows in tf.values()), tf
     res = _call(s, si.GetEntities, "get_entities")
     assert list(res.entities) == ["wb_humanoid", *NAMES]
-    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="no_cube").result
-    assert res.result == OK, res.error_message
+    res = _call(s, wb.RestoreSnapshot, "restore_snapshot", name="no_cube")
+    assert res.result == SNAP_OK, res.message
 
 
 @pytest.mark.parametrize("name, uri, code, fragments", [
@@ -327,11 +329,11 @@ def test_snapshot_with_objects_continues_bit_identically(s):
     """Reset, 50 cycles, save (the crate in mid-air), 80 cycles; restore, the same 80
     cycles: joint states and the objects' TF equal bit for bit, cycle by cycle."""
     _run(s, 50)
-    res = _call(s, si.DeleteEntity, "save_snapshot", entity="mid_air").result
-    assert res.result == OK, res.error_message
+    res = _call(s, wb.SaveSnapshot, "save_snapshot", name="mid_air")
+    assert res.result == SNAP_OK, res.message
     first = _run(s, 80, reset=False)
-    res = _call(s, si.DeleteEntity, "restore_snapshot", entity="mid_air").result
-    assert res.result == OK, res.error_message
+    res = _call(s, wb.RestoreSnapshot, "restore_snapshot", name="mid_air")
+    assert res.result == SNAP_OK, res.message
     second = _run(s, 80, reset=False)
     (sa, _, ta), (sb, _, tb) = first, second
     assert len(sa) == len(sb) == 81

@@ -144,7 +144,7 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/joint_commands": "sensor_msgs/msg/JointState",
         "/effort_commands": "std_msgs/msg/Float64MultiArray",
         "/external_wrench": "geometry_msgs/msg/WrenchStamped",
-        "/contact_state": "std_msgs/msg/Float64MultiArray",
+        "/contact_state": "wb_sim_interfaces/msg/ContactState",
         "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
         "/contact_wrench/left_foot": "geometry_msgs/msg/WrenchStamped",
         "/contact_wrench/right_foot": "geometry_msgs/msg/WrenchStamped",
@@ -152,15 +152,18 @@ def test_bag_is_a_readable_mcap_rosbag2(recorded, tmp_path):
         "/wb_sim_record/parameters": "std_msgs/msg/String",
         "/wb_sim_record/controller_parameters": "std_msgs/msg/String"}
     assert {t: m for t, (m, _) in topics.items()} == expected
-    # the contact truth, recorded at its 100 Hz, read back from the bag as from a message
-    from wb_sim.ros.conversions import read_contact_state
+    # the contact truth, recorded at its 100 Hz, read back from the bag with the definition
+    # the bag carries (MCAP's schema: wb_sim_interfaces is not in rosbags' typestore)
     with Reader(bag) as reader:
         conn = [c for c in reader.connections if c.topic == "/contact_state"]
-        last = read_contact_state(ts.deserialize_cdr(list(reader.messages(conn))[-1][2],
-                                                     conn[0].msgtype))
+        last = _contact_states(reader, conn)[-1]
     # (every 10th step, and the states published out of turn: the first, the resends)
     assert 0.8 <= topics["/contact_state"][1] / (topics["/joint_states"][1] / 10) <= 1.25
-    assert last["points"].shape == (8, 11) and np.isfinite(last["surfaces"]).all()  # standing
+    assert len(last.points) == 8 and [p.index for p in last.points[:5]] == [0, 1, 2, 3, 0]
+    assert [f.name for f in last.surfaces] == ["left_foot", "right_foot"]
+    assert all(f.normal_force > 50.0 for f in last.surfaces)  # standing
+    assert np.isfinite([[f.centre_of_pressure.x, f.centre_of_pressure.y]
+                        for f in last.surfaces]).all()
     assert topics["/robot_description"][1] == topics["/tf_static"][1] == 1
     assert topics["/wb_sim_record/parameters"][1] == 1 and len(params) == 1
     p = params[0]["parameters"]
@@ -244,13 +247,14 @@ def test_bag_of_ros2_bag_record_without_parameters(recorded, tmp_path):
     """A bag without wb_sim_record's parameter message (as ``ros2 bag record`` makes it):
     the friction coefficient is unknown, the rest comes from the URDF and the defaults."""
     from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
+
+    from wb_sim.tools.bag import typestore
 
     bag, _, _ = recorded
-    ts = get_typestore(Stores.ROS2_KILTED)
     plain = tmp_path / "plain"
     with Reader(bag) as reader, Writer(plain, version=8,
                                        storage_plugin=StoragePlugin.MCAP) as writer:
+        ts = typestore(reader)  # with the bag's own definitions (ContactState's)
         conns = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=ts)
                  for c in reader.connections if c.topic != "/wb_sim_record/parameters"}
         for c, log_ns, raw in reader.messages([c for c in reader.connections if c.id in conns]):
@@ -349,35 +353,50 @@ def test_run_records_and_plots(tmp_path):
     assert again.returncode == 2 and "exists; not overwriting" in again.stderr
 
 
-def test_contact_state_is_read_and_plotted_as_recorded(recorded, tmp_path, monkeypatch):
-    """The bag's contact_state messages, read independently (rosbags + the node's own
-    read_contact_state), one per stamp: history_from_bag's truth_t, per-surface CoP and ZMP
-    equal them bit for bit (NaN where a foot carried nothing), and contact_state.png's
-    curves are those arrays (x and y against time, and the top view), the ZMP between the
-    feet once standing."""
-    from rosbags.rosbag2 import Reader
-    from rosbags.typesys import Stores, get_typestore
+def _contact_states(reader, conns) -> list:
+    """The ContactState messages of ``conns``, deserialized by rosbags with the type
+    registered from the bag's own definition (its MCAP schema, ros2msg) alone."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+    ts = get_typestore(Stores.ROS2_KILTED)
+    assert "wb_sim_interfaces/msg/ContactState" not in ts.fielddefs
+    c = conns[0]
+    assert c.msgdef.data.startswith("std_msgs/Header header\n"), c.msgdef.data[:200]
+    assert "MSG: wb_sim_interfaces/ContactPoint" in c.msgdef.data
+    types = get_types_from_msg(c.msgdef.data, c.msgtype)
+    ts.register({k: v for k, v in types.items() if k not in ts.fielddefs})
+    return [ts.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages(conns)]
 
-    from wb_sim.ros.conversions import read_contact_state
+
+def _xyz(p) -> list[float]:
+    return [p.x, p.y, p.z]
+
+
+def test_contact_state_is_read_and_plotted_as_recorded(recorded, tmp_path, monkeypatch):
+    """The bag's contact_state messages, read independently (rosbags with the bag's own
+    definition, the fields read here), one per stamp: history_from_bag's truth_t,
+    per-surface CoP and ZMP equal them bit for bit (NaN where a foot carried nothing), and
+    contact_state.png's curves are those arrays (x and y against time, and the top view),
+    the ZMP between the feet once standing."""
+    from rosbags.rosbag2 import Reader
+
     from wb_sim.tools import plot
     bag = recorded[0]
-    ts = get_typestore(Stores.ROS2_KILTED)
     by_stamp = {}
     with Reader(bag) as reader:
         conn = [c for c in reader.connections if c.topic == "/contact_state"]
-        for c, _, raw in reader.messages(conn):
-            x = read_contact_state(ts.deserialize_cdr(raw, c.msgtype))
-            by_stamp.setdefault(int(x["stamp"][0, 0]) * NS + int(x["stamp"][0, 1]), x)
+        for m in _contact_states(reader, conn):
+            by_stamp.setdefault(m.header.stamp.sec * NS + m.header.stamp.nanosec, m)
     stamps = sorted(by_stamp)
     h = history_from_bag(bag)
     assert len(stamps) > 50 and h.truth_t.size == len(stamps)
     assert np.array_equal(h.truth_t, np.array(stamps) / NS)
     assert h.cop_names == ("left_foot", "right_foot")
-    cop = np.stack([by_stamp[t]["surfaces"][:, :3] for t in stamps], axis=1)
-    zmp = np.array([by_stamp[t]["robot"][0, :3] for t in stamps])
+    cop = np.array([[_xyz(f.centre_of_pressure) for f in by_stamp[t].surfaces]
+                    for t in stamps]).transpose(1, 0, 2)
+    zmp = np.array([_xyz(by_stamp[t].zmp) for t in stamps])
     assert np.array_equal(h.cop, cop, equal_nan=True)
     assert np.array_equal(h.zmp, zmp, equal_nan=True)
-    last = by_stamp[stamps[-1]]["surfaces"][:, 1]
+    last = cop[:, -1, 1]
     assert min(last) < zmp[-1, 1] < max(last)  # standing: the ZMP between the feet
     figures = {}
 

@@ -4,8 +4,9 @@ from the moment it was saved, in lockstep and stepped while paused (the held com
 the watchdog's trip included); the clock never goes back; the bounds refuse with a
 message naming the parameter.
 
-Skipped without rclpy or simulation_interfaces (whose types the services use) unless
-``WB_SIM_REQUIRE_ROS=1``."""
+The services are wb_sim_interfaces' (SaveSnapshot, RestoreSnapshot, DeleteSnapshot,
+ListSnapshots); the paused runs step with simulation_interfaces' step_simulation. Skipped
+without rclpy, wb_sim_interfaces or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``."""
 
 from __future__ import annotations
 
@@ -14,16 +15,20 @@ import pytest
 
 from helpers.extras import require_ros
 
-require_ros("sensor_msgs.msg", "simulation_interfaces.srv")
+require_ros("sensor_msgs.msg", "simulation_interfaces.srv", "wb_sim_interfaces.srv")
 
 from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from simulation_interfaces import msg as si_msg  # noqa: E402
 from simulation_interfaces import srv as si  # noqa: E402
+from wb_sim_interfaces import srv as wb  # noqa: E402
 
 from helpers.ros import LockstepController, SimSetup, stamp_ns  # noqa: E402
 
-OK = si_msg.Result.RESULT_OK
+OK = si_msg.Result.RESULT_OK  # step_simulation's
+SNAP_OK, NOT_FOUND = wb.SaveSnapshot.Response.RESULT_OK, wb.RestoreSnapshot.Response.RESULT_NOT_FOUND
+INVALID, FULL = wb.SaveSnapshot.Response.RESULT_INVALID, wb.SaveSnapshot.Response.RESULT_FULL
+KINDS = {"save": wb.SaveSnapshot, "restore": wb.RestoreSnapshot, "delete": wb.DeleteSnapshot}
 STATE_QOS = QoSProfile(depth=2000, reliability=ReliabilityPolicy.RELIABLE)
 
 
@@ -38,19 +43,18 @@ def s(tmp_path_factory):
 
 
 def _snap(s, service, name):
-    res = s.ros.call(si.DeleteEntity, f"/wb_sim/{service}_snapshot",
-                     si.DeleteEntity.Request(entity=name))
-    return res.result
+    kind = KINDS[service]
+    return s.ros.call(kind, f"/wb_sim/{service}_snapshot", kind.Request(name=name))
 
 
 def _list(s, pattern=""):
-    return s.ros.call(si.GetEntities, "/wb_sim/list_snapshots",
-                      si.GetEntities.Request(filters=si_msg.EntityFilters(filter=pattern)))
+    return s.ros.call(wb.ListSnapshots, "/wb_sim/list_snapshots",
+                      wb.ListSnapshots.Request(filter=pattern))
 
 
 def _clear(s):
-    for name in _list(s).entities:
-        assert _snap(s, "delete", name).result == OK
+    for name in _list(s).names:
+        assert _snap(s, "delete", name).result == SNAP_OK
 
 
 LAW_EFFORTS = np.random.default_rng(3).normal(0.0, 3.0, (400, 64))
@@ -77,10 +81,10 @@ def test_restore_continues_bit_identically_in_lockstep(s):
     js = s.ros.record(JointState, "joint_states", STATE_QOS)
     before = LockstepController(s, _law, 100).run(s)
     res = _snap(s, "save", "t100")
-    assert res.result == OK and "saved snapshot 't100'" in res.error_message, res
+    assert res.result == SNAP_OK and "saved snapshot 't100'" in res.message, res
     first = LockstepController(s, _law, 150, reset=False).run(s)
     res = _snap(s, "restore", "t100")
-    assert res.result == OK and "the simulated clock goes on" in res.error_message, res
+    assert res.result == SNAP_OK and "the simulated clock goes on" in res.message, res
     second = LockstepController(s, _law, 150, reset=False).run(s)
     _equal(first[:1], before[-1:])  # the run went on from the saved state
     _equal(second, first)
@@ -117,10 +121,10 @@ def test_restore_continues_bit_identically_while_paused(s):
     try:
         js = s.ros.record(JointState, "joint_states", STATE_QOS)
         s.ros.spin_for(0.3)
-        assert _snap(s, "save", "paused").result == OK
+        assert _snap(s, "save", "paused").result == SNAP_OK
         stamps1, first = _paused_steps(s, js, 150)
         res = _snap(s, "restore", "paused")
-        assert res.result == OK, res.error_message
+        assert res.result == SNAP_OK, res.message
         s.ros.spin_for(0.3)
         stamps2, second = _paused_steps(s, js, 150)
         s.ros.stop_recording(js)
@@ -142,35 +146,46 @@ def test_list_delete_replace_and_the_bounds(s):
     _clear(s)
     names = [f"b{k:02d}" for k in range(32)]
     for name in names:
-        assert _snap(s, "save", name).result == OK
+        assert _snap(s, "save", name).result == SNAP_OK
     res = _snap(s, "save", "one_more")
-    assert res.result == si_msg.Result.RESULT_OPERATION_FAILED
-    assert "32 snapshots are kept" in res.error_message
-    assert "snapshots.max_count (32)" in res.error_message
+    assert res.result == FULL
+    assert "32 snapshots are kept" in res.message
+    assert "snapshots.max_count (32)" in res.message
     listed = _list(s)
-    assert listed.result.result == OK and listed.entities == names  # oldest first
-    assert "32 of 32 snapshots" in listed.result.error_message
-    assert _list(s, "^b0[0-2]$").entities == ["b00", "b01", "b02"]
-    assert _list(s, "(a*)*b").result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    assert listed.result == SNAP_OK and listed.names == names  # oldest first
+    assert "32 of 32 snapshots" in listed.message
+    assert listed.count == listed.max_count == 32 and len(listed.sizes) == 32
+    # the sizes: each snapshot's estimate, together the total, under the bound
+    assert min(listed.sizes) > 1000 and sum(listed.sizes) == listed.total_size
+    assert listed.total_size <= listed.max_size == 256_000_000
+    stamps = [t.sec * 10**9 + t.nanosec for t in listed.stamps]
+    assert stamps == sorted(stamps) and len(stamps) == 32
+    part = _list(s, "^b0[0-2]$")
+    assert part.names == ["b00", "b01", "b02"] and list(part.sizes) == list(listed.sizes[:3])
+    assert part.count == 32  # all kept, matching or not
+    res = _list(s, "(a*)*b")
+    assert res.result == wb.ListSnapshots.Response.RESULT_INVALID and res.names == []
+    assert "filter refused" in res.message
     res = _snap(s, "save", "b05")  # a kept name: replaced, the count unchanged
-    assert res.result == OK and "replaced snapshot 'b05'" in res.error_message
-    assert _list(s).entities == [n for n in names if n != "b05"] + ["b05"]
-    assert _snap(s, "delete", "b07").result == OK
+    assert res.result == SNAP_OK and "replaced snapshot 'b05'" in res.message
+    assert _list(s).names == [n for n in names if n != "b05"] + ["b05"]
+    assert _snap(s, "delete", "b07").result == SNAP_OK
     res = _snap(s, "restore", "b07")
-    assert res.result == si_msg.Result.RESULT_NOT_FOUND and "no snapshot 'b07'" in \
-        res.error_message
-    assert _snap(s, "save", "one_more").result == OK  # room again
+    assert res.result == NOT_FOUND and "no snapshot 'b07'" in res.message
+    res = _snap(s, "delete", "b07")
+    assert res.result == wb.DeleteSnapshot.Response.RESULT_NOT_FOUND
+    assert _snap(s, "save", "one_more").result == SNAP_OK  # room again
     res = _snap(s, "save", "bad name/")
-    assert res.result == si_msg.Result.RESULT_OPERATION_FAILED
-    assert "letters, digits" in res.error_message
+    assert res.result == INVALID
+    assert "letters, digits" in res.message
     _clear(s)
     # the memory bound, live
     assert s.ros.set_parameter("snapshots.max_mb", 0.001).successful
     try:
         res = _snap(s, "save", "big")
-        assert res.result == si_msg.Result.RESULT_OPERATION_FAILED
-        assert "snapshots.max_mb (0.001 MB)" in res.error_message, res.error_message
-        assert _list(s).entities == []
+        assert res.result == FULL
+        assert "snapshots.max_mb (0.001 MB)" in res.message, res.message
+        assert _list(s).names == []
     finally:
         assert s.ros.set_parameter("snapshots.max_mb", 256.0).successful
 
@@ -192,9 +207,9 @@ def test_an_in_process_controller_continues_bit_identically(tmp_path):
         js = s.ros.record(JointState, "joint_states", STATE_QOS)
         s.ros.spin_for(0.3)
         _paused_steps(s, js, 5)
-        assert _snap(s, "save", "mid_hold").result == OK
+        assert _snap(s, "save", "mid_hold").result == SNAP_OK
         _, first = _paused_steps(s, js, 30)
-        assert _snap(s, "restore", "mid_hold").result == OK
+        assert _snap(s, "restore", "mid_hold").result == SNAP_OK
         s.ros.spin_for(0.3)
         _, second = _paused_steps(s, js, 30)
         s.ros.stop_recording(js)
@@ -218,15 +233,15 @@ def test_through_ros2cli(s):
     ros2 = Path(sys.executable).with_name("ros2")
     ros2 = str(ros2) if ros2.exists() else shutil.which("ros2")
     for service, kind, request, expected in (
-            ("save_snapshot", "DeleteEntity", "{entity: before_push}", "saved snapshot"),
-            ("list_snapshots", "GetEntities", "{}", "entities=['before_push']"),
-            ("restore_snapshot", "DeleteEntity", "{entity: before_push}", "restored the state"),
-            ("delete_snapshot", "DeleteEntity", "{entity: before_push}", "deleted snapshot")):
+            ("save_snapshot", "SaveSnapshot", "{name: before_push}", "saved snapshot"),
+            ("list_snapshots", "ListSnapshots", "{}", "names=['before_push']"),
+            ("restore_snapshot", "RestoreSnapshot", "{name: before_push}", "restored the state"),
+            ("delete_snapshot", "DeleteSnapshot", "{name: before_push}", "deleted snapshot")):
         out = subprocess.run([ros2, "service", "call", f"/wb_sim/{service}",
-                              f"simulation_interfaces/srv/{kind}", request],
+                              f"wb_sim_interfaces/srv/{kind}", request],
                              env=ros_env(s.domain), capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, (service, out.stderr)
-        assert expected in out.stdout and "Result(result=1," in out.stdout, (service, out.stdout)
+        assert expected in out.stdout and "(result=1," in out.stdout, (service, out.stdout)
 
 
 def test_the_branching_example_gives_the_same_table_twice(tmp_path):
@@ -254,6 +269,6 @@ def test_the_branching_example_gives_the_same_table_twice(tmp_path):
         assert [float(r[0]) for r in rows] == [0.0, 0.0, 150.0]
         assert rows[0] == rows[1]  # the same branch twice: the same outcome
         assert float(rows[2][3]) > float(rows[0][3]) + 1e-3  # pushed forward
-        assert _list(s).entities == []  # the example deleted its snapshot
+        assert _list(s).names == []  # the example deleted its snapshot
     finally:
         s.close()

@@ -512,3 +512,84 @@ def test_an_objects_mass_is_a_campaign_parameter(tmp_path):
             sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
         assert row["crate_z"] == sim.object_pose("crate").translation[2]
     assert 0.13 < rows[1]["crate_z"] < rows[0]["crate_z"] < 0.15  # resting, the heavier lower
+
+
+#: 16 short cases: a structural parameter (the torso's mass, an edit of the URDF), the
+#: friction, a gain of the controller and whole-body collision on / off
+CACHED = {"robot": "humanoid", "duration_s": 0.05, "plots": False,
+          "pushes": [{"time_s": 0.01, "link": "pelvis", "magnitude": 300.0, "duration_s": 0.02}],
+          "grid": {"mass_scale.torso": [1.0, 1.3], "contact.friction_coefficient": [0.6, 1.0],
+                   "controller.kp": [600.0, 1000.0], "collision.enabled": [True, False]}}
+
+
+def test_the_workers_robot_cache_gives_the_rebuilt_table_bit_for_bit(tmp_path, monkeypatch):
+    """A worker builds each case on the robot it parsed for an earlier case of the same
+    structural parameters (case.WORKER_ROBOTS): the table equals, bit for bit, the one where
+    every case is built from scratch (WB_SIM_CAMPAIGN_REBUILD=1), on 1 and on 2 workers."""
+    monkeypatch.delenv("WB_SIM_CAMPAIGN_REBUILD", raising=False)
+    for w in (1, 2):
+        res = run_campaign(CACHED, workers=w, out=tmp_path / f"cached{w}", progress=False)
+        assert res.ran == 16 and res.exit_code == 0, [r["error"] for r in res.rows]
+    monkeypatch.setenv("WB_SIM_CAMPAIGN_REBUILD", "1")
+    run_campaign(CACHED, workers=1, out=tmp_path / "rebuilt", progress=False)
+    table = _table(tmp_path / "rebuilt")
+    assert _table(tmp_path / "cached1") == table and _table(tmp_path / "cached2") == table
+    # the torso's mass and the gain act (the pushed robot's centre of mass moves differently)
+    by = {(r["mass_scale.torso"], r["controller.kp"]): r["com_deviation_m"] for r in res.rows}
+    assert len(set(by.values())) == 4
+
+
+def test_a_worker_parses_a_robot_once_per_structural_parameters(tmp_path, monkeypatch):
+    """On one worker, cases in order: the torso's mass (a URDF edit) changes every second
+    case, the friction in between: two robots parsed, two reused; none with
+    WB_SIM_CAMPAIGN_REBUILD=1."""
+    monkeypatch.delenv("WB_SIM_CAMPAIGN_REBUILD", raising=False)
+    camp = {"robot": "humanoid", "duration_s": 0.01, "plots": False,
+            "grid": {"mass_scale.torso": [1.0, 1.3], "contact.friction_coefficient": [0.6, 1.0]},
+            "custom_metrics": {"robots": "helpers.campaign:robot_builds"}}
+    rows = run_campaign(camp, workers=1, out=tmp_path / "a", progress=False).rows
+    assert [(r["robots.built"], r["robots.reused"]) for r in rows] == \
+        [(1, 0), (1, 1), (2, 1), (2, 2)]
+    monkeypatch.setenv("WB_SIM_CAMPAIGN_REBUILD", "1")
+    rows = run_campaign(camp, workers=1, out=tmp_path / "b", progress=False).rows
+    assert [(r["robots.built"], r["robots.reused"]) for r in rows] == [(0, 0)] * 4
+
+
+def test_local_workers_are_pinned_to_one_cpu_each(tmp_path, monkeypatch):
+    """Linux, 2 workers on a machine of >= 2 CPUs this process may all use: each worker runs
+    on one CPU (backends.pinned_cpus); WB_SIM_CAMPAIGN_PIN=0 leaves them free."""
+    import os
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no sched_getaffinity (not Linux)")
+    allowed = len(os.sched_getaffinity(0))
+    if allowed < 2 or allowed < (os.cpu_count() or 0):
+        pytest.skip(f"{allowed} CPU(s) allowed of {os.cpu_count()}: the pool is not pinned")
+    monkeypatch.delenv("WB_SIM_CAMPAIGN_PIN", raising=False)
+    camp = {"robot": "humanoid", "duration_s": 0.01, "plots": False,
+            "grid": {"contact.stiffness": [2e4, 3e4, 4e4, 5e4]},
+            "custom_metrics": {"cpus": "helpers.campaign:worker_affinity"}}
+    res = run_campaign(camp, workers=2, out=tmp_path / "a", progress=False)
+    assert [r["cpus"] for r in res.rows] == [1.0] * 4
+    assert len(os.sched_getaffinity(0)) == allowed  # this process is left as it was
+    monkeypatch.setenv("WB_SIM_CAMPAIGN_PIN", "0")
+    res = run_campaign(camp, workers=2, out=tmp_path / "b", progress=False)
+    assert [r["cpus"] for r in res.rows] == [float(allowed)] * 4
+
+
+def test_which_cpus_the_pool_is_pinned_to(monkeypatch):
+    """One CPU per worker where the workers fit the CPUs; none where there are more workers
+    than CPUs or the user restricted this process's affinity (taskset)."""
+    import os
+
+    from wb_sim.tools.campaign.backends import pinned_cpus
+    monkeypatch.delenv("WB_SIM_CAMPAIGN_PIN", raising=False)
+    monkeypatch.setattr(os, "sched_setaffinity", lambda pid, cpus: None, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert pinned_cpus(1) == [0] and pinned_cpus(3) == [0, 1, 2] and pinned_cpus(4) == [0, 1, 2, 3]
+    assert pinned_cpus(5) is None
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {2, 3})  # taskset -c 2,3
+    assert pinned_cpus(2) is None
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setenv("WB_SIM_CAMPAIGN_PIN", "0")
+    assert pinned_cpus(2) is None

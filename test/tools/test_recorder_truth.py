@@ -41,13 +41,15 @@ def _hand(reading, names):
 @pytest.mark.parametrize("law", ["rigid", "compliant"])
 def test_the_recorders_cop_and_zmp_are_the_nodes(law, tmp_path):
     node_msg = None
-    if importlib.util.find_spec("std_msgs") is not None:
-        from wb_sim.ros.conversions import ContactStateMessage, read_contact_state
+    if importlib.util.find_spec("wb_sim_interfaces") is not None:
+        from wb_sim.ros.conversions import ContactStateMessage
+        from wb_sim.tools.bag import read_contact_state
     sim = make_humanoid(**{"contact.model": law})
     ctrl = shipped_controller(sim)
-    if importlib.util.find_spec("std_msgs") is not None:
-        node_msg = ContactStateMessage(sim.contact_points.surface_of_point,
-                                       len(sim.surface_names))
+    if importlib.util.find_spec("wb_sim_interfaces") is not None:
+        pts = sim.contact_points
+        node_msg = ContactStateMessage(pts.surface_of_point, pts.surface_names,
+                                       pts.surface_frames, "world")
     rec = Recorder(sim, capacity=16)  # grows: the buffers' copy is exercised
     names = sim.surface_names
     node_cop, node_zmp, hand_cop, hand_zmp = [], [], [], []
@@ -64,8 +66,8 @@ def test_the_recorders_cop_and_zmp_are_the_nodes(law, tmp_path):
         if node_msg is not None:
             com, momentum = sim.centroidal_momentum()
             x = read_contact_state(node_msg(round(sim.t * 1e9), reading, com, momentum))
-            node_cop.append(x["surfaces"][:, :3].copy())
-            node_zmp.append(x["robot"][0, :3].copy())
+            node_cop.append(x["cop"])
+            node_zmp.append(x["zmp"])
     h = History.load(rec.history().save(tmp_path / "run.npz"))
     assert h.cop_names == tuple(names) and h.cop.shape == (len(names), STEPS, 3)
     assert np.array_equal(h.truth_t, h.t)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections import OrderedDict
 import re
 import sys
 import sysconfig
@@ -667,6 +668,15 @@ class RobotModel:
                                    f"('{self.mjcf_file}') is not supported yet (URDF only)")
         if kind not in types:
             raise ValueError(f"geometry kind must be one of {sorted(types)}, got {kind!r}")
+        # loaded once per robot (a simulator built again on a cached robot, RobotCache, does
+        # not load the meshes again); each caller gets its own copy of the model (the shapes
+        # are shared: nothing in wb_sim changes a shape)
+        loaded = self.__dict__.setdefault("_geometry", {})
+        if kind not in loaded:
+            loaded[kind] = self._load_geometry(kind, types[kind], key)
+        return loaded[kind].copy()
+
+    def _load_geometry(self, kind: str, kind_type, key: str) -> pin.GeometryModel:
         xml = resolve_mesh_uris(self.urdf_xml, self.urdf_file)
         package_dirs = []
         for package in sorted(set(_MESH_PACKAGE.findall(xml))):
@@ -675,7 +685,7 @@ class RobotModel:
             except WbSimError:
                 pass  # pinocchio's own search (ROS_PACKAGE_PATH, AMENT_PREFIX_PATH) may know it
         try:
-            return pin.buildGeomFromUrdfString(self.model, xml, types[kind],
+            return pin.buildGeomFromUrdfString(self.model, xml, kind_type,
                                               package_dirs=package_dirs)
         except (RuntimeError, ValueError) as e:
             origin = f"'{self.urdf_file}'" if self.urdf_file else "robot_description"
@@ -718,6 +728,68 @@ class RobotModel:
         iq, two = self._idx_q_two, self._two
         q[iq] = np.cos(x[two])
         q[iq + 1] = np.sin(x[two])
+
+
+def _hashable(x):
+    """``x`` (a parameter value: lists, dicts, arrays, SE3) as nested tuples, for a key."""
+    if isinstance(x, pin.SE3):
+        return _hashable(x.homogeneous)
+    if isinstance(x, np.ndarray):
+        return _hashable(x.tolist())
+    if isinstance(x, dict):
+        return tuple((k, _hashable(v)) for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return tuple(_hashable(v) for v in x)
+    return x
+
+
+class RobotCache:
+    """The robots last built, by the arguments of :meth:`RobotModel.from_urdf` (the structural
+    parameters: ``urdf_path`` or ``robot_description``, ``floating_base``, a fixed base's
+    placement, ``joints.mimic``, ``perturbation.*``, ``xacro.args``, ``max_joints``) and the
+    URDF file's size and modification time: a simulator built again with the same ones (a
+    campaign's worker, case after case) takes the robot (immutable) instead of parsing the
+    URDF again, with the stepping model and the collision geometry parsed from it
+    (``Simulator.from_params(params, robots=cache)``). The ``size`` most recent are kept.
+    Files a URDF includes (xacro includes, meshes) are not watched: a cache lives for one
+    campaign's worker. ``built``, ``reused``: counts, for tests and benchmarks."""
+
+    def __init__(self, size: int = 4):
+        self.size = size
+        self._robots: OrderedDict = OrderedDict()
+        self.built = 0
+        self.reused = 0
+
+    @staticmethod
+    def key(arguments: dict) -> tuple:
+        """The cache key of :meth:`RobotModel.from_urdf`'s ``arguments``."""
+        stamp = None
+        if arguments.get("urdf_path"):
+            try:
+                st = resolve_urdf_path(arguments["urdf_path"]).stat()
+                stamp = (st.st_size, st.st_mtime_ns)
+            except (OSError, WbSimError):
+                stamp = None  # from_urdf says what is wrong with it
+        return _hashable(sorted(arguments.items())) + (stamp,)
+
+    def robot(self, arguments: dict) -> RobotModel:
+        """The robot of ``arguments`` (:meth:`RobotModel.from_urdf`'s): the cached one, else
+        built (and cached)."""
+        key = self.key(arguments)
+        robot = self._robots.get(key)
+        if robot is not None:
+            self._robots.move_to_end(key)
+            self.reused += 1
+            return robot
+        robot = RobotModel.from_urdf(**arguments)
+        self.built += 1
+        self._robots[key] = robot
+        while len(self._robots) > self.size:
+            self._robots.popitem(last=False)
+        return robot
+
+    def clear(self) -> None:
+        self._robots.clear()
 
 
 def _is_mjcf(path: Path) -> bool:

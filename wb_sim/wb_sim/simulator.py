@@ -37,6 +37,7 @@ import copy
 import dataclasses
 import math
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,7 +57,7 @@ from .objects import (FreeObject, append_objects, configured_objects, make_objec
                       object_geometries, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
 from .pin_views import new_data
-from .robot import RobotModel, did_you_mean, rotate_inverse
+from .robot import RobotCache, RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
                       ImuReading, SelfContactsReading)
 from .state import Record, SimState, State, copy_record
@@ -131,6 +132,29 @@ def _rpy_quaternion(rpy) -> np.ndarray:
     return pin.Quaternion(pin.rpy.rpyToMatrix(*rpy)).coeffs()
 
 
+#: a floating-base robot's model parsed again with the stepping root (see
+#: Simulator._stepping_model), once per RobotModel (immutable), never changed: copied
+_STEPPING_ROOTS: "weakref.WeakKeyDictionary[RobotModel, pin.Model]" = weakref.WeakKeyDictionary()
+
+#: a robot's force-torque sensors of its URDF's Gazebo extensions (specs, notes), once per robot
+_URDF_FT_SENSORS: "weakref.WeakKeyDictionary[RobotModel, tuple]" = weakref.WeakKeyDictionary()
+
+
+def robot_arguments(config: SimConfig) -> dict[str, Any]:
+    """The arguments of :meth:`RobotModel.from_urdf` a configuration builds its robot with
+    (what makes the robot: the structural parameters; :class:`~wb_sim.robot.RobotCache`
+    keys on them)."""
+    mass_scale, com_offset = config.perturbation.inertial_edits()
+    base_placement = None
+    if not config.floating_base:
+        base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
+                                 np.array(config.initial.base_position))
+    return dict(urdf_path=config.urdf_path, robot_description=config.robot_description,
+                floating_base=config.floating_base, base_placement=base_placement,
+                mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
+                xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
+
+
 class Simulator:
     """Whole-body rigid-body simulator with ground contact.
 
@@ -139,11 +163,14 @@ class Simulator:
     positions, velocities) are in :attr:`joint_names` order.
     """
 
-    def __init__(self, config: SimConfig, objects: tuple | None = None):
+    def __init__(self, config: SimConfig, objects: tuple | None = None,
+                 robots: RobotCache | None = None):
         """``objects``: the free objects (:class:`~wb_sim.objects.FreeObject`) instead of
         those of the parameters ``objects.*`` (spawn_object and delete_object rebuild with
-        them)."""
+        them). ``robots``: a :class:`~wb_sim.robot.RobotCache` to take the robot from where
+        it holds one built from the same structural parameters (else the URDF is parsed)."""
         self.config = config
+        self._robots = robots
         #: the free objects (wb_sim.objects.FreeObject), in the order of their joints
         self.objects: tuple[FreeObject, ...] = \
             configured_objects(config.objects) if objects is None else tuple(objects)
@@ -152,12 +179,9 @@ class Simulator:
         self._inv_dt = np.array(1.0 / self.dt)
         base_placement = pin.SE3(pin.rpy.rpyToMatrix(*config.initial.base_rpy),
                                  np.array(config.initial.base_position))
-        mass_scale, com_offset = config.perturbation.inertial_edits()
-        self.robot = RobotModel.from_urdf(
-            config.urdf_path, config.robot_description, config.floating_base,
-            base_placement=None if config.floating_base else base_placement,
-            mimic=config.joints.mimic, mass_scale=mass_scale, com_offset=com_offset,
-            xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
+        arguments = robot_arguments(config)
+        self.robot = robots.robot(arguments) if robots is not None else \
+            RobotModel.from_urdf(**arguments)
         robot = self.robot
         #: physical model (armature only), for the dynamics queries: the simulator's own
         #: copy of the robot's, with the attached payloads in its body inertias
@@ -303,9 +327,14 @@ class Simulator:
     # ------------------------------------------------------------------ building
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "Simulator":
-        """Build from a dict of parameters (dotted keys, or nested dicts)."""
-        return cls(load_config(params))
+    def from_params(cls, params: Mapping[str, Any],
+                    robots: RobotCache | None = None) -> "Simulator":
+        """Build from a dict of parameters (dotted keys, or nested dicts). ``robots``: a
+        :class:`~wb_sim.robot.RobotCache` (a campaign's worker keeps one): the robot is
+        taken from it when one of the same structural parameters was built before (the
+        URDF, the stepping model and the collision geometry are not parsed again; the
+        simulator and its state are new)."""
+        return cls(load_config(params), robots=robots)
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, Any] | None = None,
@@ -380,11 +409,16 @@ class Simulator:
             root = pin.JointModelComposite(2)
             root.addJoint(pin.JointModelTranslation())
             root.addJoint(pin.JointModelSpherical())
-            if robot.mjcf_file is not None:
-                model = pin.buildModelAndConstraintsFromMJCF(str(robot.mjcf_file), root)[0]
-                robot.add_extra_frames(model)
-            else:
-                model = pin.buildModelFromXML(robot.urdf_xml, root)
+            parsed = _STEPPING_ROOTS.get(robot)
+            if parsed is None:  # parsed once per robot, copied per simulator
+                if robot.mjcf_file is not None:
+                    parsed = pin.buildModelAndConstraintsFromMJCF(str(robot.mjcf_file),
+                                                                  root)[0]
+                    robot.add_extra_frames(parsed)
+                else:
+                    parsed = pin.buildModelFromXML(robot.urdf_xml, root)
+                _STEPPING_ROOTS[robot] = parsed
+            model = pin.Model(parsed)
             self._append_objects(model, stepping=True)
             if (model.nq, model.nv, model.nframes) != (self.model.nq, self.model.nv,
                                                        self.model.nframes):
@@ -936,7 +970,10 @@ class Simulator:
                         cfg.directions[i] if cfg.directions else "parent_to_child")
                  for i, name in enumerate(cfg.names)]
         if cfg.from_urdf:
-            found, notes = gazebo_ft_sensors(self.robot.urdf_xml)
+            if self.robot not in _URDF_FT_SENSORS:  # read once per robot
+                _URDF_FT_SENSORS[self.robot] = tuple(map(tuple, gazebo_ft_sensors(
+                    self.robot.urdf_xml)))
+            found, notes = _URDF_FT_SENSORS[self.robot]
             self.notes.extend(notes)
             for spec in found:
                 if any(s.name == spec.name for s in specs):
@@ -1547,9 +1584,9 @@ class Simulator:
             # warnings of the build (an initial penetration of the robot) were said already
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                Simulator.__init__(self, config, objects)
+                Simulator.__init__(self, config, objects, self._robots)
         except Exception:
-            Simulator.__init__(self, config, old_objects)
+            Simulator.__init__(self, config, old_objects, self._robots)
             self._s = old_s
             raise
         fresh = self._s  # the initial state of the new set: the new object's pose and twist

@@ -33,7 +33,9 @@ objects, meshes through coal); this module turns them into what the contact code
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -259,12 +261,32 @@ def collision_geometries(robot, cfg, surface_joints, by_link: dict | None = None
                   if name not in cfg.exclude_links
                   and not any(g.parentJoint in surface_joints for g in gs)]
     out = []
+    built = _LINK_GEOMETRIES.setdefault(robot, {})
     for name in chosen:
-        for g in by_link[name]:
+        for i, g in enumerate(by_link[name]):
             if g.parentJoint == 0:  # welded to the world: it never moves
                 continue
-            out.append(link_geometry(name, g, cfg.max_points))
+            key = (name, i, g.name, cfg.max_points)
+            if key not in built:
+                built[key] = _read_only(link_geometry(name, g, cfg.max_points))
+            out.append(built[key])
     return out
+
+
+def _read_only(geometry: LinkGeometry) -> LinkGeometry:
+    """``geometry`` with its arrays (and its Convex's) made read-only: it is shared."""
+    for obj in (geometry, geometry.convex):
+        for f in dataclasses.fields(obj):
+            x = getattr(obj, f.name)
+            if isinstance(x, np.ndarray):
+                x.setflags(write=False)
+    return geometry
+
+
+#: each robot's link geometries (immutable: nothing changes a LinkGeometry or its arrays), by
+#: (link, its geometry's index and name, collision.max_points), computed once: a simulator
+#: built again on the same robot (wb_sim.robot.RobotCache, a campaign's worker) reuses them
+_LINK_GEOMETRIES: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
 
 
 def link_geometry(name: str, g, max_points: int) -> LinkGeometry:

@@ -18,6 +18,7 @@ from geometry_msgs.msg import TransformStamped, WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from wb_sim_interfaces.msg import ContactPoint, ContactState, SurfaceContact
 
 from ..actuators import ActuatorReading
 from ..sensors import (ContactWrench, ImuReading, pressure_centre,  # noqa: F401 - re-exported
@@ -31,79 +32,75 @@ NS_PER_S = 1_000_000_000
 
 # ----------------------------------------------------------------------------- contact_state
 
-#: the sections of a ``contact_state`` message, in order: (label, columns, what each row is)
-CONTACT_STATE_SECTIONS = (
-    ("stamp", 2, "sec, nanosec of the state's simulated time (its joint_states' stamp)"),
-    ("robot", 12, "ZMP (3, m), centre of mass (3, m), centroidal momentum: linear (3, "
-                  "kg*m/s), angular about the centre of mass (3, kg*m^2/s)"),
-    ("surfaces", 6, "per contact surface: centre of pressure (3, m; NaN without normal "
-                    "force), total ground force (3, N)"),
-    ("points", 11, "per contact point: position (3, m), ground normal (3), penetration (1, "
-                   "m, > 0 in the ground), ground force (3, N), status (0 none, 1 stick, "
-                   "2 slip)"),
-)
-#: the status column's codes
-CONTACT_STATUS_CODES = {"none": 0.0, "stick": 1.0, "slip": 2.0}
+#: a contact point's status (the core's 'none' / 'stick' / 'slip') -> ContactPoint.mode
+CONTACT_MODES = {"none": ContactPoint.MODE_NONE, "stick": ContactPoint.MODE_STICK,
+                 "slip": ContactPoint.MODE_SLIP}
+
+
+def _xyz(vec, x) -> None:
+    """Set a geometry_msgs Point / Vector3 from three floats."""
+    vec.x, vec.y, vec.z = x
 
 
 class ContactStateMessage:
-    """``contact_state`` messages of one robot: the surfaces' contact points of a
-    :class:`~wb_sim.sensors.ContactPointsReading` (with normals), each surface's centre of
-    pressure and force, the ZMP, the centre of mass and the centroidal momentum, as one
-    Float64MultiArray: the sections of :data:`CONTACT_STATE_SECTIONS` one after the other,
-    row-major; ``layout.dim[i]`` = (label, rows, rows * columns) of section i. The message
-    and its buffer are made once (``surface_of_point``: each point's surface index, of
-    ``n_surfaces``) and refilled by each call."""
+    """``contact_state`` messages of one robot (wb_sim_interfaces/msg/ContactState): the
+    surfaces' contact points of a :class:`~wb_sim.sensors.ContactPointsReading` (with
+    normals), each surface's centre of pressure, force and normal force, the ZMP, the
+    centre of mass and the centroidal momentum. The message, its points and surfaces (their
+    names, frames and indices) are made once (``surface_of_point``: each point's surface
+    index into ``surface_names`` / ``surface_frames``) and refilled by each call."""
 
-    def __init__(self, surface_of_point: Sequence[int], n_surfaces: int):
+    def __init__(self, surface_of_point: Sequence[int], surface_names: Sequence[str],
+                 surface_frames: Sequence[str], frame_id: str):
         self.surface = np.asarray(surface_of_point, dtype=np.intp)
-        self.n_surfaces = S = int(n_surfaces)
-        n = len(self.surface)
-        rows = (1, 1, S, n)
-        sizes = [r * c for r, (_, c, _) in zip(rows, CONTACT_STATE_SECTIONS)]
-        self.buffer = buf = np.zeros(sum(sizes))
-        at = np.cumsum([0, *sizes])
-        self.stamp, self.robot = buf[at[0]:at[1]], buf[at[1]:at[2]]
-        self.surfaces = buf[at[2]:at[3]].reshape(S, 6)
-        self.points = buf[at[3]:at[4]].reshape(n, 11)
-        self.msg = Float64MultiArray()
-        self.msg.layout.dim = [MultiArrayDimension(label=label, size=r, stride=size)
-                               for (label, _, _), r, size in
-                               zip(CONTACT_STATE_SECTIONS, rows, sizes)]
+        self.n_surfaces = len(surface_names)
+        self.msg = msg = ContactState()
+        msg.header.frame_id = frame_id
+        counts: dict[int, int] = {}
+        points = []
+        for s in self.surface.tolist():
+            counts[s] = counts.get(s, -1) + 1
+            points.append(ContactPoint(surface=surface_names[s], frame=surface_frames[s],
+                                       index=counts[s]))
+        msg.points = points
+        msg.surfaces = [SurfaceContact(name=n, frame=f)
+                        for n, f in zip(surface_names, surface_frames)]
 
     def __call__(self, t_ns: int, reading, com: np.ndarray, momentum: np.ndarray
-                 ) -> Float64MultiArray:
+                 ) -> ContactState:
         P, F, N = reading.position, reading.force, reading.normal
-        pts, idx, S = self.points, self.surface, self.n_surfaces
-        pts[:, 0:3], pts[:, 3:6], pts[:, 6], pts[:, 7:10] = P, N, reading.depth, F
-        pts[:, 10] = [CONTACT_STATUS_CODES[x] for x in reading.status]
-        sf = self.surfaces
-        surface_pressure_centres(P, F, N, idx, S, out=sf[:, :3])
-        for a in range(3):
-            sf[:, 3 + a] = np.bincount(idx, weights=F[:, a], minlength=S)
-        self.robot[:3] = pressure_centre(P, F, N)
-        self.robot[3:6], self.robot[6:] = com, momentum
-        self.stamp[:] = t_ns // NS_PER_S, t_ns % NS_PER_S
-        self.msg.data = array.array("d", self.buffer.tobytes())
-        return self.msg
+        idx, S, msg = self.surface, self.n_surfaces, self.msg
+        cop = surface_pressure_centres(P, F, N, idx, S)
+        total = np.stack([np.bincount(idx, weights=F[:, a], minlength=S) for a in range(3)],
+                         axis=1)
+        normal = np.bincount(idx, weights=np.einsum("ij,ij->i", F, N), minlength=S)
+        for p, x, n, d, f, status in zip(msg.points, P.tolist(), N.tolist(),
+                                         reading.depth.tolist(), F.tolist(), reading.status):
+            _xyz(p.position, x)
+            _xyz(p.normal, n)
+            p.penetration = d
+            _xyz(p.force, f)
+            p.mode = CONTACT_MODES[status]
+        for sf, c, f, fn in zip(msg.surfaces, cop.tolist(), total.tolist(), normal.tolist()):
+            _xyz(sf.centre_of_pressure, c)
+            _xyz(sf.force, f)
+            sf.normal_force = fn
+        _xyz(msg.zmp, pressure_centre(P, F, N).tolist())
+        _xyz(msg.com, np.asarray(com, dtype=float).tolist())
+        h = np.asarray(momentum, dtype=float).tolist()
+        _xyz(msg.linear_momentum, h[:3])
+        _xyz(msg.angular_momentum, h[3:])
+        msg.header.stamp.sec, msg.header.stamp.nanosec = t_ns // NS_PER_S, t_ns % NS_PER_S
+        return msg
 
 
-def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str], com: np.ndarray,
-                      momentum: np.ndarray) -> Float64MultiArray:
+def contact_state_msg(t_ns: int, reading, surface_names: Sequence[str],
+                      surface_frames: Sequence[str], com: np.ndarray, momentum: np.ndarray,
+                      frame_id: str = "world") -> ContactState:
     """One ``contact_state`` message (:class:`ContactStateMessage`, made for it)."""
     index = {name: k for k, name in enumerate(surface_names)}
-    return ContactStateMessage([index[x] for x in reading.surface], len(surface_names))(
-        t_ns, reading, com, momentum)
-
-
-def read_contact_state(msg) -> dict[str, np.ndarray]:
-    """A ``contact_state`` message back into its sections: label -> (rows, columns) array."""
-    data, out, at = np.asarray(msg.data, dtype=float), {}, 0
-    columns = {label: c for label, c, _ in CONTACT_STATE_SECTIONS}
-    for dim in msg.layout.dim:
-        out[dim.label] = data[at:at + dim.stride].reshape(dim.size, columns[dim.label])
-        at += dim.stride
-    return out
+    return ContactStateMessage([index[x] for x in reading.surface], surface_names,
+                               surface_frames, frame_id)(t_ns, reading, com, momentum)
 
 
 # ----------------------------------------------------------------------------- contact_sensors
@@ -115,7 +112,7 @@ CONTACT_SENSOR_COLUMNS = ("normal force (N)", "raw contact (0/1)", "debounced co
 class LabelledRowsMessage:
     """A Float64MultiArray holding the stamp (sec, nanosec) then one row of ``width``
     numbers per name; ``layout.dim[0]`` = ('stamp', 1, 2), ``layout.dim[1 + i]`` = (name i,
-    1, width), the labelled sections of ``contact_state``'s convention. Made once,
+    1, width): labelled sections, read back by name. Made once,
     refilled by each call (:func:`read_labelled_rows` reads it back)."""
 
     width = 0

@@ -198,9 +198,10 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "weight), the contact surfaces' and the other links', in the world frame, for RViz "
           "('' = off).", check=_topic),
     Param("topics.contact_state", "str", "contact_state", "",
-          "std_msgs/Float64MultiArray of the contact truth (docs/ros.md, 'contact_state'): "
-          "per contact point position, normal, penetration, force, stick/slip; per surface "
-          "the centre of pressure and force; the ZMP, centre of mass and centroidal "
+          "wb_sim_interfaces/ContactState of the contact truth (docs/ros.md, "
+          "'contact_state'): per contact point position, normal, penetration, force, "
+          "stick/slip; per surface the centre of pressure, force and normal force; the ZMP, "
+          "centre of mass and centroidal "
           "momentum; built only while subscribed ('' = off).", check=_topic),
     Param("topics.diagnostics", "str", "/diagnostics", "",
           "diagnostic_msgs/DiagnosticArray of the solver health (publish.diagnostics_rate_hz, "

@@ -22,6 +22,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import Float64MultiArray, String
 from visualization_msgs.msg import MarkerArray
+from wb_sim_interfaces.msg import ContactState
 
 from ..errors import ConfigError
 from . import conversions as cv
@@ -199,10 +200,11 @@ class StatePublishers:
             self._markers = ContactMarkers(sim, cfg["world_frame"])
             self._stream["contact_markers"] = self._contact_markers
         if "contact_state" in self.streams:
-            self._contact_state_pub = pub("contact_state", Float64MultiArray,
+            self._contact_state_pub = pub("contact_state", ContactState,
                                           topics["contact_state"], STATE_QOS)
+            pts = sim.contact_points
             self._contact_state_msg = cv.ContactStateMessage(
-                sim.contact_points.surface_of_point, len(sim.surface_names))
+                pts.surface_of_point, pts.surface_names, pts.surface_frames, cfg["world_frame"])
             self._stream["contact_state"] = self._contact_state
         self._heard = set(self._stream)  # streams with a listener, refreshed while publishing
         self._refresh_at = 0.0
@@ -367,7 +369,7 @@ class StatePublishers:
 
     def _contact_state(self, t_ns: int) -> None:
         # ground truth, never delayed; built only for a listener (see publish): the
-        # readings, the momentum and rclpy's conversion of the array, on the physics thread
+        # readings, the momentum and rclpy's conversion of the message, on the physics thread
         sim = self.sim
         com, momentum = sim.centroidal_momentum()
         self._contact_state_pub.publish(self._contact_state_msg(

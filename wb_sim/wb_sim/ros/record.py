@@ -69,7 +69,7 @@ STREAM_TYPES = {
     "joint_commands": "sensor_msgs/msg/JointState",
     "effort_commands": "std_msgs/msg/Float64MultiArray",
     "external_wrench": "geometry_msgs/msg/WrenchStamped",
-    "contact_state": "std_msgs/msg/Float64MultiArray",  # built by the node only while recorded
+    "contact_state": "wb_sim_interfaces/msg/ContactState",  # built by the node only while recorded
     "diagnostics": "diagnostic_msgs/msg/DiagnosticArray",  # the solver health (wall-clock rate)
 }
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"

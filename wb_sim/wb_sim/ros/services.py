@@ -1,6 +1,7 @@
 """The node's services: its own ``~/reset``, ``~/pause`` and ``~/step`` (std_srvs), the
 ROS 2 ``simulation_interfaces`` (:mod:`.sim_interfaces`) where that package imports, and
-(with it, whose types they use) the named snapshots (:mod:`.snapshots`).
+wb_sim's own (``wb_sim_interfaces``): the named snapshots (:mod:`.snapshots`), the
+dynamics (:mod:`.dynamics`) and the payloads.
 
 Both act through the node's simulation control (:class:`.sim_interfaces.Control`: reset,
 pause, step while paused), so they agree on what each does.
@@ -28,9 +29,13 @@ import re
 import threading
 import time
 
+from builtin_interfaces.msg import Time
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from std_srvs.srv import SetBool, Trigger
+from wb_sim_interfaces.msg import Matrix
+from wb_sim_interfaces.srv import (AttachPayload, DeleteSnapshot, DetachPayload, GetDynamics,
+                                   ListSnapshots, RestoreSnapshot, SaveSnapshot)
 
 from ..errors import CommandError, WbSimError
 from . import dynamics
@@ -173,8 +178,9 @@ class CpuBudget:
 
 class NodeServices:
     """``~/reset`` (Trigger), ``~/pause`` (SetBool: true pauses), ``~/step`` (Trigger: one
-    step while paused) and, if importable, simulation_interfaces (``self.sim_interfaces``,
-    else None)."""
+    step while paused), wb_sim_interfaces' (``~/get_dynamics``, the payloads, the
+    snapshots) and, if importable, simulation_interfaces (``self.sim_interfaces``, else
+    None)."""
 
     def __init__(self, node, control: Control, now_s):
         """``now_s()``: the simulated time, s (for the answers of ``~/step``)."""
@@ -190,14 +196,13 @@ class NodeServices:
         node.create_service(Trigger, "~/reset", self.limiter.wrap(self._on_reset), **kw)
         node.create_service(SetBool, "~/pause", self.limiter.wrap(self._on_pause), **kw)
         node.create_service(Trigger, "~/step", self.limiter.wrap(self._on_step), **kw)
-        from rcl_interfaces.srv import GetParameters
-        node.create_service(GetParameters, "~/get_dynamics",
+        node.create_service(GetDynamics, "~/get_dynamics",
                             self.limiter.wrap(self._on_get_dynamics), **kw)
-        from rcl_interfaces.srv import SetParameters
-        node.create_service(SetParameters, "~/attach_payload",
+        node.create_service(AttachPayload, "~/attach_payload",
                             self.limiter.wrap(self._payload_request(self._attach)), **kw)
-        node.create_service(SetParameters, "~/detach_payload",
+        node.create_service(DetachPayload, "~/detach_payload",
                             self.limiter.wrap(self._payload_request(self._detach)), **kw)
+        self._snapshot_services(node, kw)
         self._pace_parameter_services(node)
         self.sim_interfaces = None
         if interfaces() is None:
@@ -208,7 +213,6 @@ class NodeServices:
         else:
             self.sim_interfaces = SimulationInterfaces(node, control, SERVICE_QOS, self.group,
                                                        self.long_group, self.limiter)
-            self._snapshot_services(node, kw)
         #: with rclpy's internals: the thread serving the requests' group (else None: the
         #: executor's workers serve it, paced by the limiter)
         self.server = None
@@ -241,62 +245,54 @@ class NodeServices:
     # ------------------------------------------------------------------ dynamics
 
     def _on_get_dynamics(self, request, response):
-        """``~/get_dynamics`` (rcl_interfaces/srv/GetParameters): ``names`` the quantities
-        of :data:`.dynamics.QUANTITIES` (none: :data:`.dynamics.DEFAULT_NAMES`, all but the
-        linearisation, in that order), each answered
-        by one ParameterValue, all at one state (the lock held while they are computed)."""
-        from rcl_interfaces.msg import ParameterType, ParameterValue
-        T = ParameterType
+        """``~/get_dynamics`` (wb_sim_interfaces/srv/GetDynamics): the state now and the
+        quantities ``names`` of :data:`.dynamics.MATRICES` (none: :data:`.dynamics.DEFAULT_NAMES`,
+        all but the linearisation, in that order), each a Matrix, all at one state (the lock
+        held while they are computed)."""
         with self.control.lock:
-            values = dynamics.query(self.control.sim, self.control.now_ns(), request.names)
-        out = []
-        for kind, x in values:
-            v = ParameterValue()
-            if kind == "int":
-                v.type, v.integer_value = T.PARAMETER_INTEGER, x
-            elif kind == "ints":
-                v.type, v.integer_array_value = T.PARAMETER_INTEGER_ARRAY, [int(i) for i in x]
-            elif kind == "doubles":
-                v.type, v.double_array_value = T.PARAMETER_DOUBLE_ARRAY, array.array("d", x)
-            elif kind == "strings":
-                v.type, v.string_array_value = T.PARAMETER_STRING_ARRAY, list(x)
-            else:  # an unknown name: its message, as a string
-                v.type, v.string_value = T.PARAMETER_STRING, x
-            out.append(v)
-        response.values = out
+            d = dynamics.query(self.control.sim, self.control.now_ns(), request.names)
+        response.success, response.message = not d.error, d.error
+        response.stamp.sec, response.stamp.nanosec = divmod(d.stamp_ns, 1_000_000_000)
+        response.q = array.array("d", d.q.tobytes())
+        response.v = array.array("d", d.v.tobytes())
+        response.contact_points = d.contact_points
+        response.quantities = [Matrix(name=name, rows=x.shape[0], cols=x.shape[1],
+                                      data=array.array("d", x.tobytes()))
+                               for name, x in d.matrices]
         return response
 
     # ------------------------------------------------------------------ payloads
 
     def _payload_request(self, act):
-        """``~/attach_payload`` / ``~/detach_payload`` (rcl_interfaces/srv/SetParameters:
-        the request's ``parameters`` are the payload's fields by name, all in one request;
-        the answer one SetParametersResult, ``successful`` and ``reason``). Acted on under
-        the simulator's lock, between two steps; a refused request changes nothing."""
+        """``~/attach_payload`` / ``~/detach_payload`` (wb_sim_interfaces/srv/AttachPayload,
+        DetachPayload: the payload's fields; the answer ``success`` and ``message``). Acted
+        on under the simulator's lock, between two steps; a refused request changes
+        nothing."""
         def callback(request, response):
-            from rcl_interfaces.msg import SetParametersResult
             try:
-                fields = payload_fields(request.parameters, act.__name__.lstrip("_"))
                 with self.control.lock:
-                    reason = act(fields)
-                ok = True
+                    response.message = act(request)
+                response.success = True
             except WbSimError as e:
-                ok, reason = False, str(e)
-            response.results = [SetParametersResult(successful=ok, reason=reason)]
+                response.success, response.message = False, str(e)
             return response
         callback.__name__ = act.__name__
         return callback
 
-    def _attach(self, f: dict) -> str:
+    def _attach(self, request) -> str:
         sim = self.control.sim
-        p = sim.attach_payload(f["link"], f["mass"], f["com"], f["inertia"], name=f["name"])
+        ixx, ixy, ixz, iyy, iyz, izz = request.inertia
+        c = request.com
+        p = sim.attach_payload(request.link, request.mass, (c.x, c.y, c.z),
+                               [[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]],
+                               name=request.name or request.link)
         return (f"attached payload {p.name!r} ({p.mass:g} kg) to {p.link!r} at t = "
                 f"{self.control.now_ns() / 1e9:.6f} s, acting from the next step; "
                 f"{len(sim.payloads)} attached")
 
-    def _detach(self, f: dict) -> str:
+    def _detach(self, request) -> str:
         sim = self.control.sim
-        p = sim.detach_payload(f["name"])
+        p = sim.detach_payload(request.name)
         return (f"detached payload {p.name!r} ({p.mass:g} kg) from {p.link!r} at t = "
                 f"{self.control.now_ns() / 1e9:.6f} s, from the next step; "
                 f"{len(sim.payloads)} attached")
@@ -304,50 +300,42 @@ class NodeServices:
     # ------------------------------------------------------------------ snapshots
 
     def _snapshot_services(self, node, kw) -> None:
-        """``~/save_snapshot``, ``~/restore_snapshot``, ``~/delete_snapshot`` (each a
-        ``simulation_interfaces/srv/DeleteEntity``: its one string, ``entity``, is the
-        snapshot's name; its ``Result`` answers) and ``~/list_snapshots``
-        (``simulation_interfaces/srv/GetEntities``: the names, oldest first, that match
-        ``filters.filter``). No standard interface has snapshots; these two types are the
-        installed ones whose fields fit (docs/ros.md, "Snapshots")."""
-        _, srv = interfaces()
-        from simulation_interfaces.msg import Result
-        self._result_codes = {"invalid": Result.RESULT_OPERATION_FAILED,
-                              "full": Result.RESULT_OPERATION_FAILED,
-                              "not_found": Result.RESULT_NOT_FOUND}
-        self._ok_code = Result.RESULT_OK
+        """``~/save_snapshot``, ``~/restore_snapshot``, ``~/delete_snapshot`` (a name in;
+        a result code and message out) and ``~/list_snapshots`` (the names, oldest first,
+        matching ``filter``, their stamps and sizes), wb_sim_interfaces' types."""
         cfg = self.control.cfg
         self.snapshots = SnapshotStore(cfg["snapshots.max_count"],
                                        cfg["snapshots.max_mb"] * 1e6)
-        for name, kind in (("save_snapshot", srv.DeleteEntity),
-                           ("restore_snapshot", srv.DeleteEntity),
-                           ("delete_snapshot", srv.DeleteEntity),
-                           ("list_snapshots", srv.GetEntities)):
+        for name, kind in (("save_snapshot", SaveSnapshot),
+                           ("restore_snapshot", RestoreSnapshot),
+                           ("delete_snapshot", DeleteSnapshot),
+                           ("list_snapshots", ListSnapshots)):
             node.create_service(kind, f"~/{name}", self.limiter.wrap(
                 self._snapshot_request(getattr(self, f"_{name}"))), **kw)
 
     def _snapshot_request(self, act):
         """A snapshot service: ``act(request, response)`` returns the message of a
-        success; a :class:`.snapshots.SnapshotError` (or the core's CommandError)
-        becomes the Result's code and message; the bounds are the live parameters'."""
+        success; a :class:`.snapshots.SnapshotError` becomes the response's ``RESULT_*``
+        of its kind ("invalid", "not_found", "full") and its message, the simulator's
+        CommandError (a restore its objects refuse) ``RESULT_FAILED``; the bounds are the
+        live parameters'."""
         def callback(request, response):
             cfg = self.control.cfg
             self.snapshots.max_count = cfg["snapshots.max_count"]
             self.snapshots.max_bytes = cfg["snapshots.max_mb"] * 1e6
             try:
-                message = act(request, response)
-                code = self._ok_code
-            except CommandError as e:
-                message = str(e)
-                code = self._result_codes[getattr(e, "kind", "invalid")]
-            response.result.result = code
-            response.result.error_message = message
+                response.message = act(request, response)
+                response.result = response.RESULT_OK
+            except CommandError as e:  # a SnapshotError, or the simulator refusing
+                response.message = str(e)
+                kind = getattr(e, "kind", "failed")
+                response.result = getattr(response, f"RESULT_{kind.upper()}")
             return response
         callback.__name__ = act.__name__
         return callback
 
     def _save_snapshot(self, request, response) -> str:
-        name = request.entity
+        name = request.name
         self.snapshots.fits(name, 0)  # the count, before anything is copied
         snap = self.control.take_snapshot()
         replaced = self.snapshots.save(name, snap)
@@ -356,21 +344,28 @@ class NodeServices:
                 f"{len(self.snapshots.names())} of {self.snapshots.max_count} kept)")
 
     def _restore_snapshot(self, request, response) -> str:
-        return self.control.restore_snapshot(self.snapshots.get(request.entity))
+        return self.control.restore_snapshot(self.snapshots.get(request.name))
 
     def _delete_snapshot(self, request, response) -> str:
-        snap = self.snapshots.delete(request.entity)
-        return f"deleted snapshot {request.entity!r} (of t = {snap.t_ns / 1e9:.6f} s)"
+        snap = self.snapshots.delete(request.name)
+        return f"deleted snapshot {request.name!r} (of t = {snap.t_ns / 1e9:.6f} s)"
 
     def _list_snapshots(self, request, response) -> str:
-        names = self.snapshots.names()
-        pattern = request.filters.filter
+        store = self.snapshots
+        names = store.names()
+        pattern = request.filter
         if pattern:
             why = filter_error(pattern, max(names, key=len, default=""))
             if why is not None:  # checked before it runs, as get_entities' filter
-                raise SnapshotError(f"filters.filter refused: {why}")
+                raise SnapshotError(f"filter refused: {why}")
             names = [n for n in names if re.search(pattern, n) is not None]
-        response.entities = names
+        snaps = [store.get(n) for n in names]
+        response.names = names
+        response.stamps = [Time(sec=s.t_ns // 1_000_000_000, nanosec=s.t_ns % 1_000_000_000)
+                           for s in snaps]
+        response.sizes = [int(s.nbytes) for s in snaps]
+        response.total_size, response.max_size = int(store.total_bytes), int(store.max_bytes)
+        response.count, response.max_count = len(store.names()), int(store.max_count)
         return (f"{len(self.snapshots.names())} of {self.snapshots.max_count} snapshots, "
                 f"{self.snapshots.total_bytes / 1e6:.3f} of {self.snapshots.max_bytes / 1e6:g} "
                 f"MB; " + ", ".join(f"{n}: t = {self.snapshots.get(n).t_ns / 1e9:.6f} s"
@@ -408,60 +403,3 @@ class NodeServices:
         response.success = ok
         response.message = f"t = {self._now_s():.6f} s" if ok else why
         return response
-
-
-#: the fields of a payload request: name -> (ParameterType names accepted, default)
-PAYLOAD_FIELDS = {
-    "attach": {"link": ("string", None), "name": ("string", ""), "mass": ("double", None),
-               "com": ("double_array", (0.0, 0.0, 0.0)),
-               "inertia": ("double_array", (0.0,) * 6)},
-    "detach": {"name": ("string", None)},
-}
-
-
-def payload_fields(parameters, kind: str) -> dict:
-    """The fields of a ``~/attach_payload`` (``kind`` "attach") or ``~/detach_payload``
-    ("detach") request from its rcl_interfaces/msg/Parameter list: ``link`` (string),
-    ``name`` (string, default the link's), ``mass`` (double or integer, kg), ``com``
-    (3 doubles, m, link frame; default 0), ``inertia`` (6 doubles ixx ixy ixz iyy iyz izz
-    about the centre of mass, link axes, kg*m^2; default 0: a point mass) for attach;
-    ``name`` for detach. CommandError naming the field for an unknown, repeated, missing
-    or mistyped one; ``inertia`` comes back as a 3 x 3 list."""
-    from rcl_interfaces.msg import ParameterType as T
-    spec = PAYLOAD_FIELDS[kind]
-    got: dict = {}
-    for p in parameters:
-        if p.name not in spec:
-            raise CommandError(f"{kind}_payload: unknown field {p.name!r}; the fields are "
-                               f"{', '.join(spec)}")
-        if p.name in got:
-            raise CommandError(f"{kind}_payload: field {p.name!r} given twice")
-        want, v = spec[p.name][0], p.value
-        if want == "string" and v.type == T.PARAMETER_STRING:
-            got[p.name] = v.string_value
-        elif want == "double" and v.type == T.PARAMETER_DOUBLE:
-            got[p.name] = v.double_value
-        elif want == "double" and v.type == T.PARAMETER_INTEGER:
-            got[p.name] = float(v.integer_value)
-        elif want == "double_array" and v.type == T.PARAMETER_DOUBLE_ARRAY:
-            got[p.name] = tuple(v.double_array_value)
-        else:
-            raise CommandError(f"{kind}_payload: field {p.name!r} must be a {want} "
-                               f"(rcl_interfaces/msg/ParameterValue type "
-                               f"{getattr(T, 'PARAMETER_' + want.upper())}), got type {v.type}")
-    for name, (_, default) in spec.items():
-        if name not in got:
-            if default is None:
-                raise CommandError(f"{kind}_payload: field {name!r} is missing (the fields: "
-                                   f"{', '.join(spec)})")
-            got[name] = default
-    if kind == "attach":
-        if not got["name"]:
-            got["name"] = got["link"]
-        for key, n in (("com", 3), ("inertia", 6)):
-            if len(got[key]) != n:
-                raise CommandError(f"attach_payload: field {key!r} must hold {n} numbers, got "
-                                   f"{len(got[key])}")
-        ixx, ixy, ixz, iyy, iyz, izz = got["inertia"]
-        got["inertia"] = [[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]]
-    return got

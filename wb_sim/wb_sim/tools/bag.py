@@ -20,8 +20,9 @@ sqlite3 storage): a bag directory, or a single ``.mcap`` file. Topics read:
   no stamp: each message is given the sample of the joint state received last before
   it (the node publishes both at the same step, joint states first); the drives'
   constants (torque-speed envelope) come from the recorded ``actuators.*`` parameters;
-* ``contact_state`` (std_msgs/Float64MultiArray): the contact truth, each surface's centre
-  of pressure and the ZMP (:func:`contact_truth`), on its own time base;
+* ``contact_state`` (wb_sim_interfaces/msg/ContactState: its definition from the bag, MCAP
+  carries it, or from the installed package): the contact truth, each surface's centre of
+  pressure and the ZMP (:func:`contact_truth`), on its own time base;
 * ``/diagnostics`` (diagnostic_msgs/DiagnosticArray): the simulator's solver health, the
   numeric values of its ``wb_sim: <group>`` statuses (:func:`solver_health`), on its own
   time base (the header stamps; published at a wall-clock rate);
@@ -44,6 +45,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,18 +80,55 @@ COLLISION_WRENCH = "collision"
 WRENCH_TYPE = "geometry_msgs/msg/WrenchStamped"
 
 
-def typestore():
-    """The rosbags typestore of the newest ROS 2 distribution it knows (Kilted or later)."""
-    from rosbags.typesys import Stores, get_typestore
+#: wb_sim's own ROS 2 interface package (the contact truth's message)
+INTERFACES_PACKAGE = "wb_sim_interfaces"
 
+
+def interface_definitions() -> dict[str, str]:
+    """``{type name: .msg text}`` of wb_sim_interfaces' messages where it is installed (its
+    ``share/wb_sim_interfaces/msg`` under an AMENT_PREFIX_PATH entry or this interpreter's
+    prefix, where tools/build_interfaces.sh installs it); {} where it is not."""
+    prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    for prefix in [*prefixes, sys.prefix]:
+        folder = Path(prefix, "share", INTERFACES_PACKAGE, "msg")
+        if folder.is_dir():
+            return {f"{INTERFACES_PACKAGE}/msg/{f.stem}": f.read_text()
+                    for f in sorted(folder.glob("*.msg"))}
+    return {}
+
+
+def typestore(reader=None):
+    """The rosbags typestore of the newest ROS 2 distribution it knows (Kilted or later),
+    with the types it lacks: those whose definitions ``reader``'s bag carries (MCAP's
+    schemas, rosbag2's message definitions), else wb_sim_interfaces' where installed
+    (:func:`interface_definitions`). A type known neither way stays unknown: its messages
+    cannot be read."""
+    from rosbags.typesys import Stores, get_typestore, get_types_from_idl, get_types_from_msg
+
+    ts = None
     for name in ("ROS2_LYRICAL", "ROS2_KILTED", "LATEST"):
         store = getattr(Stores, name, None)
         if store is not None:
             try:
-                return get_typestore(store)
+                ts = get_typestore(store)
+                break
             except (ImportError, ModuleNotFoundError):  # pragma: no cover - old rosbags
                 continue
-    raise RecordingError("rosbags has no ROS 2 typestore")  # pragma: no cover
+    if ts is None:  # pragma: no cover
+        raise RecordingError("rosbags has no ROS 2 typestore")
+    types: dict = {}
+    for name, text in interface_definitions().items():
+        types.update(get_types_from_msg(text, name))
+    for c in getattr(reader, "connections", ()):
+        fmt, data = getattr(c.msgdef, "format", None), getattr(c.msgdef, "data", "")
+        if c.msgtype in ts.fielddefs or not data:
+            continue
+        if getattr(fmt, "name", "") == "MSG":
+            types.update(get_types_from_msg(data, c.msgtype))
+        elif getattr(fmt, "name", "") == "IDL":
+            types.update(get_types_from_idl(data))
+    ts.register({k: v for k, v in types.items() if k not in ts.fielddefs})
+    return ts
 
 
 def absolute(topic: str) -> str:
@@ -268,8 +308,8 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
 def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
     """Deserialized messages of the topics we use: ``({topic: [(log_ns, msg)]},
     {topic: type}, parameters)``."""
-    ts = typestore()
     with open_bag(path) as reader:
+        ts = typestore(reader)
         types = {c.topic: c.msgtype for c in reader.connections}
         params: dict[str, Any] = {}
         pconns = [c for c in reader.connections if c.topic == PARAMETERS_TOPIC]
@@ -524,35 +564,52 @@ def _ft_sensors(data: dict, params: dict[str, Any], t_ns: np.ndarray):
     return tuple(names), out
 
 
-def contact_state_sections(msg) -> dict[str, np.ndarray]:
-    """A ``contact_state`` message (std_msgs/Float64MultiArray, any reader's) back into its
-    labelled sections, label -> (rows, columns): each ``layout.dim`` is (label, rows, rows x
-    columns) of one section, in order (docs/ros.md, 'contact_state')."""
-    data, out, at = np.asarray(msg.data, dtype=float), {}, 0
-    for dim in msg.layout.dim:
-        rows, size = int(dim.size), int(dim.stride)
-        out[str(dim.label)] = data[at:at + size].reshape(rows, size // rows if rows else 0)
-        at += size
-    return out
+def read_contact_state(msg) -> dict[str, Any]:
+    """A ``contact_state`` message (wb_sim_interfaces/msg/ContactState, rclpy's or rosbags')
+    as arrays: ``stamp_ns``, ``frame_id``; per point (n): ``surface``, ``frame``, ``index``,
+    ``position`` (n, 3) m, ``normal`` (n, 3), ``penetration`` (n,) m, ``force`` (n, 3) N,
+    ``mode`` (n,) (0 none, 1 stick, 2 slip); per surface (S): ``surface_names``,
+    ``surface_frames``, ``cop`` (S, 3) m, ``surface_force`` (S, 3) N, ``normal_force`` (S,) N;
+    ``zmp`` (3,) m, ``com`` (3,) m, ``momentum`` (6,): linear kg*m/s, angular about the
+    centre of mass kg*m^2/s. World frame."""
+    def xyz(vectors) -> np.ndarray:
+        return np.array([[v.x, v.y, v.z] for v in vectors], dtype=float).reshape(-1, 3)
+
+    pts, sfs = list(msg.points), list(msg.surfaces)
+    st = msg.header.stamp
+    return {
+        "stamp_ns": int(st.sec) * NS + int(st.nanosec), "frame_id": str(msg.header.frame_id),
+        "surface": [str(p.surface) for p in pts], "frame": [str(p.frame) for p in pts],
+        "index": np.array([p.index for p in pts], dtype=int),
+        "position": xyz(p.position for p in pts), "normal": xyz(p.normal for p in pts),
+        "penetration": np.array([p.penetration for p in pts], dtype=float),
+        "force": xyz(p.force for p in pts), "mode": np.array([p.mode for p in pts], dtype=int),
+        "surface_names": [str(f.name) for f in sfs], "surface_frames": [str(f.frame) for f in sfs],
+        "cop": xyz(f.centre_of_pressure for f in sfs), "surface_force": xyz(f.force for f in sfs),
+        "normal_force": np.array([f.normal_force for f in sfs], dtype=float),
+        "zmp": xyz([msg.zmp])[0], "com": xyz([msg.com])[0],
+        "momentum": np.concatenate([xyz([msg.linear_momentum])[0],
+                                    xyz([msg.angular_momentum])[0]]),
+    }
 
 
 def contact_truth(msgs: list, surfaces: list[str]) -> dict[str, Any]:
     """The History fields of the contact truth from ``contact_state`` messages ((log_ns,
     msg) pairs): each sample's stamp, each surface's centre of pressure, the ZMP, in stamp
-    order, a stamp once; ``surfaces``: the simulator's contact surfaces (the rows' order;
-    unknown: 'surface k'). Nothing recorded: {}."""
+    order, a stamp once; the surfaces in the messages' order (their names; ``surfaces``,
+    the simulator's, where the messages name none). Nothing recorded: {}."""
     rows = {}
     for _, m in msgs:
-        x = contact_state_sections(m)
-        sec, nsec = x["stamp"][0]
-        rows.setdefault(int(sec) * NS + int(nsec), x)
+        x = read_contact_state(m)
+        rows.setdefault(x["stamp_ns"], x)
     if not rows:
         return {}
     t = np.array(sorted(rows), dtype=np.int64)
-    cop = np.stack([rows[k]["surfaces"][:, :3] for k in t], axis=1)
-    names = tuple(surfaces) if len(surfaces) == cop.shape[0] else \
-        tuple(f"surface {i}" for i in range(cop.shape[0]))
-    return {"truth_t": t / NS, "cop": cop, "zmp": np.array([rows[k]["robot"][0, :3] for k in t]),
+    cop = np.stack([rows[k]["cop"] for k in t], axis=1)
+    names = tuple(rows[t[0]]["surface_names"]) or tuple(surfaces)
+    if len(names) != cop.shape[0]:
+        names = tuple(f"surface {i}" for i in range(cop.shape[0]))
+    return {"truth_t": t / NS, "cop": cop, "zmp": np.array([rows[k]["zmp"] for k in t]),
             "cop_names": names}
 
 

@@ -9,7 +9,9 @@ controller (a grid over the friction coefficient, 0.9-1.0, so every case is dist
 
 and prints runs per second, the scaling efficiency (rate on n workers / (n x rate on 1)) and
 the campaign's overhead against the plain loop, both end to end (pool start-up, table) and
-per case (the case's own wall time in its worker, metrics included).
+per case: the case's own wall time in its worker (metrics included) against a plain run's, and
+its CPU time (``time.process_time`` of the worker) against a plain run's, the figure a loaded
+machine's other processes do not move.
 """
 
 from __future__ import annotations
@@ -24,23 +26,24 @@ from pathlib import Path
 import numpy as np
 
 
-def plain_runs(runs: int, duration: float) -> list[float]:
-    """Wall seconds of each plain run (build + loop)."""
+def plain_runs(runs: int, duration: float) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each plain run (build + loop)."""
     from ... import Simulator, config_path
     from ...config import read_yaml_params
     from ...controllers import PDGravityController
     path = config_path("humanoid")
     gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
-    walls = []
+    walls, cpus = [], []
     for mu in np.linspace(0.9, 1.0, runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         sim = Simulator.from_yaml(path, overrides={"contact.friction_coefficient": float(mu)})
         pd = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
                                  gravity=sim.config.gravity)
         for _ in range(int(round(duration / sim.dt))):
             sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
         walls.append(time.perf_counter() - t0)
-    return walls
+        cpus.append(time.process_time() - c0)
+    return walls, cpus
 
 
 def main(argv=None) -> int:
@@ -55,10 +58,11 @@ def main(argv=None) -> int:
     camp = {"robot": "humanoid", "duration_s": args.duration, "controller": "pd",
             "plots": False, "grid": {"contact.friction_coefficient":
                                      [float(x) for x in np.linspace(0.9, 1.0, args.runs)]}}
-    walls = plain_runs(args.runs, args.duration)
+    walls, cpus = plain_runs(args.runs, args.duration)
     plain_rate = args.runs / sum(walls)
     print(f"plain loop: {args.runs} runs of {args.duration:g} s in {sum(walls):.2f} s: "
-          f"{plain_rate:.3f} runs/s ({statistics.median(walls):.3f} s per run, median)")
+          f"{plain_rate:.3f} runs/s ({statistics.median(walls):.3f} s per run, "
+          f"{statistics.median(cpus):.3f} s CPU, medians)")
     rates = {}
     for w in args.workers:
         with tempfile.TemporaryDirectory() as tmp:
@@ -66,18 +70,21 @@ def main(argv=None) -> int:
             res = run_campaign(camp, backend=args.backend, workers=w, out=Path(tmp) / "o",
                                progress=False)
             wall = time.perf_counter() - t0
-            case_walls = [float(line.split(",")[1]) for line in
-                          (Path(tmp) / "o" / "timings.csv").read_text().splitlines()[1:]]
+            lines = (Path(tmp) / "o" / "timings.csv").read_text().splitlines()[1:]
+            case_walls = [float(line.split(",")[1]) for line in lines]
+            case_cpus = [float(line.split(",")[2]) for line in lines]
         if res.failed or res.ran != args.runs:
             print(f"campaign on {w} workers: {res.failed} cases failed", file=sys.stderr)
             return 1
         rates[w] = args.runs / wall
         stands = sum(r["stands"] for r in res.rows)
-        per_case = statistics.median(case_walls)
+        per_case, cpu_case = statistics.median(case_walls), statistics.median(case_cpus)
         print(f"campaign, {args.backend}, {w} worker(s): {args.runs} runs in {wall:.2f} s: "
-              f"{rates[w]:.3f} runs/s (stands {stands}/{args.runs}); "
-              f"{per_case:.3f} s per case in its worker (median), "
-              f"{100 * (per_case / statistics.median(walls) - 1):+.0f} % against the plain run")
+              f"{rates[w]:.3f} runs/s (stands {stands}/{args.runs}); per case in its worker "
+              f"(medians) {per_case:.3f} s, "
+              f"{100 * (per_case / statistics.median(walls) - 1):+.0f} % against the plain run; "
+              f"CPU {cpu_case:.3f} s, "
+              f"{100 * (cpu_case / statistics.median(cpus) - 1):+.0f} % against the plain run's")
     base = rates.get(1)
     for w, r in rates.items():
         if base and w > 1:

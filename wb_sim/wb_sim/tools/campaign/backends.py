@@ -50,13 +50,40 @@ def _worker_env():
             os.environ.pop(k, None)
 
 
+def pinned_cpus(workers: int) -> list[int] | None:
+    """The CPUs the local pool's ``workers`` are pinned to, one each (Linux), so that the
+    kernel does not move them between cores (their caches stay warm) and two never share
+    one while another idles; None (not pinned) where ``WB_SIM_CAMPAIGN_PIN=0``, where
+    ``os.sched_setaffinity`` does not exist, where the user restricted this process's
+    affinity (taskset, a cpuset: fewer CPUs allowed than the machine has; their choice is
+    kept) or where there are more workers than CPUs."""
+    if os.environ.get("WB_SIM_CAMPAIGN_PIN") == "0" or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < (os.cpu_count() or 0) or workers > len(allowed):
+        return None
+    return allowed[:workers]
+
+
+def _pin_worker(cpus: list[int], counter) -> None:
+    """A pool worker's initializer: pin this process to the next CPU of ``cpus``."""
+    with counter.get_lock():
+        i = counter.value
+        counter.value += 1
+    try:
+        os.sched_setaffinity(0, {cpus[i % len(cpus)]})
+    except OSError:
+        pass  # the CPU went offline or a cpuset changed since: run unpinned
+
+
 def local_pool(tasks: list, workers: int):
     """Yield (task, row) as the cases finish, on a local process pool of ``workers``
     (spawned: they inherit ``sys.path``); ``serial`` with 1 worker and
     ``WB_SIM_CAMPAIGN_INLINE=1``. A worker that dies breaks the pool and every case in it:
     the unfinished cases then run on a pool of one worker, in order, until one breaks it
     again (that case gets an error row: its worker died) or all are done; after such a
-    case, the rest run on ``workers`` again. One killed case never costs the others."""
+    case, the rest run on ``workers`` again. One killed case never costs the others. Each
+    worker is pinned to a CPU of its own where :func:`pinned_cpus` allows."""
     import concurrent.futures as cf
     import multiprocessing as mp
     from concurrent.futures.process import BrokenProcessPool
@@ -69,8 +96,12 @@ def local_pool(tasks: list, workers: int):
         broken = None
         size = min(size, len(left))
         done: set[int] = set()
+        ctx = mp.get_context("spawn")
+        cpus = pinned_cpus(size)
+        pin = {} if cpus is None else {"initializer": _pin_worker,
+                                       "initargs": (cpus, ctx.Value("i", 0))}
         with _worker_env(), \
-                cf.ProcessPoolExecutor(max_workers=size, mp_context=mp.get_context("spawn")) as ex:
+                cf.ProcessPoolExecutor(max_workers=size, mp_context=ctx, **pin) as ex:
             futures = {ex.submit(run_case, tasks[i]): i for i in left}
             try:
                 for fut in cf.as_completed(futures):

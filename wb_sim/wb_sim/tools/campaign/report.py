@@ -102,12 +102,15 @@ def write_table(campaign: Campaign, rows: list, out: Path) -> tuple[Path, Path |
     return path, out / "results.parquet"
 
 
-def write_timings(wall: dict, out: Path) -> Path:
-    """``out``/timings.csv: each case's wall time in its worker, s (not part of the results:
-    they differ from run to run)."""
+def write_timings(wall: dict, out: Path, cpu: dict | None = None) -> Path:
+    """``out``/timings.csv: each case's wall time and CPU time in its worker, s (not part of
+    the results: they differ from run to run; the CPU time is what a loaded machine's other
+    processes do not add to)."""
+    cpu = cpu or {}
     path = out / "timings.csv"
     with open(path, "w") as f:
-        f.write("case_id,wall_s\n" + "".join(f"{i},{w!r}\n" for i, w in sorted(wall.items())))
+        f.write("case_id,wall_s,cpu_s\n" + "".join(f"{i},{w!r},{cpu.get(i, float('nan'))!r}\n"
+                                                   for i, w in sorted(wall.items())))
     return path
 
 

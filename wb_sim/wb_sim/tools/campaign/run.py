@@ -113,11 +113,13 @@ def run_campaign(campaign: str | Path | Mapping | Campaign, backend: str = "loca
             row[k] = case["params"].get(k, "")
     table_rows = [rows[i] for i in sorted(rows)]
     wall = {r["case_id"]: r.get("_wall_s") for r in table_rows if "_wall_s" in r}
+    cpu = {r["case_id"]: r.get("_cpu_s") for r in table_rows if "_cpu_s" in r}
     for r in table_rows:
         r.pop("_wall_s", None)
+        r.pop("_cpu_s", None)
     table, parquet = write_table(campaign, table_rows, out)
     if wall:
-        write_timings(wall, out)
+        write_timings(wall, out, cpu)
     made = []
     if campaign.spec["plots"] if plots is None else plots:
         made = plot_campaign(campaign, table_rows, out / "plots")
