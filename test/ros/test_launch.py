@@ -61,8 +61,17 @@ def workspace(tmp_path_factory) -> Path:
     """A colcon workspace with wb_sim built (plain colcon build) and installed."""
     ws = tmp_path_factory.mktemp("colcon_ws")
     copy_package_sources(ws / "src" / "wb_sim", with_tests=True)
-    out = subprocess.run([str(VENV / "bin" / "colcon"), "build"], cwd=ws, env=_ws_env(0),
-                         capture_output=True, text=True, timeout=600)
+    # the clone holds two packages side by side, and colcon finds both
+    listed = subprocess.run([str(VENV / "bin" / "colcon"), "list", "--names-only"], cwd=ws,
+                            env=_ws_env(0), capture_output=True, text=True, timeout=120)
+    assert sorted(listed.stdout.split()) == ["wb_sim", "wb_sim_interfaces"], \
+        listed.stdout + listed.stderr
+    # wb_sim_interfaces comes from the venv here (tools/setup_venv.sh builds it with
+    # tools/build_interfaces.sh): the PyPI ros-* wheels' CMake configurations name include
+    # directories of the machine that built them (/opt/python/cp311-cp311/include/...), so its
+    # own CMakeLists.txt cannot configure against them; inside a ROS 2 install colcon builds it
+    out = subprocess.run([str(VENV / "bin" / "colcon"), "build", "--packages-select", "wb_sim"],
+                         cwd=ws, env=_ws_env(0), capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"colcon build failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     for exe in ("wb_sim_node", "wb_sim_pd_controller", "wb_sim_run", "wb_sim_record",
                 "wb_sim_replay"):
