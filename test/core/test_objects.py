@@ -288,6 +288,97 @@ def test_the_panda_pushes_a_box_with_position_commands():
     np.testing.assert_allclose(rows[-1, :2], start[:2], atol=1e-9)
 
 
+#: a fixed-base arm: a shoulder on a pitch joint 0.5 m up, its link a horizontal plate
+#: (0.5 x 0.2 x 0.02 m, from the joint along +x)
+PLATE_ARM = ('<robot name="plate_arm"><link name="world_link"/><link name="plate"><inertial>'
+             '<origin xyz="0.25 0 0"/><mass value="2"/><inertia ixx="0.007" iyy="0.042" '
+             'izz="0.048" ixy="0" ixz="0" iyz="0"/></inertial><collision><origin xyz="0.25 0 0"/>'
+             '<geometry><box size="0.5 0.2 0.02"/></geometry></collision></link>'
+             '<joint name="shoulder" type="revolute"><parent link="world_link"/>'
+             '<child link="plate"/><origin xyz="0 0 0.5"/><axis xyz="0 1 0"/>'
+             '<limit lower="-3" upper="3" effort="200" velocity="10"/></joint></robot>')
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_box_dropped_on_a_fixed_base_arms_link_rests_on_it(model):
+    """A 1.5 kg box dropped from 5 cm onto a held arm's plate (PLATE_ARM): it comes to rest
+    on the plate (its bottom on the plate's top face within 1 mm), the plate's contact force
+    on it is its weight (within 0.5 %), and the shoulder's torque holding the arm is the
+    arm's gravity plus the box's weight times its lever arm (within 1 %); no NaN."""
+    m, x_box, half = 1.5, 0.3, 0.05
+    sim = wb_sim.Simulator.from_params(_objects(
+        dict(name="box", shape="box", size=(2 * half,) * 3, mass=m,
+             position=(x_box, 0.0, 0.51 + half + 0.05)),
+        robot_description=PLATE_ARM, floating_base=False,
+        **{"contact.model": model, "initial.base_position": [0.0, 0.0, 0.0]}))
+    kp, kd = 5000.0, 100.0
+    ff = sim.generalized_gravity()[0]  # the arm's own weight, held
+    for _ in range(round(1.5 / sim.dt)):
+        tau = ff - kp * sim.joint_positions[0] - kd * sim.joint_velocities[0]
+        sim.step(np.array([tau]))
+    assert np.isfinite(sim.q).all() and np.isfinite(sim.v).all()
+    c = sim.self_collision_contacts()
+    pairs = [i for i, (a, b) in enumerate(zip(c.link_a, c.link_b))
+             if {a, b} == {"plate", "box"}]
+    assert pairs
+    on_box = sum(c.force[i] * (1.0 if c.link_b[i] == "plate" else -1.0) for i in pairs)
+    np.testing.assert_allclose(on_box, [0.0, 0.0, m * G0], rtol=0.0, atol=5e-3 * m * G0)
+    pose = sim.object_pose("box")
+    q_arm = sim.joint_positions[0]  # small: the plate sags under the load by tau / kp
+    top = 0.5 + 0.01 - math.sin(q_arm) * pose.translation[0]
+    assert pose.translation[2] - half == pytest.approx(top, abs=1e-3)
+    assert np.linalg.norm(sim.object_twist("box")[0]) < 1e-3
+    held = ff - kp * q_arm  # what the shoulder gives at rest (v ~ 0)
+    lever = pose.translation[0]
+    arm_gravity = sim.generalized_gravity()[0]
+    # a weight at x ahead of a y-axis joint has the torque +x m g about it (pitching the
+    # plate down, +q); holding it takes -x m g, as g(q) holds the arm's own weight
+    assert arm_gravity == pytest.approx(-2.0 * G0 * 0.25 * math.cos(q_arm), rel=1e-9)
+    assert held == pytest.approx(arm_gravity - m * G0 * lever, rel=1e-2)
+
+
+#: a fixed-base arm as MJCF (a pitch joint 0.5 m up, a plate link with a box geom)
+PLATE_ARM_MJCF = """<mujoco model="plate_arm"><compiler angle="radian"/><worldbody>
+  <body name="plate" pos="0 0 0.5"><joint name="shoulder" type="hinge" axis="0 1 0"
+    range="-3 3"/><inertial pos="0.25 0 0" mass="2" diaginertia="0.007 0.042 0.048"/>
+    <geom type="box" size="0.25 0.1 0.01" pos="0.25 0 0"/></body></worldbody></mujoco>"""
+
+
+def test_objects_beside_an_mjcf_robot_meet_the_ground_and_each_other(tmp_path):
+    """An MJCF robot takes free objects; its geometry is not read (URDF only), so they meet
+    the ground and each other but not its links, and the build says so. Two boxes dropped
+    as a stack beside the MJCF arm come to rest on the ground, the lower at its half height
+    (within 1 mm), the upper on it with the pair's contact force equal to its weight (within
+    0.5 %); a ball dropped onto the arm's plate passes through it to the ground; no NaN."""
+    path = tmp_path / "plate_arm.xml"
+    path.write_text(PLATE_ARM_MJCF)
+    m_top = 0.7
+    p = _objects(dict(name="low", shape="box", size=(0.2, 0.2, 0.2), mass=2.0,
+                      position=(0.0, 1.0, 0.12)),
+                 dict(name="top", shape="box", size=(0.1, 0.1, 0.1), mass=m_top,
+                      position=(0.0, 1.0, 0.3)),
+                 dict(name="ball", shape="sphere", size=(0.05, 0.0, 0.0), mass=0.2,
+                      position=(0.3, 0.0, 0.7)))
+    del p["robot_description"]
+    p["urdf_path"] = str(path)
+    sim = wb_sim.Simulator.from_params(p)
+    assert sim.robot.mjcf_file is not None
+    assert any("the objects do not touch its links" in n for n in sim.notes), sim.notes
+    kp, kd = 5000.0, 100.0
+    ff = sim.generalized_gravity()[0]
+    for _ in range(round(1.0 / sim.dt)):
+        sim.step(np.array([ff - kp * sim.joint_positions[0] - kd * sim.joint_velocities[0]]))
+    assert np.isfinite(sim.q).all() and np.isfinite(sim.v).all()
+    assert sim.object_pose("low").translation[2] == pytest.approx(0.1, abs=1e-3)
+    assert sim.object_pose("top").translation[2] == pytest.approx(0.25, abs=2e-3)
+    assert sim.object_pose("ball").translation[2] == pytest.approx(0.05, abs=1e-3)
+    c = sim.self_collision_contacts()
+    pairs = [i for i, (a, b) in enumerate(zip(c.link_a, c.link_b)) if {a, b} == {"low", "top"}]
+    on_top = sum(c.force[i] * (1.0 if c.link_b[i] == "low" else -1.0) for i in pairs)
+    np.testing.assert_allclose(on_top, [0.0, 0.0, m_top * G0], rtol=0.0, atol=5e-3 * m_top * G0)
+    assert not any("plate" in (a, b) for a, b in zip(c.link_a, c.link_b))
+
+
 # ----------------------------------------------------------------------------- state
 
 
