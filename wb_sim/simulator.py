@@ -53,14 +53,14 @@ from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .loop_closures import LoopClosures
 from .objects import (FreeObject, append_objects, configured_objects, make_object,
-                      object_geometries, unknown_object)
+                      object_geometries, terrain_penetration, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
 from .pin_views import new_data
 from .robot import RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
                       ImuReading, SelfContactsReading)
 from .state import Record, SimState, State, copy_record
-from .terrain import load_terrain
+from .terrain import BOX_FIELDS, load_terrain
 
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
@@ -1384,7 +1384,8 @@ class Simulator:
 
     def _object_problem(self, obj: FreeObject) -> str | None:
         """Why ``obj`` cannot be placed: its name taken by a frame of the robot, or its
-        surface deeper than contact.max_penetration below the ground plane; else None."""
+        surface deeper than 2 mm below the ground plane or into the terrain (a box, a step,
+        the heightfield); else None."""
         if self.robot.model.existFrame(obj.name):
             return (f"object name {obj.name!r} is a frame of the robot; give the object "
                     f"another name")
@@ -1395,6 +1396,18 @@ class Simulator:
                     f"centre {list(obj.position)}, its surface reaches {obj.lowest(n):.4g} m "
                     f"below it; at most {INITIAL_PENETRATION_WARNING * 1e3:g} mm is allowed): "
                     f"raise its position")
+        depth, item = terrain_penetration(obj, self.terrain)
+        if depth > INITIAL_PENETRATION_WARNING:
+            n_boxes = len(self.config.terrain.boxes) // BOX_FIELDS
+            if item == 0:
+                what = "the heightfield (terrain.heightfield)"
+            elif item - 1 < n_boxes:
+                what = f"terrain box {item - 1} (terrain.boxes)"
+            else:
+                what = f"step {item - 1 - n_boxes} of the stairs (terrain.stairs)"
+            return (f"object {obj.name!r} starts {depth * 1e3:.1f} mm inside {what} (its "
+                    f"centre {list(obj.position)}; at most {INITIAL_PENETRATION_WARNING * 1e3:g}"
+                    f" mm is allowed): place it on or above the terrain")
         return None
 
     def _check_objects(self) -> None:

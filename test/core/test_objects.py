@@ -487,6 +487,90 @@ def test_refusals_name_the_parameter_and_the_fix():
     assert [o.name for o in sim.objects] == ["box"]
 
 
+def test_surface_points_lie_on_each_shapes_surface():
+    """The points the heightfield check queries (FreeObject.surface_points) are on the
+    surface, by each shape's own formula, and spread over all of it."""
+    from wb_sim.objects import make_object
+    cases = {"box": (0.3, 0.2, 0.1), "sphere": (0.07, 0, 0), "cylinder": (0.05, 0.3, 0),
+             "capsule": (0.05, 0.3, 0)}
+    for shape, size in cases.items():
+        P = make_object("o", shape, size, 1.0, (0, 0, 1)).surface_points(500)
+        a, b, c = size
+        if shape == "box":
+            gap = np.max(np.abs(P) / (np.array(size) / 2), axis=1) - 1.0
+        elif shape == "sphere":
+            gap = np.linalg.norm(P, axis=1) / a - 1.0
+        elif shape == "cylinder":
+            gap = np.maximum(np.hypot(P[:, 0], P[:, 1]) / a, np.abs(P[:, 2]) / (b / 2)) - 1.0
+        else:  # the distance to the axis segment is the radius
+            z = np.clip(P[:, 2], -b / 2, b / 2)
+            gap = np.linalg.norm(P - np.stack([0 * z, 0 * z, z], axis=1), axis=1) / a - 1.0
+        np.testing.assert_allclose(gap, 0.0, atol=1e-12, err_msg=shape)
+        # every side reached: the extent along each axis is the shape's
+        extent = P.max(axis=0) - P.min(axis=0)
+        full = {"box": size, "sphere": (2 * a,) * 3, "cylinder": (2 * a, 2 * a, b),
+                "capsule": (2 * a, 2 * a, b + 2 * a)}[shape]
+        np.testing.assert_allclose(extent, full, rtol=0.05, err_msg=shape)
+
+
+def test_an_object_inside_the_terrain_is_refused_and_one_on_it_rests():
+    """A box placed 5 cm into a terrain box, a step of stairs or the heightfield is refused
+    (ConfigError naming objects.positions, the item and the fix; spawn_object's
+    CommandError, the state untouched); one placed on a terrain box's top rests there (its
+    centre at the top + its half height within 1 mm after 0.5 s)."""
+    terrain = {"terrain.boxes": [1.0, 0.0, 0.1, 0.6, 0.6, 0.2, 0.3],
+               "terrain.stairs": [-2.0, 0.0, 0.0, 0.3, 0.15, 1.0, 3, 0.0]}
+
+    def box_at(position, **extra):
+        return _objects(dict(name="crate", shape="box", size=(0.2, 0.2, 0.2), mass=1.0,
+                             position=position), **terrain, **extra)
+
+    with pytest.raises(ConfigError, match=r"objects.positions' \(crate\): object 'crate' starts "
+                                          r"50.0 mm inside terrain box 0 \(terrain.boxes\).*"
+                                          r"place it on or above the terrain"):
+        wb_sim.Simulator.from_params(box_at((1.0, 0.0, 0.25)))
+    # the second step of the flight: x in [-1.7, -1.4], top at 0.3 m
+    with pytest.raises(ConfigError, match=r"starts 50.0 mm inside step 1 of the stairs "
+                                          r"\(terrain.stairs\)"):
+        wb_sim.Simulator.from_params(box_at((-1.55, 0.0, 0.35)))
+    sim = wb_sim.Simulator.from_params(box_at((1.0, 0.0, 0.3)))  # on the box's top
+    q = sim.q.copy()
+    for where, fragment in (((1.2, 0.1, 0.2), "inside terrain box 0"),
+                            ((-1.3, 0.3, 0.45), "inside step 2 of the stairs")):
+        with pytest.raises(CommandError, match=rf"spawn_object: object 'ball' starts .* mm "
+                                               rf"{fragment}.*; the state is untouched"):
+            sim.spawn_object("ball", "sphere", (0.1, 0, 0), 1.0, where)
+    np.testing.assert_array_equal(sim.q, q)
+    assert [o.name for o in sim.objects] == ["crate"]
+    sim.spawn_object("ball", "sphere", (0.1, 0, 0), 1.0, (-1.3, 0.3, 0.55))  # on step 2
+    _run(sim, 500)
+    assert sim.object_pose("crate").translation[2] == pytest.approx(0.3, abs=1e-3)
+    assert sim.object_pose("ball").translation[2] == pytest.approx(0.55, abs=1e-3)
+
+
+def test_an_object_inside_the_heightfield_is_refused(tmp_path):
+    """A plateau of the heightfield (0.3 m high for |x| < 0.5 m) reaches 5 cm into a box
+    placed on it: refused, naming terrain.heightfield; 1 cm over it, accepted; a ball
+    spawned into it: refused."""
+    grid = np.zeros((5, 5))
+    grid[:, 1:4] = 0.3  # cells 0.5 m: x in -1..1, flat at 0.3 m for |x| <= 0.5
+    path = tmp_path / "ridge.npy"
+    np.save(path, grid)
+    field = {"terrain.heightfield": str(path), "terrain.heightfield_size": [2.0, 2.0],
+             "terrain.heightfield_origin": [-1.0, -1.0, 0.0]}
+
+    def box_at(z):
+        return _objects(dict(name="crate", shape="box", size=(0.2, 0.2, 0.2), mass=1.0,
+                             position=(0.0, 0.0, z)), **field)
+
+    with pytest.raises(ConfigError, match=r"starts 50.0 mm inside the heightfield "
+                                          r"\(terrain.heightfield\)"):
+        wb_sim.Simulator.from_params(box_at(0.35))
+    sim = wb_sim.Simulator.from_params(box_at(0.41))
+    with pytest.raises(CommandError, match=r"inside the heightfield"):
+        sim.spawn_object("ball", "sphere", (0.1, 0, 0), 1.0, (0.0, 0.5, 0.3))
+
+
 def test_set_object_state_moves_one_object_and_refuses_it_under_the_ground():
     """set_object_state (the node's SetEntityState): a box set 1 m up with a twist reads
     back that pose and twist and then flies as semi-implicit Euler's free fall

@@ -6,7 +6,7 @@ uses) starts with its hand low (about 0.15 m over the ground, 0.6 m out) at ``pa
 = -0.3 rad; a 0.12 m, 0.5 kg box rests on the ground at (0.6, 0, 0.06). Every joint is
 given a position target each step (a position controller: ros2_control's position
 interface); ``panda_joint1``'s ramps to +0.3 rad in 0.6 s, sweeping the hand through the
-box, which is pushed toward +y.
+box, which is pushed toward +y. A terrain box stands out of reach.
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ Q0 = (-0.3, 0.6, 0.0, -2.0, 0.0, 2.6, 0.785)
 SWEEP = (-0.3, 0.3, 0.6)  # panda_joint1 from, to (rad), in (s)
 BOX = {"names": ["box"], "shapes": ["box"], "sizes": [0.12, 0.12, 0.12], "mass": [0.5],
        "positions": [0.6, 0.0, 0.06]}
+#: a terrain box out of the arm's reach (the node's test spawns into it, refused)
+TERRAIN_BOXES = [1.5, -1.5, 0.1, 0.4, 0.4, 0.2, 0.0]
 #: the dotted parameters over config/panda.yaml
-OVERRIDES = {"initial.joint_positions": list(Q0),
+OVERRIDES = {"initial.joint_positions": list(Q0), "terrain.boxes": TERRAIN_BOXES,
              **{f"objects.{k}": v for k, v in BOX.items()}}
 
 

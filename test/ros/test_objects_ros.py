@@ -26,6 +26,10 @@ Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import yaml
@@ -449,21 +453,38 @@ def test_spawn_beside_an_in_process_controller_keeps_the_robot_standing(tmp_path
     assert "failed at t =" not in setup.node.log()
 
 
+def _panda_core(tmp_path, cycles: int) -> tuple[np.ndarray, int]:
+    """helpers.panda_push.run_core in a fresh process, as the node runs it: (the box's pose
+    rows, the steps in contact). Not in this one: the rounding of coal's contact queries
+    depends on the queries the process made before (measured: an earlier GJK distance
+    query moved the push's box 6 mm in 0.5 s), and this process ran other tests."""
+    out = tmp_path / "core_rows.npz"
+    code = ("import sys, numpy as np; from helpers.panda_push import run_core; "
+            f"sim, rows, touched = run_core({cycles}); "
+            "assert sim.dt == 1e-3; np.savez(sys.argv[1], rows=rows, touched=touched)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    subprocess.run([sys.executable, "-c", code, str(out)], env=env, check=True, timeout=120)
+    with np.load(out) as f:
+        return f["rows"], int(f["touched"])
+
+
 def test_the_panda_pushes_a_box_and_its_odometry_equals_the_cores(tmp_path):
     """Issue 31: the Panda pushes a box across the ground with a position command (every
     joint's position on joint_commands, answered in lockstep; helpers/panda_push.py): the
     box's objects/box/odom equals the headless core run's box pose (the core driven as the
     node's gate drives: the derived gains, JointTargets) within 1e-9 at the same simulated
-    time, every cycle, while the box is pushed (it moves > 0.1 m along +y here)."""
+    time, every cycle, while the box is pushed (it moves > 0.1 m along +y here). Then
+    spawn_entity into the terrain box beside it is refused, naming the box and the fix."""
     from nav_msgs.msg import Odometry
 
     from helpers.extras import require_robot_data
-    from helpers.panda_push import BOX, Q0, run_core, targets
+    from helpers.panda_push import BOX, Q0, TERRAIN_BOXES, targets
     require_robot_data("panda")
     doc = yaml.safe_load((ROOT / "config" / "panda.yaml").read_text())
     params = doc["wb_sim"]["ros__parameters"]
     params["initial"]["joint_positions"] = list(Q0)
     params["objects"] = BOX
+    params["terrain"] = {"boxes": TERRAIN_BOXES}
     path = tmp_path / "panda_box.yaml"
     path.write_text(yaml.safe_dump(doc))
     cycles = 500  # 0.5 s: the hand meets the box at 0.05 s
@@ -482,10 +503,14 @@ def test_the_panda_pushes_a_box_and_its_odometry_equals_the_cores(tmp_path):
         setup.ros.spin_until(lambda: stamps[-1] in _odometry(rec.msgs), 10.0)
         odom = _odometry(rec.msgs)
         setup.ros.stop_recording(rec)
+        into = _spawn(setup, "b8", "wb_sim://box?size=0.1,0.1,0.1&mass=1",
+                      xyz=(TERRAIN_BOXES[0], TERRAIN_BOXES[1], 0.2))
     finally:
         setup.close()
-    sim, rows, touched = run_core(cycles)
-    assert names == list(sim.joint_names) and sim.dt == dt
+    rows, touched = _panda_core(tmp_path, cycles)
+    assert names == ["panda_joint1", "panda_joint2", "panda_joint3", "panda_joint4",
+                     "panda_joint5", "panda_joint6", "panda_joint7", "panda_finger_joint1",
+                     "panda_finger_joint2"]
     rows = np.vstack([BOX["positions"] + [0.0, 0.0, 0.0, 1.0], rows])  # row k: after k steps
     seen, worst = 0, 0.0
     for i, t in enumerate(stamps):
@@ -500,3 +525,7 @@ def test_the_panda_pushes_a_box_and_its_odometry_equals_the_cores(tmp_path):
     assert seen >= cycles - 5, seen
     assert worst <= 1e-9
     assert touched > 100 and rows[-1, 1] - rows[0, 1] > 0.1  # it was pushed: the test can fail
+    assert into.result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    for fragment in ("object 'b8' starts 50.0 mm inside terrain box 0 (terrain.boxes)",
+                     "place it on or above the terrain", "the state is untouched"):
+        assert fragment in into.result.error_message, into.result.error_message
