@@ -1502,14 +1502,17 @@ class Simulator:
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,
                      linear_velocity=(0.0, 0.0, 0.0),
-                     angular_velocity=(0.0, 0.0, 0.0)) -> FreeObject:
+                     angular_velocity=(0.0, 0.0, 0.0), mesh: str = "") -> FreeObject:
         """Add a free rigid object from the next step on: ``shape`` box / sphere /
-        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), ``mass``
-        (kg, > 0), its centre at ``position`` (m, world), oriented by ``rpy`` (rad) or
-        ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` / ``angular_velocity``
-        (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre, kg*m^2) defaults to the
-        homogeneous solid's. Raises :class:`CommandError` (state untouched) for a bad value,
-        a name in use, or an object under the ground.
+        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), or mesh
+        (the file ``mesh``, STL / OBJ / DAE, scaled by ``size``: its convex hull), ``mass``
+        (kg, > 0), its centre (of mass) at ``position`` (m, world), oriented by ``rpy``
+        (rad) or ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` /
+        ``angular_velocity`` (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre,
+        kg*m^2) defaults to the homogeneous solid's. Raises :class:`CommandError` (state
+        untouched) for a bad value, a missing, unreadable or too large mesh file
+        (objects.max_mesh_vertices), a name in use, or an object under the ground or
+        inside the terrain.
 
         It rebuilds the simulator with the new object (the models gain a joint, the contact
         model its geometry: the honest way, as the state vector and every contact block
@@ -1524,7 +1527,8 @@ class Simulator:
                                f"another name or delete_object({name!r}) first")
         obj = make_object(name, shape, size, mass, position, rpy=rpy, quaternion=quaternion,
                           inertia=inertia, linear_velocity=linear_velocity,
-                          angular_velocity=angular_velocity)
+                          angular_velocity=angular_velocity, mesh=mesh,
+                          max_mesh_vertices=self.config.objects.max_mesh_vertices)
         problem = self._object_problem(obj)
         if problem:
             raise CommandError(f"spawn_object: {problem}; the state is untouched")

@@ -379,6 +379,148 @@ def test_objects_beside_an_mjcf_robot_meet_the_ground_and_each_other(tmp_path):
     assert not any("plate" in (a, b) for a, b in zip(c.link_a, c.link_b))
 
 
+# ----------------------------------------------------------------------------- meshes
+
+#: a box's 12 triangles over its corners (index = 4 ix + 2 iy + iz), outward
+BOX_FACES = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7],
+             [2, 7, 6], [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]]
+
+
+def _box_vertices(edges, offset=(0.0, 0.0, 0.0)) -> np.ndarray:
+    h = np.asarray(edges, dtype=float) / 2.0
+    return np.array([[sx * h[0], sy * h[1], sz * h[2]] for sx in (-1, 1) for sy in (-1, 1)
+                     for sz in (-1, 1)]) + offset
+
+
+def _write_mesh(path, V, F) -> str:
+    """An OBJ or ASCII STL file of vertices V and triangles F at ``path``."""
+    with open(path, "w") as f:
+        if str(path).endswith(".obj"):
+            f.writelines("v %r %r %r\n" % tuple(float(x) for x in v) for v in V)
+            f.writelines("f %d %d %d\n" % tuple(int(k) + 1 for k in t) for t in F)
+        else:
+            f.write("solid mesh\n")
+            for t in F:
+                f.write("facet normal 0 0 0\nouter loop\n")
+                f.writelines("vertex %r %r %r\n" % tuple(float(x) for x in V[k]) for k in t)
+                f.write("endloop\nendfacet\n")
+            f.write("endsolid mesh\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("suffix", [".obj", ".stl"])
+def test_a_mesh_objects_inertia_is_its_solids(tmp_path, suffix):
+    """A box-shaped mesh (edges 0.5, 0.25, 0.125 m, off the file's origin by (1, 2, 3)),
+    scaled (2, 1, 0.5): its inertia (coal's hull volume and moment about the centre of
+    mass) equals the analytic box's of the scaled edges within 1e-9 relative (the edges are
+    exact in the 32-bit floats the loader reads), its centre of mass at its frame's origin
+    (the hull's vertices at +-half the scaled edges). A regular tetrahedron (vertices
+    (+-s, +-s, +-s) with an even count of minus signs, off the origin): I = 0.4 m s^2."""
+    from wb_sim.objects import make_object
+    m, scale = 3.0, (2.0, 1.0, 0.5)
+    edges = np.array([0.5, 0.25, 0.125])
+    path = _write_mesh(tmp_path / f"box{suffix}", _box_vertices(edges, (1.0, 2.0, 3.0)),
+                       BOX_FACES)
+    obj = make_object("crate", "mesh", scale, m, (0.0, 0.0, 1.0), mesh=path)
+    ref = solid_inertia("box", edges * scale, m)
+    np.testing.assert_allclose(obj.inertia, ref, rtol=0.0, atol=1e-9 * ref.max())
+    assert obj.hull.volume == pytest.approx(float(np.prod(edges * scale)), rel=1e-12)
+    np.testing.assert_allclose(obj.hull.com, np.array([1.0, 2.0, 3.0]) * scale, atol=1e-12)
+    np.testing.assert_allclose(np.abs(obj.hull.vertices), np.tile(edges * scale / 2, (8, 1)),
+                               atol=1e-12)
+    assert obj.lowest(np.array([0.0, 0.0, 1.0])) == pytest.approx(edges[2] * scale[2] / 2)
+    sv = 0.125
+    T = sv * np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) + [0.5, 0.0, 0.0]
+    path = _write_mesh(tmp_path / f"tetra{suffix}", T, [[0, 1, 2], [0, 3, 1], [0, 2, 3],
+                                                        [1, 3, 2]])
+    tet = make_object("tet", "mesh", (1, 1, 1), m, (0.0, 0.0, 1.0), mesh=path)
+    np.testing.assert_allclose(tet.inertia, 0.4 * m * sv * sv * np.eye(3), rtol=0.0,
+                               atol=1e-12 * m * sv * sv)
+    np.testing.assert_allclose(tet.hull.com, [0.5, 0.0, 0.0], atol=1e-15)
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_mesh_cube_falls_and_rests_as_the_box_of_its_size(tmp_path, model):
+    """A cube mesh (STL, 0.25 m) and the primitive box of its size, both dropped tilted from
+    0.4 m side by side: they rest at the same height within 1e-6 m (measured: equal to
+    rounding), upright, at rest; a mesh spawned later falls onto the ground too."""
+    a = 0.25
+    path = _write_mesh(tmp_path / "cube.stl", _box_vertices((a, a, a)), BOX_FACES)
+    tilt = (0.2, 0.1, 0.3)
+    p = _objects(dict(name="mesh", shape="mesh", size=(1.0, 1.0, 1.0), mass=2.0,
+                      position=(0.0, 0.0, 0.4), rpy=tilt),
+                 dict(name="box", shape="box", size=(a, a, a), mass=2.0,
+                      position=(1.0, 0.0, 0.4), rpy=tilt), **{"contact.model": model})
+    p["objects.meshes"] = [path, ""]
+    sim = wb_sim.Simulator.from_params(p)
+    np.testing.assert_allclose(sim.objects[0].inertia, sim.objects[1].inertia, rtol=0.0,
+                               atol=1e-12 * sim.objects[1].inertia[0][0])
+    _run(sim, round(1.5 / sim.dt))
+    assert np.isfinite(sim.q).all()
+    mesh, box = sim.object_pose("mesh"), sim.object_pose("box")
+    print(f"mesh cube at {mesh.translation[2]!r} m, box at {box.translation[2]!r} m ({model})")
+    assert mesh.translation[2] == pytest.approx(box.translation[2], abs=1e-6)
+    assert box.translation[2] == pytest.approx(a / 2, abs=1e-3)  # it came down
+    assert abs(mesh.rotation[2]).max() == pytest.approx(1.0, abs=1e-6)  # a face down
+    assert np.linalg.norm(sim.object_twist("mesh")[0]) < 1e-3
+    sim.spawn_object("late", "mesh", (0.5, 0.5, 0.5), 1.0, (-1.0, 0.0, 0.3), mesh=path)
+    _run(sim, 500)
+    assert sim.object_pose("late").translation[2] == pytest.approx(a / 4, abs=1e-3)
+
+
+def test_mesh_refusals_name_the_file_and_the_fix(tmp_path):
+    cube = _write_mesh(tmp_path / "cube.obj", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+    flat = _write_mesh(tmp_path / "flat.obj", _box_vertices((0.2, 0.2, 0.0)), BOX_FACES)
+    junk = tmp_path / "junk.stl"
+    junk.write_bytes(b"\x00\x01 not a mesh" * 3)
+    other = tmp_path / "part.ply"
+    other.write_text("ply\n")
+
+    def params(mesh, size=(1.0, 1.0, 1.0), shape="mesh", **extra):
+        p = _objects(dict(name="part", shape=shape, size=size, mass=1.0,
+                          position=(0.0, 0.0, 0.5)), **extra)
+        p["objects.meshes"] = [mesh]
+        return p
+
+    for p, fragment in (
+            (params(str(tmp_path / "none.stl")), r"mesh file '.*none.stl' does not exist"),
+            (params(str(tmp_path)), r"mesh file .* is not a regular file"),
+            (params(str(junk)), r"cannot read mesh file '.*junk.stl'"),
+            (params(str(other)), r"mesh file .*: its format .\.ply. is not read; the formats "
+                                 r"are .stl, .obj, .dae"),
+            (params(cube, size=(1.0, 0.0, 1.0)), r"a mesh.s size is its scale along x, y, z: "
+                                                 r"each must be > 0"),
+            (params(cube, size=(1.0, -2.0, 1.0)), r"a mesh.s size .* each must be > 0"),
+            (params(flat), r"mesh file .* is flat: its convex hull has no volume"),
+            (params(cube, **{"objects.max_mesh_vertices": 7}),
+             r"mesh file .* has 8 vertices, more than objects.max_mesh_vertices = 7"),
+            (params("", shape="mesh"), r"a mesh object needs its file"),
+            (params(cube, shape="box", size=(0.2, 0.2, 0.2)), r"a box takes no mesh file")):
+        with pytest.raises(ConfigError, match=r"parameter 'objects.names' \(part\): object "
+                                              r"'part': " + fragment):
+            wb_sim.Simulator.from_params(p)
+    sim = wb_sim.Simulator.from_params(params(cube))
+    q = sim.q.copy()
+    with pytest.raises(CommandError, match=r"spawn_object: object 'x': mesh file .* does not "
+                                           r"exist"):
+        sim.spawn_object("x", "mesh", (1, 1, 1), 1.0, (1.0, 0.0, 0.5), mesh="/no/such.stl")
+    with pytest.raises(CommandError, match=r"under the ground"):
+        sim.spawn_object("x", "mesh", (1, 1, 1), 1.0, (1.0, 0.0, 0.05), mesh=cube)
+    np.testing.assert_array_equal(sim.q, q)
+
+
+def test_a_relative_mesh_path_is_the_parameter_files(tmp_path):
+    import yaml
+    _write_mesh(tmp_path / "cube.obj", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+    doc = {"wb_sim": {"ros__parameters": {
+        "robot_description": POST, "floating_base": False, "contact_surfaces": [],
+        "objects": {"names": ["part"], "shapes": ["mesh"], "sizes": [1.0, 1.0, 1.0],
+                    "mass": [1.0], "positions": [0.0, 0.0, 0.5], "meshes": ["cube.obj"]}}}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    sim = wb_sim.Simulator.from_yaml(tmp_path / "p.yaml")
+    assert sim.objects[0].mesh == str((tmp_path / "cube.obj").resolve())
+
+
 # ----------------------------------------------------------------------------- state
 
 

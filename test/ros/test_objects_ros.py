@@ -285,6 +285,47 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     assert res.result == OK, res.error_message
 
 
+def test_spawn_a_mesh_file_falls_onto_the_ground(s, tmp_path):
+    """SpawnEntity of a mesh file (issue 31): ``file:///...cube.stl?mass=..&scale=0.5`` of a
+    0.2 m cube adds a 0.1 m cube: listed, drawn as its hull's triangles (a TRIANGLE_LIST of
+    12 triangles in its frame), falling onto the ground to rest at half its height (1 mm);
+    ``wb_sim://mesh?file=...`` spawns the same way; the refusals say what is wrong."""
+    from core.test_objects import BOX_FACES, _box_vertices, _write_mesh
+    path = _write_mesh(tmp_path / "cube.stl", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+    res = _spawn(s, "part", f"file://{path}?mass=0.5&scale=0.5")
+    assert res.result.result == OK, res.result.error_message
+    s.node.wait_for_log(f"spawned object 'part' (mesh '{path}' scaled [0.5, 0.5, 0.5]", 10.0)
+    markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: any(m.header.frame_id == "part" for a in markers.msgs
+                                        for m in a.markers), 10.0)
+    (part,) = [m for m in markers.msgs[-1].markers if m.header.frame_id == "part"]
+    s.ros.stop_recording(markers)
+    assert part.type == Marker.TRIANGLE_LIST and len(part.points) == 36
+    assert max(abs(getattr(p, c)) for p in part.points for c in "xyz") == pytest.approx(0.05)
+    names = (*NAMES, "part")
+    _, _, tf = _run(s, 400, names=names)
+    last = tf[max(tf)]["part"]
+    assert abs(last[2] - 0.05) < 1e-3 and np.allclose(last[:2], [0.5, -0.5], atol=1e-3), last
+    res = _spawn(s, "part2", f"wb_sim://mesh?file={path}&mass=0.5", xyz=(0.5, 0.5, 0.3))
+    assert res.result.result == OK, res.result.error_message
+    for name in ("part", "part2"):
+        res = _call(s, si.DeleteEntity, "delete_entity", entity=name)
+        assert res.result.result == OK, res.result.error_message
+    for uri, code, fragment in (
+            ("file:///no/such/part.stl?mass=1", "RESULT_OPERATION_FAILED",
+             "mesh file '/no/such/part.stl' does not exist"),
+            (f"file://{path}", "RESOURCE_PARSE_ERROR", "lacks mass"),
+            ("wb_sim://mesh?mass=1", "RESOURCE_PARSE_ERROR", "lacks file"),
+            ("wb_sim://mesh?file=cube.stl&mass=1", "RESOURCE_PARSE_ERROR", "absolute path"),
+            (f"file://{path}?mass=1&scale=0", "RESULT_OPERATION_FAILED", "each must be > 0")):
+        res = _spawn(s, "bad", uri)
+        expected = getattr(si.SpawnEntity.Response, code, None)
+        expected = getattr(si_msg.Result, code) if expected is None else expected
+        assert res.result.result == expected, (uri, res.result.error_message)
+        assert fragment in res.result.error_message, res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
+
+
 @pytest.mark.parametrize("name, uri, code, fragments", [
     ("crate", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("exists already",)),
     ("b2", "wb_sim://bx?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
