@@ -474,9 +474,12 @@ class LockstepController:
     with one ``joint_commands`` message stamped with that state's stamp, whose
     fields are ``law(i, qj, vj, q)`` (i: the cycle, q: pinocchio's configuration);
     keeps what it saw: ``states`` (positions, velocities, efforts, base height, and
-    the whole configuration q with the base's twist from the odometry)."""
+    the whole configuration q with the base's twist from the odometry). A fixed-base
+    robot (``fixed_base``: the node publishes no odometry) is answered on its joint states
+    alone, its base pose zero."""
 
-    def __init__(self, s: SimSetup, law, cycles: int, reset: bool = True):
+    def __init__(self, s: SimSetup, law, cycles: int, reset: bool = True,
+                 fixed_base: bool = False):
         """Resets the node first (unless ``reset`` is false): the states it then sees
         start from the initial state (the node sends the reset's state again every
         0.5 s until it is answered)."""
@@ -493,6 +496,7 @@ class LockstepController:
         self.js: dict[int, Any] = {}
         self.odom: dict[int, Any] = {}
         self.answered: set[int] = set()
+        self._fixed = Odometry() if fixed_base else None
         self.states: list[tuple] = []
         self.stamps: list[int] = []  #: each state's stamp, ns
         node = ros.node
@@ -503,6 +507,8 @@ class LockstepController:
 
     def _on_js(self, msg) -> None:
         self.js[stamp_ns(msg)] = msg
+        if self._fixed is not None:
+            self.odom[stamp_ns(msg)] = self._fixed
         self._answer(stamp_ns(msg))
 
     def _on_odom(self, msg) -> None:

@@ -26,6 +26,10 @@ Skipped without rclpy or simulation_interfaces unless ``WB_SIM_REQUIRE_ROS=1``.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import yaml
@@ -43,6 +47,7 @@ from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from wb_sim_interfaces import srv as wb  # noqa: E402
 
 import wb_sim  # noqa: E402
+from helpers import ROOT  # noqa: E402
 from helpers.ros import HUMANOID_YAML, LockstepController, SimSetup, stamp_ns  # noqa: E402
 
 OK = si_msg.Result.RESULT_OK
@@ -282,6 +287,47 @@ def test_spawn_falls_onto_the_ground_and_delete_removes_it(s):
     assert res.result == SNAP_OK, res.message
 
 
+def test_spawn_a_mesh_file_falls_onto_the_ground(s, tmp_path):
+    """SpawnEntity of a mesh file (issue 31): ``file:///...cube.stl?mass=..&scale=0.5`` of a
+    0.2 m cube adds a 0.1 m cube: listed, drawn as its hull's triangles (a TRIANGLE_LIST of
+    12 triangles in its frame), falling onto the ground to rest at half its height (1 mm);
+    ``wb_sim://mesh?file=...`` spawns the same way; the refusals say what is wrong."""
+    from core.test_objects import BOX_FACES, _box_vertices, _write_mesh
+    path = _write_mesh(tmp_path / "cube.stl", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+    res = _spawn(s, "part", f"file://{path}?mass=0.5&scale=0.5")
+    assert res.result.result == OK, res.result.error_message
+    s.node.wait_for_log(f"spawned object 'part' (mesh '{path}' scaled [0.5, 0.5, 0.5]", 10.0)
+    markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: any(m.header.frame_id == "part" for a in markers.msgs
+                                        for m in a.markers), 10.0)
+    (part,) = [m for m in markers.msgs[-1].markers if m.header.frame_id == "part"]
+    s.ros.stop_recording(markers)
+    assert part.type == Marker.TRIANGLE_LIST and len(part.points) == 36
+    assert max(abs(getattr(p, c)) for p in part.points for c in "xyz") == pytest.approx(0.05)
+    names = (*NAMES, "part")
+    _, _, tf = _run(s, 400, names=names)
+    last = tf[max(tf)]["part"]
+    assert abs(last[2] - 0.05) < 1e-3 and np.allclose(last[:2], [0.5, -0.5], atol=1e-3), last
+    res = _spawn(s, "part2", f"wb_sim://mesh?file={path}&mass=0.5", xyz=(0.5, 0.5, 0.3))
+    assert res.result.result == OK, res.result.error_message
+    for name in ("part", "part2"):
+        res = _call(s, si.DeleteEntity, "delete_entity", entity=name)
+        assert res.result.result == OK, res.result.error_message
+    for uri, code, fragment in (
+            ("file:///no/such/part.stl?mass=1", "RESULT_OPERATION_FAILED",
+             "mesh file '/no/such/part.stl' does not exist"),
+            (f"file://{path}", "RESOURCE_PARSE_ERROR", "lacks mass"),
+            ("wb_sim://mesh?mass=1", "RESOURCE_PARSE_ERROR", "lacks file"),
+            ("wb_sim://mesh?file=cube.stl&mass=1", "RESOURCE_PARSE_ERROR", "absolute path"),
+            (f"file://{path}?mass=1&scale=0", "RESULT_OPERATION_FAILED", "each must be > 0")):
+        res = _spawn(s, "bad", uri)
+        expected = getattr(si.SpawnEntity.Response, code, None)
+        expected = getattr(si_msg.Result, code) if expected is None else expected
+        assert res.result.result == expected, (uri, res.result.error_message)
+        assert fragment in res.result.error_message, res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
+
+
 @pytest.mark.parametrize("name, uri, code, fragments", [
     ("crate", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("exists already",)),
     ("b2", "wb_sim://bx?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
@@ -448,3 +494,81 @@ def test_spawn_beside_an_in_process_controller_keeps_the_robot_standing(tmp_path
     assert abs(base.pose.pose.position.z - core.q[2]) < 0.01, base.pose.pose.position.z
     assert abs(crate.pose.position.z - 0.15) < 1e-3, crate.pose.position.z
     assert "failed at t =" not in setup.node.log()
+
+
+def _panda_core(tmp_path, cycles: int) -> tuple[np.ndarray, int]:
+    """helpers.panda_push.run_core in a fresh process, as the node runs it: (the box's pose
+    rows, the steps in contact). Not in this one: the rounding of coal's contact queries
+    depends on the queries the process made before (measured: an earlier GJK distance
+    query moved the push's box 6 mm in 0.5 s), and this process ran other tests."""
+    out = tmp_path / "core_rows.npz"
+    code = ("import sys, numpy as np; from helpers.panda_push import run_core; "
+            f"sim, rows, touched = run_core({cycles}); "
+            "assert sim.dt == 1e-3; np.savez(sys.argv[1], rows=rows, touched=touched)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    subprocess.run([sys.executable, "-c", code, str(out)], env=env, check=True, timeout=120)
+    with np.load(out) as f:
+        return f["rows"], int(f["touched"])
+
+
+def test_the_panda_pushes_a_box_and_its_odometry_equals_the_cores(tmp_path):
+    """Issue 31: the Panda pushes a box across the ground with a position command (every
+    joint's position on joint_commands, answered in lockstep; helpers/panda_push.py): the
+    box's objects/box/odom equals the headless core run's box pose (the core driven as the
+    node's gate drives: the derived gains, JointTargets) within 1e-9 at the same simulated
+    time, every cycle, while the box is pushed (it moves > 0.1 m along +y here). Then
+    spawn_entity into the terrain box beside it is refused, naming the box and the fix."""
+    from nav_msgs.msg import Odometry
+
+    from helpers.extras import require_robot_data
+    from helpers.panda_push import BOX, Q0, TERRAIN_BOXES, targets
+    require_robot_data("panda")
+    doc = yaml.safe_load((ROOT / "config" / "panda.yaml").read_text())
+    params = doc["wb_sim"]["ros__parameters"]
+    params["initial"]["joint_positions"] = list(Q0)
+    params["objects"] = BOX
+    params["terrain"] = {"boxes": TERRAIN_BOXES}
+    path = tmp_path / "panda_box.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cycles = 500  # 0.5 s: the hand meets the box at 0.05 s
+    setup = SimSetup(tmp_path, "sync.mode:=lockstep", "real_time_factor:=0.0",
+                     "sync.timeout_s:=0.0", params_file=path)
+    try:
+        names = list(setup.first_js.name)
+        rec = setup.ros.record(Odometry, "objects/box/odom", TF_QOS)
+        assert setup.ros.spin_until(
+            lambda: setup.ros.node.count_publishers("/objects/box/odom"), 10.0)
+        dt = 1e-3
+        ctl = LockstepController(setup, lambda i, qj, vj, q: {
+            "position": targets(i, dt, len(qj))}, cycles, fixed_base=True)
+        states = ctl.run(setup)
+        stamps = ctl.stamps[:len(states)]
+        setup.ros.spin_until(lambda: stamps[-1] in _odometry(rec.msgs), 10.0)
+        odom = _odometry(rec.msgs)
+        setup.ros.stop_recording(rec)
+        into = _spawn(setup, "b8", "wb_sim://box?size=0.1,0.1,0.1&mass=1",
+                      xyz=(TERRAIN_BOXES[0], TERRAIN_BOXES[1], 0.2))
+    finally:
+        setup.close()
+    rows, touched = _panda_core(tmp_path, cycles)
+    assert names == ["panda_joint1", "panda_joint2", "panda_joint3", "panda_joint4",
+                     "panda_joint5", "panda_joint6", "panda_joint7", "panda_finger_joint1",
+                     "panda_finger_joint2"]
+    rows = np.vstack([BOX["positions"] + [0.0, 0.0, 0.0, 1.0], rows])  # row k: after k steps
+    seen, worst = 0, 0.0
+    for i, t in enumerate(stamps):
+        if t not in odom:
+            continue
+        pose, _, frame, child = odom[t]
+        assert (frame, child) == ("world", "box")
+        worst = max(worst, float(np.abs(pose - rows[i]).max()))
+        seen += 1
+    print(f"Panda push over the node: {seen} odometry messages, largest difference to the "
+          f"core {worst:.2e}; the box moved {(rows[-1, :3] - rows[0, :3]).round(4).tolist()} m")
+    assert seen >= cycles - 5, seen
+    assert worst <= 1e-9
+    assert touched > 100 and rows[-1, 1] - rows[0, 1] > 0.1  # it was pushed: the test can fail
+    assert into.result.result == si_msg.Result.RESULT_OPERATION_FAILED
+    for fragment in ("object 'b8' starts 50.0 mm inside terrain box 0 (terrain.boxes)",
+                     "place it on or above the terrain", "the state is untouched"):
+        assert fragment in into.result.error_message, into.result.error_message

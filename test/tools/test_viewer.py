@@ -373,5 +373,12 @@ def test_free_objects_in_the_browser(tmp_path):
             m = np.array(browser.evaluate(f"Array.from({node('rod')}.object.matrix.elements)"),
                          dtype=float).reshape(4, 4).T
             assert np.allclose(m, sim.object_pose("rod").homogeneous, atol=1e-6)
+            # a spawned mesh: its hull's triangles, one part
+            from core.test_objects import BOX_FACES, _box_vertices, _write_mesh
+            cube = _write_mesh(tmp_path / "cube.obj", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+            sim.spawn_object("part", "mesh", [1.0, 1.0, 1.0], 1.0, [0.0, -0.8, 0.3], mesh=cube)
+            viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
+            browser.wait_for(f"Object.keys({node('part')}.children).length == 1 && "
+                             f"Math.abs({node('part')}.object.matrix.elements[13] + 0.8) < 1e-6")
         finally:
             browser.close()

@@ -26,7 +26,7 @@ import numpy as np
 from .actuators import PARAMETERS as ACTUATOR_PARAMETERS
 from .contact import PARAMETERS as CONTACT_PARAMETERS
 from .errors import ConfigError
-from .objects import check_object_group
+from .objects import MAX_MESH_VERTICES, check_object_group
 from .robot import did_you_mean
 from .parameters import Group, Param, by_key, table_markdown, unknown_key_error
 
@@ -246,11 +246,20 @@ PARAMETERS: tuple[Param, ...] = (
           "each other and every link with collision geometry touch them), one name each; the "
           "other objects.* lists give one entry (or one group of numbers) per name, in order."),
     Param("objects.shapes", "strs", [], "",
-          "Each object's shape: box, sphere, cylinder or capsule."),
+          "Each object's shape: box, sphere, cylinder, capsule or mesh (objects.meshes)."),
     Param("objects.sizes", "floats", [], "m",
           "3 numbers per object (flat): box: its x, y, z edge lengths; sphere: radius, 0, 0; "
           "cylinder: radius, length (along its z axis), 0; capsule: radius, length of its "
-          "cylindrical part, 0."),
+          "cylindrical part, 0; mesh: the scale of its file's x, y, z coordinates (> 0, no "
+          "unit; 1, 1, 1: the file in m)."),
+    Param("objects.meshes", "strs", [], "",
+          "Per object, its mesh file (STL, OBJ or DAE; a relative path: to the parameter file) "
+          "for shape mesh, '' for the other shapes; [] = no mesh objects. A mesh object is "
+          "its file's convex hull (contact, inertia: the homogeneous hull's, centre of mass "
+          "at the object's position), as a link's collision mesh is."),
+    Param("objects.max_mesh_vertices", "int", MAX_MESH_VERTICES, "",
+          "Most vertices a mesh object's file may have (files over 64 MiB are refused "
+          "before reading): the load and the hull's cost it bounds.", lo=4, hi=10_000_000),
     Param("objects.mass", "floats", [], "kg", "Each object's mass, > 0."),
     Param("objects.inertia", "floats", [], "kg*m^2",
           "Each object's inertia about its centre, its axes: 6 numbers per object (flat), "
@@ -550,6 +559,10 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     hf = flat.get("terrain.heightfield")
     if isinstance(hf, str) and hf and not Path(hf).is_absolute():
         flat["terrain.heightfield"] = str((path.parent / hf).resolve())
+    meshes = flat.get("objects.meshes")
+    if isinstance(meshes, list):
+        flat["objects.meshes"] = [str((path.parent / m).resolve()) if isinstance(m, str) and m
+                                  and not Path(m).is_absolute() else m for m in meshes]
     return flat
 
 

@@ -32,13 +32,19 @@ robot's state over (see there for the cost).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
 
 from .errors import CommandError, ConfigError
 from .robot import did_you_mean
+from .terrain import box_query
+
+#: the surface points an object's placement on the heightfield is checked at
+#: (:meth:`FreeObject.surface_points`)
+SURFACE_SAMPLES = 2000
 
 #: the shapes an object may have, and what its three size numbers mean
 SHAPES = {
@@ -46,7 +52,103 @@ SHAPES = {
     "sphere": "radius (m), 0, 0",
     "cylinder": "radius, length along its z axis (m), 0",
     "capsule": "radius, length of its cylindrical part along its z axis (m), 0",
+    "mesh": "x, y, z scale of its mesh file's coordinates (> 0; 1, 1, 1: as the file gives "
+            "them in m)",
 }
+#: the mesh files an object may be made of (coal's assimp loader, as the links' meshes)
+MESH_FORMATS = (".stl", ".obj", ".dae")
+#: the largest mesh file read, bytes (refused before reading: the load time it bounds)
+MAX_MESH_BYTES = 64 * 2 ** 20
+#: objects.max_mesh_vertices's default: most vertices of a mesh file
+MAX_MESH_VERTICES = 100_000
+
+
+@dataclass(frozen=True)
+class MeshHull:
+    """A mesh object's solid: the convex hull of its file's vertices (scaled), moved to its
+    centre of mass. Why the hull: the contact machinery meets convex shapes exactly (the
+    ground's and terrain's support features, coal's GJK/EPA between two shapes, manifolds
+    clipped from support features), as it does a link's mesh; a BVH of the triangles would
+    meet the plane and other shapes only through its triangles' pairs, with no volume to
+    push out of (a triangle soup has no inside), and its mass properties would need a
+    closed, consistently oriented surface that files often lack. A concave object (a cup,
+    a chair) is its hull here: split it into convex objects to keep its hollows."""
+
+    vertices: np.ndarray  #: (n, 3) the hull's vertices about the centre of mass, m
+    faces: np.ndarray  #: (k, 3) their triangles (outward, counter-clockwise)
+    planes: np.ndarray  #: (k, 4) the faces' planes n . x + o <= 0 inside (n unit)
+    volume: float  #: m^3
+    com: np.ndarray  #: (3,) the centre of mass in the file's frame (scaled), m
+    #: (3, 3) the hull's inertia about its centre of mass for density 1, m^5
+    unit_inertia: np.ndarray
+    file_vertices: int  #: how many vertices the file has
+
+
+def load_mesh_hull(path, scale, max_vertices: int, what: str, err) -> MeshHull:
+    """The :class:`MeshHull` of mesh file ``path`` (:data:`MESH_FORMATS`) scaled by
+    ``scale`` (3 numbers > 0). Volume, centre of mass and inertia: coal's
+    ``Convex.computeVolume`` / ``computeCOM`` / ``computeMomentofInertiaRelatedToCOM`` of
+    the hull coal builds (qhull); the vertices as coal reads them (assimp: 32-bit floats,
+    as every link mesh). ``err`` (naming ``what``) for a missing, unreadable, too large
+    (:data:`MAX_MESH_BYTES`, ``max_vertices``) or flat file."""
+    import coal
+    from scipy.spatial import ConvexHull, QhullError
+
+    p = Path(path)
+    if not p.is_file():
+        why = "does not exist" if not p.exists() else "is not a regular file"
+        raise err(f"{what}: mesh file '{path}' {why}; give an existing "
+                  f"{'/'.join(f[1:].upper() for f in MESH_FORMATS)} file (an absolute path, or "
+                  f"one relative to the parameter file that names it)")
+    if p.suffix.lower() not in MESH_FORMATS:
+        raise err(f"{what}: mesh file '{path}': its format {p.suffix or '(no extension)'!r} "
+                  f"is not read; the formats are {', '.join(MESH_FORMATS)}")
+    size = p.stat().st_size
+    if size > MAX_MESH_BYTES:
+        raise err(f"{what}: mesh file '{path}' has {size} bytes, more than "
+                  f"{MAX_MESH_BYTES} ({MAX_MESH_BYTES // 2 ** 20} MiB): decimate it (only its "
+                  f"convex hull is used)")
+    try:
+        bvh = coal.MeshLoader().load(str(p.resolve()), np.asarray(scale, dtype=float))
+    except (ValueError, RuntimeError) as e:
+        first = str(e).strip().splitlines()
+        why = next((line for line in first if line.startswith("message:")), first[-1:] or [""])
+        raise err(f"{what}: cannot read mesh file '{path}' "
+                  f"({str(why).removeprefix('message: ').strip() or 'no mesh in it'})") from None
+    n = int(bvh.num_vertices)
+    if n > max_vertices:
+        raise err(f"{what}: mesh file '{path}' has {n} vertices, more than "
+                  f"objects.max_mesh_vertices = {max_vertices}: decimate it (only its convex "
+                  f"hull is used), or raise the parameter")
+    V = np.asarray(bvh.vertices(), dtype=float) if n else np.zeros((0, 3))
+    if n < 4 or not np.isfinite(V).all():
+        raise err(f"{what}: mesh file '{path}' has {n} vertices" +
+                  ("" if n < 4 else " not all finite") + ": no solid")
+    try:
+        hull = ConvexHull(V)
+        bvh.buildConvexHull(True, "Qt")
+    except (QhullError, ValueError, RuntimeError):
+        hull = None
+    convex = bvh.convex if hull is not None else None
+    volume = float(convex.computeVolume()) if convex is not None else 0.0
+    extent = float(np.max(V.max(axis=0) - V.min(axis=0)))
+    if not volume > 1e-9 * extent ** 3:
+        raise err(f"{what}: mesh file '{path}' (scaled by {list(scale)}) is flat: its convex "
+                  f"hull has no volume, so no mass distribution")
+    com = np.asarray(convex.computeCOM(), dtype=float)
+    unit = np.asarray(convex.computeMomentofInertiaRelatedToCOM(), dtype=float)
+    unit = 0.5 * (unit + unit.T)
+    H = hull.points[hull.vertices]
+    index = {int(k): i for i, k in enumerate(hull.vertices)}
+    faces = np.array([[index[int(k)] for k in tri] for tri in hull.simplices])
+    planes = hull.equations.copy()
+    # outward, counter-clockwise triangles (qhull's simplices have no fixed order)
+    e = np.cross(H[faces[:, 1]] - H[faces[:, 0]], H[faces[:, 2]] - H[faces[:, 0]])
+    flip = np.einsum("ij,ij->i", e, planes[:, :3]) < 0.0
+    faces[flip] = faces[flip][:, ::-1]
+    planes[:, 3] += planes[:, :3] @ com  # about the centre of mass
+    return MeshHull(vertices=H - com, faces=faces, planes=planes, volume=volume, com=com,
+                    unit_inertia=unit, file_vertices=n)
 
 
 @dataclass(frozen=True)
@@ -64,14 +166,27 @@ class FreeObject:
     quaternion: tuple[float, float, float, float]  #: initial orientation x, y, z, w
     linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, m/s
     angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, rad/s
+    mesh: str = ""  #: a mesh object's file (absolute path); "" for the primitives
+    #: a mesh object's solid (its hull about the centre of mass), None for the primitives
+    hull: MeshHull | None = field(default=None, compare=False, repr=False)
 
     def spatial_inertia(self) -> pin.Inertia:
         return pin.Inertia(self.mass, np.zeros(3), np.array(self.inertia))
 
     def geometry(self):
-        """Its coal collision shape (centred on the body frame)."""
+        """Its coal collision shape (centred on the body frame): a mesh object's is its
+        hull's triangles as a BVH, which the contact code meets through their convex hull
+        (:mod:`wb_sim.contact.geometry`, as a link's mesh)."""
         import coal
         a, b, c = self.size
+        if self.shape == "mesh":
+            h = self.hull
+            bvh = coal.BVHModelOBBRSS()
+            bvh.beginModel(len(h.faces), len(h.vertices))
+            bvh.addVertices(h.vertices)
+            bvh.addTriangles(h.faces.astype(np.int64))
+            bvh.endModel()
+            return bvh
         if self.shape == "box":
             return coal.Box(a, b, c)
         if self.shape == "sphere":
@@ -86,6 +201,8 @@ class FreeObject:
         R = pin.Quaternion(np.array(self.quaternion)).matrix() if R is None else R
         d = R.T @ -np.asarray(normal, dtype=float)  # the direction in body axes
         a, b, c = self.size
+        if self.shape == "mesh":
+            return float(np.max(self.hull.vertices @ d))
         if self.shape == "box":
             return float(np.abs(d) @ (np.array([a, b, c]) / 2.0))
         if self.shape == "sphere":
@@ -93,6 +210,68 @@ class FreeObject:
         if self.shape == "cylinder":
             return a * math.hypot(d[0], d[1]) + b / 2.0 * abs(d[2])
         return a + b / 2.0 * abs(d[2])
+
+    def surface_points(self, count: int = SURFACE_SAMPLES) -> np.ndarray:
+        """(count, 3) points of its surface in body axes: where the rays from its centre
+        along ``count`` directions spread evenly over the sphere (a Fibonacci lattice)
+        leave the solid (its surface is star-shaped about the centre: every shape is
+        convex). What the heightfield is queried at (spacing about ``4 r / sqrt(count)``
+        for a body of radius r: 4 mm on a 0.2 m box at the default)."""
+        k = np.arange(count) + 0.5
+        z = 1.0 - 2.0 * k / count
+        rho = np.sqrt(1.0 - z * z)
+        phi = np.pi * (1.0 + 5.0 ** 0.5) * k
+        d = np.stack([rho * np.cos(phi), rho * np.sin(phi), z], axis=1)
+        return d * self._ray(d)[:, None]
+
+    def _ray(self, d: np.ndarray) -> np.ndarray:
+        """(n,) how far from the centre the unit directions ``d`` (n, 3) leave the solid."""
+        a, b, c = self.size
+        ad = np.abs(d)
+        with np.errstate(divide="ignore"):
+            if self.shape == "mesh":  # the nearest of the hull's planes n . x + o = 0 ahead
+                P = self.hull.planes
+                along = d @ P[:, :3].T
+                return np.min(np.where(along > 0.0, -P[:, 3] / along, np.inf), axis=1)
+            if self.shape == "box":
+                return 1.0 / np.max(ad / (np.array([a, b, c]) / 2.0), axis=1)
+            if self.shape == "sphere":
+                return np.full(len(d), a)
+            rho = np.hypot(d[:, 0], d[:, 1])
+            if self.shape == "cylinder":
+                return 1.0 / np.maximum(rho / a, ad[:, 2] / (b / 2.0))
+            # capsule: the side where the ray meets it within the length, else a cap's sphere
+            side = a / rho
+            on_side = side * ad[:, 2] <= b / 2.0
+            h = b / 2.0 * ad[:, 2]  # |t d - (0, 0, +-b/2)| = a, the cap on the ray's side
+            cap = h + np.sqrt(np.maximum(h * h - b * b / 4.0 + a * a, 0.0))
+            return np.where(on_side, side, cap)
+
+
+def terrain_penetration(obj: FreeObject, terrain) -> tuple[float, int]:
+    """(how deep, m, and which item) the solid ``obj`` at its initial pose reaches into the
+    terrain (wb_sim.terrain.Terrain, or None): item 1 + b for terrain box b, item 0 for the
+    heightfield; (0.0, -1) where it is clear of them. Its depth is that of its deepest
+    :meth:`FreeObject.surface_points` under the item's surface (the terrain's own signed
+    distance, plain numpy: an edge of a terrain box poking into a face between two points,
+    at most their spacing deep, is missed). Not coal's exact signed distance of the two
+    convex shapes: a GJK query here changed the rounding of the contact queries later in
+    the same process (measured: the Panda's push, 2e-17 at its first contact, 6 mm after
+    0.5 s), so that a node and a core run in processes of another history would part.
+    The ground plane is :meth:`FreeObject.lowest`'s."""
+    if terrain is None:
+        return 0.0, -1
+    R = pin.Quaternion(np.array(obj.quaternion)).matrix()
+    P = obj.surface_points() @ R.T + np.array(obj.position)
+    worst, which = 0.0, -1
+    items = [(1 + k, box_query(box, P)[0]) for k, box in enumerate(terrain.boxes)]
+    if terrain.heightfield is not None:
+        items.append((0, terrain.heightfield.query(P)[0]))
+    for item, sdf in items:
+        deepest = -float(np.min(sdf))
+        if deepest > worst:
+            worst, which = deepest, item
+    return worst, which
 
 
 def solid_inertia(shape: str, size, mass: float) -> np.ndarray:
@@ -137,13 +316,16 @@ def _numbers(x, n: int, what: str, err) -> tuple[float, ...]:
 
 def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
                 inertia=None, linear_velocity=(0.0, 0.0, 0.0),
-                angular_velocity=(0.0, 0.0, 0.0), where: str = "spawn_object",
+                angular_velocity=(0.0, 0.0, 0.0), mesh: str = "",
+                max_mesh_vertices: int = MAX_MESH_VERTICES, where: str = "spawn_object",
                 err=CommandError) -> FreeObject:
     """A checked :class:`FreeObject`. ``err`` (CommandError for a call, ConfigError for the
     parameters; ``where`` names the call or the parameter) for a bad name or shape (with the
     closest shape), a size that is not positive where the shape needs it, a mass that is not
     > 0, an inertia that is not symmetric positive definite or breaks the triangle
-    inequality (default: the homogeneous solid's), a non-finite pose or twist."""
+    inequality (default: the homogeneous solid's), a non-finite pose or twist. A ``mesh``
+    object's file is read here (:func:`load_mesh_hull`: its refusals), its size is the
+    file's scale and its inertia defaults to its hull's, homogeneous."""
     if not isinstance(name, str) or not name or "/" in name or " " in name:
         raise err(f"{where}: an object's name must be a non-empty string without '/' or "
                   f"spaces, got {name!r}")
@@ -152,7 +334,19 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
                   f"{did_you_mean(str(shape), SHAPES)}; the shapes are: "
                   + "; ".join(f"{k} (size: {v})" for k, v in SHAPES.items()))
     size = _numbers(size, 3, f"{where}: object '{name}': size", err)
-    needed = 3 if shape == "box" else 1 if shape == "sphere" else 2
+    hull = None
+    if (shape == "mesh") != bool(mesh):
+        raise err(f"{where}: object '{name}': " + (
+            "a mesh object needs its file (objects.meshes, spawn_object(mesh=...))"
+            if shape == "mesh" else f"a {shape} takes no mesh file (got {mesh!r}); give shape "
+            f"'mesh' to use it"))
+    if shape == "mesh" and any(not s > 0 for s in size):
+        raise err(f"{where}: object '{name}': a mesh's size is its scale along x, y, z: each "
+                  f"must be > 0 (1, 1, 1: the file's coordinates, in m), got {list(size)}")
+    if shape == "mesh":
+        hull = load_mesh_hull(mesh, size, max_mesh_vertices, f"{where}: object '{name}'", err)
+        mesh = str(Path(mesh).resolve())
+    needed = 3 if shape in ("box", "mesh") else 1 if shape == "sphere" else 2
     if any(not s > 0 for s in size[:needed]):
         raise err(f"{where}: object '{name}': a {shape}'s size is {SHAPES[shape]}: the first "
                   f"{needed} must be > 0, got {list(size)}")
@@ -163,7 +357,9 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
     if not m > 0:
         raise err(f"{where}: object '{name}' has mass {m:g} kg; a free object's mass must be "
                   f"> 0 (a body without mass has no dynamics)")
-    if inertia is None:
+    if inertia is None and hull is not None:
+        inertia_array = m / hull.volume * hull.unit_inertia
+    elif inertia is None:
         inertia_array = solid_inertia(shape, size, m)
     else:
         inertia_array = np.asarray(_numbers(inertia, 9, f"{where}: object '{name}': inertia "
@@ -198,7 +394,7 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
     return FreeObject(name=name, shape=shape, size=size, mass=m,
                       inertia=tuple(tuple(float(x) for x in row) for row in inertia_array),
                       position=pos, quaternion=tuple(float(x) for x in quat),
-                      linear_velocity=lin, angular_velocity=ang)
+                      linear_velocity=lin, angular_velocity=ang, mesh=mesh, hull=hull)
 
 
 def configured_objects(p) -> tuple[FreeObject, ...]:
@@ -212,6 +408,7 @@ def configured_objects(p) -> tuple[FreeObject, ...]:
             rpy=group(p.rpy, 3), inertia=group(p.inertia, 6) and _full(group(p.inertia, 6)),
             linear_velocity=group(p.linear_velocities, 3, (0.0, 0.0, 0.0)),
             angular_velocity=group(p.angular_velocities, 3, (0.0, 0.0, 0.0)),
+            mesh=p.meshes[i] if p.meshes else "", max_mesh_vertices=p.max_mesh_vertices,
             where=f"parameter 'objects.names' ({name})", err=ConfigError))
     return tuple(out)
 
@@ -233,7 +430,8 @@ def check_object_group(p) -> None:
                                        ("rpy", p.rpy, 3, True),
                                        ("inertia", p.inertia, 6, True),
                                        ("linear_velocities", p.linear_velocities, 3, True),
-                                       ("angular_velocities", p.angular_velocities, 3, True)):
+                                       ("angular_velocities", p.angular_velocities, 3, True),
+                                       ("meshes", p.meshes, 1, True)):
         if optional and not values:
             continue
         if len(values) != per * n:

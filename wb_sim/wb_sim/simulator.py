@@ -54,14 +54,14 @@ from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .loop_closures import LoopClosures
 from .objects import (FreeObject, append_objects, configured_objects, make_object,
-                      object_geometries, unknown_object)
+                      object_geometries, terrain_penetration, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
 from .pin_views import new_data
 from .robot import RobotCache, RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
                       ImuReading, SelfContactsReading)
 from .state import Record, SimState, State, copy_record
-from .terrain import load_terrain
+from .terrain import BOX_FIELDS, load_terrain
 
 
 #: a generalized velocity norm above this (rad/s, m/s) is taken as divergence
@@ -1429,7 +1429,8 @@ class Simulator:
 
     def _object_problem(self, obj: FreeObject) -> str | None:
         """Why ``obj`` cannot be placed: its name taken by a frame of the robot, or its
-        surface deeper than contact.max_penetration below the ground plane; else None."""
+        surface deeper than 2 mm below the ground plane or into the terrain (a box, a step,
+        the heightfield); else None."""
         if self.robot.model.existFrame(obj.name):
             return (f"object name {obj.name!r} is a frame of the robot; give the object "
                     f"another name")
@@ -1440,6 +1441,18 @@ class Simulator:
                     f"centre {list(obj.position)}, its surface reaches {obj.lowest(n):.4g} m "
                     f"below it; at most {INITIAL_PENETRATION_WARNING * 1e3:g} mm is allowed): "
                     f"raise its position")
+        depth, item = terrain_penetration(obj, self.terrain)
+        if depth > INITIAL_PENETRATION_WARNING:
+            n_boxes = len(self.config.terrain.boxes) // BOX_FIELDS
+            if item == 0:
+                what = "the heightfield (terrain.heightfield)"
+            elif item - 1 < n_boxes:
+                what = f"terrain box {item - 1} (terrain.boxes)"
+            else:
+                what = f"step {item - 1 - n_boxes} of the stairs (terrain.stairs)"
+            return (f"object {obj.name!r} starts {depth * 1e3:.1f} mm inside {what} (its "
+                    f"centre {list(obj.position)}; at most {INITIAL_PENETRATION_WARNING * 1e3:g}"
+                    f" mm is allowed): place it on or above the terrain")
         return None
 
     def _check_objects(self) -> None:
@@ -1534,14 +1547,17 @@ class Simulator:
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,
                      linear_velocity=(0.0, 0.0, 0.0),
-                     angular_velocity=(0.0, 0.0, 0.0)) -> FreeObject:
+                     angular_velocity=(0.0, 0.0, 0.0), mesh: str = "") -> FreeObject:
         """Add a free rigid object from the next step on: ``shape`` box / sphere /
-        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), ``mass``
-        (kg, > 0), its centre at ``position`` (m, world), oriented by ``rpy`` (rad) or
-        ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` / ``angular_velocity``
-        (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre, kg*m^2) defaults to the
-        homogeneous solid's. Raises :class:`CommandError` (state untouched) for a bad value,
-        a name in use, or an object under the ground.
+        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), or mesh
+        (the file ``mesh``, STL / OBJ / DAE, scaled by ``size``: its convex hull), ``mass``
+        (kg, > 0), its centre (of mass) at ``position`` (m, world), oriented by ``rpy``
+        (rad) or ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` /
+        ``angular_velocity`` (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre,
+        kg*m^2) defaults to the homogeneous solid's. Raises :class:`CommandError` (state
+        untouched) for a bad value, a missing, unreadable or too large mesh file
+        (objects.max_mesh_vertices), a name in use, or an object under the ground or
+        inside the terrain.
 
         It rebuilds the simulator with the new object (the models gain a joint, the contact
         model its geometry: the honest way, as the state vector and every contact block
@@ -1556,7 +1572,8 @@ class Simulator:
                                f"another name or delete_object({name!r}) first")
         obj = make_object(name, shape, size, mass, position, rpy=rpy, quaternion=quaternion,
                           inertia=inertia, linear_velocity=linear_velocity,
-                          angular_velocity=angular_velocity)
+                          angular_velocity=angular_velocity, mesh=mesh,
+                          max_mesh_vertices=self.config.objects.max_mesh_vertices)
         problem = self._object_problem(obj)
         if problem:
             raise CommandError(f"spawn_object: {problem}; the state is untouched")

@@ -75,10 +75,16 @@ def object_markers(objects, frame_id: str, stamp) -> MarkerArray:
     kinds = {"box": Marker.CUBE, "sphere": Marker.SPHERE, "cylinder": Marker.CYLINDER,
              "capsule": Marker.CYLINDER}
     for i, obj in enumerate(objects):
-        m = _marker(kinds[obj.shape], i, obj.name, stamp, "objects", OBJECT_COLOR)
+        m = _marker(kinds.get(obj.shape, Marker.TRIANGLE_LIST), i, obj.name, stamp, "objects",
+                    OBJECT_COLOR)
         m.pose.orientation.w = 1.0
         a, b, c = obj.size
-        if obj.shape == "box":
+        if obj.shape == "mesh":  # its convex hull (what collides), about its centre of mass
+            h = obj.hull
+            m.scale.x = m.scale.y = m.scale.z = 1.0
+            m.points = [Point(x=x, y=y, z=z) for x, y, z in
+                        h.vertices[h.faces.reshape(-1)].tolist()]
+        elif obj.shape == "box":
             m.scale.x, m.scale.y, m.scale.z = a, b, c
         elif obj.shape == "sphere":
             m.scale.x = m.scale.y = m.scale.z = 2.0 * a

@@ -531,9 +531,10 @@ class SimNode(PolledNodeMixin, Node):
             # (nor leave real-time priority as a loop that fell behind)
             self.pacer.anchor(time.perf_counter())
         self._wake.set()
-        message = (f"{what} object '{obj.name}' ({obj.shape} {list(obj.size)} m, "
-                   f"{obj.mass:g} kg) at t = {t:.3f} s; the physics paused {took:.2f} s "
-                   f"for the simulator's rebuild")
+        shape = f"mesh '{obj.mesh}' scaled {list(obj.size)}" if obj.mesh else \
+            f"{obj.shape} {list(obj.size)} m"
+        message = (f"{what} object '{obj.name}' ({shape}, {obj.mass:g} kg) at t = {t:.3f} s; "
+                   f"the physics paused {took:.2f} s for the simulator's rebuild")
         self.get_logger().info(message)
         return message
 

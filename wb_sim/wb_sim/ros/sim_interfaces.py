@@ -23,7 +23,8 @@ What wb_sim supports, as ``get_simulator_features`` lists it:
   frame; a fixed base can be read, not moved), and each free object (named as it was
   configured or spawned), with get and set of its pose and twist;
 * spawning and deleting free objects (``/wb_sim/spawn_entity``, ``/wb_sim/delete_entity``):
-  the resource is a URI ``wb_sim://<shape>?size=a,b,c&mass=m`` (:func:`parse_object_uri`),
+  the resource is a URI ``wb_sim://<shape>?size=a,b,c&mass=m`` or a mesh file's
+  ``file:///path/part.stl?mass=m&scale=s`` (:func:`parse_object_uri`),
   the pose ``initial_pose``; each rebuilds the simulator, the physics pausing for it
   (``Control.change_objects``);
 * the named poses of the configuration (``poses``), as the base pose of each.
@@ -129,33 +130,53 @@ def filter_error(pattern: str, subject: str) -> str | None:
 
 #: the URI scheme of a free object in SpawnEntity's ``entity_resource.uri``
 OBJECT_SCHEME = "wb_sim://"
-#: the URI's keys: the numbers each takes (one for the mass, up to three for the size)
-OBJECT_URI_KEYS = {"size": 3, "mass": 1}
+#: a mesh file's URI scheme there (the file is a mesh object: ``?mass=m[&scale=..]``)
+FILE_SCHEME = "file://"
+#: the URI's keys: the numbers each takes (one for the mass, up to three for the size and
+#: a mesh's scale); ``file``: a mesh object's file (``wb_sim://mesh?file=...``)
+OBJECT_URI_KEYS = {"size": 3, "mass": 1, "scale": 3, "file": 0}
 
 
-def parse_object_uri(uri: str) -> tuple[str, list[float], float]:
-    """(shape, size (3 numbers), mass) of ``wb_sim://<shape>?size=a[,b[,c]]&mass=m``: a
-    shape of :data:`wb_sim.objects.SHAPES`, its size (the numbers not given are 0: a
-    sphere's ``size=0.1`` is its radius), its mass (kg). ValueError saying what is wrong;
-    the values themselves are checked by the core (its messages name the shape's size)."""
-    from urllib.parse import parse_qs
+def parse_object_uri(uri: str) -> tuple[str, list[float], float, str]:
+    """(shape, size (3 numbers), mass, mesh file) of ``wb_sim://<shape>?size=a[,b[,c]]&mass=m``
+    (a shape of :data:`wb_sim.objects.SHAPES`, its size: the numbers not given are 0, a
+    sphere's ``size=0.1`` is its radius; its mass, kg; no file), of
+    ``wb_sim://mesh?file=<path>&mass=m[&scale=s[,sy,sz]]`` or of
+    ``file://<path>?mass=m[&scale=...]`` (a mesh object: its file, an absolute path, and its
+    scale, one number for all three axes, default 1; its size is the scale). ValueError
+    saying what is wrong; the values themselves are checked by the core (its messages name
+    the shape's size, the file's problem)."""
+    from urllib.parse import parse_qs, unquote
 
     from ..objects import SHAPES
     example = f"{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5"
-    # by hand: urllib takes no '_' in a scheme
-    shape, _, text = uri.removeprefix(OBJECT_SCHEME).partition("?")
-    shape = shape.strip("/")
-    query = parse_qs(text, keep_blank_values=True)
-    unknown = sorted(set(query) - set(OBJECT_URI_KEYS))
+    mesh_example = f"{OBJECT_SCHEME}mesh?file=/path/part.stl&mass=2&scale=0.001"
+    if uri.startswith(FILE_SCHEME):
+        path, _, text = uri.removeprefix(FILE_SCHEME).partition("?")
+        shape, query = "mesh", parse_qs(text, keep_blank_values=True)
+        if "file" in query:
+            raise ValueError(f"{uri!r}: the file is the URI's path; no 'file' key")
+        query["file"] = [unquote(path)]
+    else:  # by hand: urllib takes no '_' in a scheme
+        shape, _, text = uri.removeprefix(OBJECT_SCHEME).partition("?")
+        shape = shape.strip("/")
+        query = parse_qs(text, keep_blank_values=True)
+    mesh = shape == "mesh"
+    keys = ("file", "mass", "scale") if mesh else ("size", "mass")
+    unknown = sorted(set(query) - set(keys))
     if unknown:
         raise ValueError(f"unknown key(s) {', '.join(unknown)} in {uri!r}; the keys are "
-                         f"{', '.join(OBJECT_URI_KEYS)} (e.g. {example})")
-    missing = [k for k in OBJECT_URI_KEYS if k not in query]
+                         f"{', '.join(keys)} (e.g. {mesh_example if mesh else example})")
+    missing = [k for k in keys if k not in query and k != "scale"]
     if missing:
-        raise ValueError(f"{uri!r} lacks {' and '.join(missing)} (e.g. {example}; the shapes: "
+        raise ValueError(f"{uri!r} lacks {' and '.join(missing)} (e.g. "
+                         + (mesh_example if mesh else example) + "; the shapes: "
                          + "; ".join(f"{k} size: {v}" for k, v in SHAPES.items()) + ")")
     values = {}
-    for key, n in OBJECT_URI_KEYS.items():
+    for key in keys:
+        if key == "file" or key not in query:
+            continue
+        n = OBJECT_URI_KEYS[key]
         text = ",".join(query[key])
         try:
             numbers = [float(x) for x in text.split(",")]
@@ -166,8 +187,20 @@ def parse_object_uri(uri: str) -> tuple[str, list[float], float]:
             raise ValueError(f"{key}={text!r} in {uri!r}: {n if n == 1 else '1 to 3'} "
                              f"number(s), got {len(numbers)}")
         values[key] = numbers
+    if mesh:
+        (path,) = query["file"][-1:] or [""]
+        if not path.startswith("/"):
+            raise ValueError(f"file={path!r} in {uri!r}: give the mesh file's absolute path "
+                             f"(the node's file system)")
+        scale = values.get("scale", [1.0])
+        if len(scale) == 1:
+            scale = scale * 3
+        elif len(scale) != 3:
+            raise ValueError(f"scale in {uri!r}: one number (all axes) or three, got "
+                             f"{len(scale)}")
+        return shape, scale, values["mass"][0], path
     size = values["size"] + [0.0] * (3 - len(values["size"]))
-    return shape, size, values["mass"][0]
+    return shape, size, values["mass"][0], ""
 
 
 class Control(Protocol):
@@ -494,11 +527,13 @@ class SimulationInterfaces:
             F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION, F.ENTITY_STATE_GETTING,
             F.ENTITY_STATE_SETTING, F.SPAWNING, F.DELETING,
             F.NAMED_POSES]
-        response.features.spawn_formats = ["wb_sim"]
+        from ..objects import MESH_FORMATS
+        response.features.spawn_formats = ["wb_sim", *(f[1:] for f in MESH_FORMATS)]
         response.features.custom_info = (
             "wb_sim: the robot (its base) and the free objects, pose and twist in the world "
             "frame; spawn a free object with entity_resource.uri "
-            f"'{OBJECT_SCHEME}<box|sphere|cylinder|capsule>?size=a,b,c&mass=m' and "
+            f"'{OBJECT_SCHEME}<box|sphere|cylinder|capsule>?size=a,b,c&mass=m' or a mesh file "
+            f"'file:///path/part.stl?mass=m&scale=s' (its convex hull) and "
             "initial_pose (a spawn or delete rebuilds the simulator: the physics pauses for "
             "it); the simulated clock never goes back (a reset keeps it going)")
         return response
@@ -513,18 +548,22 @@ class SimulationInterfaces:
                                 .resource_string == "" else S.UNSUPPORTED_FORMAT,
                                 f"give entity_resource.uri '{OBJECT_SCHEME}<shape>?size=a,b,c"
                                 f"&mass=m' (resource_string is not supported)")
-        if not uri.startswith(OBJECT_SCHEME):
+        from ..objects import MESH_FORMATS
+        mesh_file = uri.startswith(FILE_SCHEME) and \
+            uri.partition("?")[0].lower().endswith(MESH_FORMATS)
+        if not uri.startswith(OBJECT_SCHEME) and not mesh_file:
             return self._result(response, S.UNSUPPORTED_FORMAT,
                                 f"entity_resource.uri {uri!r}: wb_sim spawns free objects "
                                 f"from '{OBJECT_SCHEME}<shape>?size=a,b,c&mass=m' (e.g. "
-                                f"'{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5'); no files "
-                                f"(URDF, SDF, meshes) yet")
+                                f"'{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5') and mesh files "
+                                f"'file:///path/part.stl?mass=m[&scale=s]' "
+                                f"({', '.join(MESH_FORMATS)}); no URDF or SDF files yet")
         if request.entity_namespace:
             return self._result(response, S.NAMESPACE_INVALID,
                                 "a free object has no interfaces to put under a namespace: "
                                 "leave entity_namespace empty")
         try:
-            shape, size, mass = parse_object_uri(uri)
+            shape, size, mass, mesh = parse_object_uri(uri)
         except ValueError as e:
             return self._result(response, S.RESOURCE_PARSE_ERROR, str(e))
         pose = request.initial_pose
@@ -560,7 +599,7 @@ class SimulationInterfaces:
                         if f"{base}_{k}" not in taken)
         try:
             message = self.control.change_objects("spawned", lambda sim: sim.spawn_object(
-                name, shape, size, mass, position, quaternion=quaternion))
+                name, shape, size, mass, position, quaternion=quaternion, mesh=mesh))
         except CommandError as e:
             return self._result(response, R.RESULT_OPERATION_FAILED, str(e))
         response.entity_name = name

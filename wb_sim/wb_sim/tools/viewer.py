@@ -597,7 +597,10 @@ class MeshcatViewer:
             node = self._vis[f"{self._root}/objects/{o.name}"]
             a, b, c = o.size
             parts: list = []
-            if o.shape == "box":
+            if o.shape == "mesh":  # its convex hull (what collides), about its centre of mass
+                parts.append((mg.TriangularMeshGeometry(o.hull.vertices, o.hull.faces),
+                              np.eye(4)))
+            elif o.shape == "box":
                 parts.append((mg.Box([a, b, c]), np.eye(4)))
             elif o.shape == "sphere":
                 parts.append((mg.Sphere(a), np.eye(4)))

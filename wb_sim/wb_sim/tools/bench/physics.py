@@ -248,15 +248,71 @@ def humanoid_lying(contact: str = "compliant", steps: int = 2000, settle_s: floa
                                                    / (sim.mass * 9.81))}
 
 
+#: the objects benchmark's cases: (label, boxes, their grid's offset along x, m)
+OBJECT_CASES = (("0 boxes", 0, 0.0), ("10 boxes beside", 10, 0.0),
+                ("50 boxes beside", 50, 0.0), ("50 boxes 10 m away", 50, 10.0))
+#: timed steps per run of the objects benchmark (the 50-box cases take tens of ms a step)
+OBJECT_STEPS = 500
+
+
+def object_boxes(count: int, dx: float) -> dict:
+    """``count`` 0.1 m, 1 kg boxes resting on the ground in a grid of 5 rows 0.2 m apart
+    (x from 0.6 + dx, y from -0.4: beside the humanoid standing at the origin, or ``dx``
+    farther), as objects.* parameters."""
+    if not count:
+        return {}
+    xy = [(0.6 + dx + 0.2 * (k // 5), -0.4 + 0.2 * (k % 5)) for k in range(count)]
+    return {"objects.names": [f"box{k}" for k in range(count)],
+            "objects.shapes": ["box"] * count, "objects.sizes": [0.1] * (3 * count),
+            "objects.mass": [1.0] * count,
+            "objects.positions": [v for x, y in xy for v in (x, y, 0.05)]}
+
+
+def objects_cost(contact: str = "compliant", runs: int = 3, progress: bool = True,
+                 steps: int = OBJECT_STEPS) -> dict:
+    """The default humanoid standing under its example controller (config/humanoid.yaml's
+    wb_sim_pd_controller gains) with 0, 10 and 50 boxes resting on the ground beside it and
+    50 boxes 10 m away (:data:`OBJECT_CASES`); the timed runs (``steps`` steps each, from
+    the reset) interleaved case by case so that every case sees the same machine: the
+    median us/step of each and its ratio to the case without boxes."""
+    from ... import config_path
+    from ...config import read_yaml_params
+    gains = read_yaml_params(config_path("humanoid"), node_name="wb_sim_pd_controller")
+    sims, ctrls = [], []
+    for _, count, dx in OBJECT_CASES:
+        sims.append(Simulator.from_yaml(config_path("humanoid"), overrides={
+            "contact.model": contact, **object_boxes(count, dx)}))
+        ctrls.append(PDGravityController(sims[-1].robot, sims[-1].joint_positions.copy(),
+                                         gains["kp"], gains["kd"],
+                                         gravity=sims[-1].config.gravity))
+    times: list[list[float]] = [[] for _ in OBJECT_CASES]
+    for r in range(runs):
+        for i, (label, _, _) in enumerate(OBJECT_CASES):
+            bar = Progress(steps * sims[i].dt, label=f"  run {r + 1}/{runs}, {label}",
+                           enabled=progress)
+            times[i].append(_run(sims[i], ctrls[i], steps, progress=bar))
+    us = [statistics.median(t) / steps * 1e6 for t in times]
+    moved = max((float(np.abs(s.object_poses()[:, :3] - [o.position for o in s.objects]).max())
+                 for s in sims if s.objects), default=0.0)
+    return {"contact_model": contact, "cases": [c[0] for c in OBJECT_CASES],
+            "us_per_step": us, "over_no_boxes": [u / us[0] for u in us],
+            "runs_us_per_step": [[t / steps * 1e6 for t in ts] for ts in times],
+            "boxes_moved_m": moved, "robot_stands": all(s.q[2] > 0.5 for s in sims)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m wb_sim.tools.bench",
                                      description="wb_sim benchmarks (see shared/benchmarks/).")
-    parser.add_argument("scenario", choices=["icub_stand", "humanoid_lying"],
+    parser.add_argument("scenario", choices=["icub_stand", "humanoid_lying", "objects"],
                         help="icub_stand: shared/benchmarks/icub_stand.md; humanoid_lying: the "
-                             "default humanoid with collision.enabled lying on the ground")
+                             "default humanoid with collision.enabled lying on the ground; "
+                             "objects: the humanoid standing with 0, 10, 50 boxes beside it "
+                             "and 50 boxes 10 m away")
     parser.add_argument("--contact", default="compliant", choices=sorted(CONTACT_MODELS),
                         help="contact model (default: compliant)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs (median reported)")
+    parser.add_argument("--steps", type=int, default=OBJECT_STEPS,
+                        help=f"objects: timed steps per run and case (default {OBJECT_STEPS})")
     parser.add_argument("--peer", metavar="SCRIPT",
                         help="also run this peer harness back to back (e.g. "
                              "../shared/benchmarks/peers/mujoco_icub_stand.py, which needs "
@@ -298,6 +354,21 @@ def main(argv=None) -> int:
         print(f"trajectories bit-identical:      "
               f"{'yes' if rep['identical_trajectories'] else 'NO'}")
         return 0 if rep["identical_trajectories"] and not rep["self_contact_solves"] else 1
+    if args.scenario == "objects":
+        rep = objects_cost(args.contact, args.runs, steps=args.steps)
+        import os
+        blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
+        print(f"humanoid standing, contact model '{args.contact}', {args.steps} steps of "
+              f"1 ms from the reset, median of {args.runs} interleaved runs "
+              f"(OPENBLAS_NUM_THREADS {blas}; load average "
+              f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} before)")
+        for label, u, ratio, ts in zip(rep["cases"], rep["us_per_step"], rep["over_no_boxes"],
+                                       rep["runs_us_per_step"]):
+            print(f"{label + ':':32} {u:7.1f} us/step  x{ratio:.3f}  "
+                  f"(runs {', '.join(f'{t:.1f}' for t in ts)})")
+        print(f"{'boxes moved at most:':32} {rep['boxes_moved_m'] * 1e3:.3f} mm")
+        print(f"{'the robot stands:':32} {'yes' if rep['robot_stands'] else 'NO'}")
+        return 0 if rep["robot_stands"] else 1
     if args.scenario == "humanoid_lying":
         rep = humanoid_lying(args.contact)
         for key, value in rep.items():
