@@ -47,7 +47,7 @@ from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from wb_sim_interfaces import srv as wb  # noqa: E402
 
 import wb_sim  # noqa: E402
-from helpers import ROOT  # noqa: E402
+from helpers import PKG  # noqa: E402
 from helpers.ros import HUMANOID_YAML, LockstepController, SimSetup, stamp_ns  # noqa: E402
 
 OK = si_msg.Result.RESULT_OK
@@ -523,7 +523,7 @@ def test_the_panda_pushes_a_box_and_its_odometry_equals_the_cores(tmp_path):
     from helpers.extras import require_robot_data
     from helpers.panda_push import BOX, Q0, TERRAIN_BOXES, targets
     require_robot_data("panda")
-    doc = yaml.safe_load((ROOT / "config" / "panda.yaml").read_text())
+    doc = yaml.safe_load((PKG / "config" / "panda.yaml").read_text())
     params = doc["wb_sim"]["ros__parameters"]
     params["initial"]["joint_positions"] = list(Q0)
     params["objects"] = BOX
