@@ -94,3 +94,26 @@ def test_a_run_does_not_depend_on_what_its_process_computed_before(tmp_path):
         if differ.size:
             parted[name] = (int(differ[0]), float(np.abs(r - fresh).max()))
     assert parted == {}, parted
+
+
+def test_boxes_reach_coal_as_convex_shapes_with_the_exact_contact():
+    """A box's coal shape is a ``coal.Convex`` of its corners (no ``coal.Box``, whose
+    support static outlives the query), and coal's answer on it is the analytic one: a
+    0.1 m cube turned 0.3 rad about z, its bottom face 0.01 m into the top face of a box of
+    half sides (0.1, 0.2, 0.3), then 0.01 m and 0.1 mm above it: the normal +z, the signed
+    distance the gap, the witness points on the two faces."""
+    import coal
+    import pinocchio as pin
+
+    from wb_sim.contact.manifold import box_shape, collide, convex_shape
+
+    a, b = box_shape([0.05] * 3), convex_shape(coal.Box(0.2, 0.4, 0.6))
+    for shape in (a, b):
+        assert isinstance(shape.geometry, coal.Convex) and shape.geometry.num_points == 8
+    R = pin.rpy.rpyToMatrix(0.0, 0.0, 0.3)
+    for gap in (-0.01, 0.01, 1e-4):
+        t = np.array([0.01, 0.02, 0.3 + 0.05 + gap])
+        n, distance, pa, pb = collide(a, R, t, b, np.eye(3), np.zeros(3), 0.02)
+        assert np.allclose(n, [0.0, 0.0, 1.0], rtol=0.0, atol=1e-12), n
+        assert abs(distance - gap) < 1e-12, (gap, distance)
+        assert abs(pa[2] - (0.3 + gap)) < 1e-12 and abs(pb[2] - 0.3) < 1e-12, (pa, pb)

@@ -95,7 +95,7 @@ def box_shape(half) -> Convex:
     its negative half by ``static const inflate = (dir.array() == 0).any() ? 1 + 1e-10 :
     1.``, a function-local static set once per process by the first direction any box
     query in the process asks for, so that every later query's rounding depended on what
-    the process computed first (docs/contact.md, reproducibility)."""
+    the process computed first (docs/physics.md; test/core/test_reproducibility.py)."""
     import coal
     half = np.asarray(half, dtype=float)
     signs = np.array([[1.0 if i & 1 else -1.0, 1.0 if i & 2 else -1.0, 1.0 if i & 4 else -1.0]
