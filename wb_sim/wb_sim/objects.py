@@ -255,10 +255,9 @@ def terrain_penetration(obj: FreeObject, terrain) -> tuple[float, int]:
     :meth:`FreeObject.surface_points` under the item's surface (the terrain's own signed
     distance, plain numpy: an edge of a terrain box poking into a face between two points,
     at most their spacing deep, is missed). Not coal's exact signed distance of the two
-    convex shapes: a GJK query here changed the rounding of the contact queries later in
-    the same process (measured: the Panda's push, 2e-17 at its first contact, 6 mm after
-    0.5 s), so that a node and a core run in processes of another history would part.
-    The ground plane is :meth:`FreeObject.lowest`'s."""
+    convex shapes: a query with a ``coal.Box`` set coal's process-wide Box support static
+    (see :func:`wb_sim.contact.manifold.box_shape`, which now avoids it), and a check
+    needs no GJK. The ground plane is :meth:`FreeObject.lowest`'s."""
     if terrain is None:
         return 0.0, -1
     R = pin.Quaternion(np.array(obj.quaternion)).matrix()

@@ -81,13 +81,33 @@ class Convex:
     planes: np.ndarray | None = field(default=None, repr=False)
 
 
+#: a box's 12 triangles over its corners (index bits x (1), y (2), z (4) positive), each
+#: counter-clockwise seen from outside: two per face
+_BOX_TRIANGLES = ((0, 4, 6), (0, 6, 2), (1, 3, 7), (1, 7, 5),  # -x, +x
+                  (0, 1, 5), (0, 5, 4), (2, 6, 7), (2, 7, 3),  # -y, +y
+                  (0, 2, 3), (0, 3, 1), (4, 5, 7), (4, 7, 6))  # -z, +z
+
+
 def box_shape(half) -> Convex:
+    """A box of half sides ``half`` (3,). coal meets it as a ``coal.Convex`` of its 8
+    corners, never as a ``coal.Box``: coal's support function of a Box (coal 3.0.x,
+    ``src/narrowphase/support_functions.cpp``, ``getShapeSupport(const Box*, ...)``) scales
+    its negative half by ``static const inflate = (dir.array() == 0).any() ? 1 + 1e-10 :
+    1.``, a function-local static set once per process by the first direction any box
+    query in the process asks for, so that every later query's rounding depended on what
+    the process computed first (docs/physics.md; test/core/test_reproducibility.py)."""
     import coal
     half = np.asarray(half, dtype=float)
     signs = np.array([[1.0 if i & 1 else -1.0, 1.0 if i & 2 else -1.0, 1.0 if i & 4 else -1.0]
                       for i in range(8)])
-    return Convex("box", half, coal.Box(*(2.0 * half)), None, float(np.linalg.norm(half)),
-                  signs * half)
+    corners = signs * half
+    points, triangles = coal.StdVec_Vec3s(), coal.StdVec_Triangle()
+    for p in corners:
+        points.append(p)
+    for t in _BOX_TRIANGLES:
+        triangles.append(coal.Triangle(*t))
+    return Convex("box", half, coal.Convex(points, triangles), None, float(np.linalg.norm(half)),
+                  corners)
 
 
 def convex_shape(geometry, hull_vertices=None, max_points: int = 8) -> Convex | None:
