@@ -26,7 +26,6 @@ down, and exits non-zero if that process failed.
 """
 
 import os
-import tempfile
 
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
 from ament_index_python.packages import get_package_share_directory
@@ -81,9 +80,11 @@ def _nodes(context, *args, **kwargs):
             params, info = load_world(arg["world"])
         except ConfigError as e:
             raise RuntimeError(str(e)) from None
-        out = tempfile.NamedTemporaryFile(prefix="wb_sim_world_", suffix=".yaml", delete=False)
-        out.close()  # the node reads it at its start; the system's temporary files keep it
-        robot_file = str(write_params_file(params, info, out.name))
+        # the node's parameter file, written beside this launch's logs (~/.ros/log/<run>/):
+        # kept with the run it configured, cleaned with them
+        from launch.logging import launch_config
+        out = os.path.join(launch_config.log_dir, "wb_sim_world_params.yaml")
+        robot_file = str(write_params_file(params, info, out))
         arg["controller"] = arg["controller"] or info.controller
     else:
         robot_file = _robot_file(share, arg["robot"] or "humanoid")
