@@ -183,6 +183,50 @@ def test_quadruped_beside_humanoid_both_stand():
     assert abs(Q[-1, q4.q_slice][1] - 1.2) < 0.02  # the quadruped stays where it stood
 
 
+def test_fixed_base_arm_beside_humanoid_moves_as_alone():
+    """A fixed-base robot (the Panda, its base placed by its initial.base_*) appended after
+    the humanoid: its trajectory under its own PD is its single simulator's (measured
+    5e-17 rad over 1 s), the humanoid stands."""
+    panda = read_yaml_params(robot_config_file("panda"))
+    panda.update({"initial.base_position": [0.0, 1.0, 0.0],
+                  "joints.armature": HUMANOID["joints.armature"],
+                  "contact.reference_depth": HUMANOID.get("contact.reference_depth", 0.001),
+                  "collision.enabled": True})
+    human = dict(HUMANOID, **{"joints.mimic": panda["joints.mimic"]})
+    with pytest.warns(UserWarning, match="mimics"):
+        sim = Simulator.from_robots([("h", human), ("arm", panda)])
+        alone = Simulator.from_params(panda)
+    arm = sim.robots[1]
+    assert not arm.floating_base and arm.nj == alone.nj
+    np.testing.assert_allclose(sim.robot_base_pose("arm").translation, [0.0, 1.0, 0.0])
+    Q = _run(sim, 1000, kp=[1000.0, 100.0], kd=[20.0, 10.0])
+    assert np.abs(Q[:, arm.q_slice] - _run(alone, 1000, kp=100.0, kd=10.0)).max() < 1e-12
+    assert abs(Q[-1, 2] - Z0) < 0.02
+
+
+def test_snapshot_spawn_and_reset_keep_every_robot():
+    sim = Simulator.from_robots(_pair())
+    q0 = sim.q.copy()
+    for _ in range(50):
+        sim.step(np.zeros(sim.nj))
+    snap = sim.get_state()
+    for _ in range(20):
+        sim.step(np.zeros(sim.nj))
+    q_a = sim.q.copy()
+    sim.set_state(snap)
+    for _ in range(20):
+        sim.step(np.zeros(sim.nj))
+    np.testing.assert_array_equal(sim.q, q_a)  # bit-identical replay
+    sim.spawn_object("box", "box", [0.2, 0.2, 0.2], 1.0, [0.75, 0.0, 0.1])
+    assert [p.name for p in sim.robots] == ["a", "b"]
+    np.testing.assert_array_equal(sim.q[:q0.size], q_a)  # both robots carried over
+    sim.reset()
+    np.testing.assert_array_equal(sim.q[:q0.size], q0)
+    sim.apply_external_wrench("b/pelvis", [10.0, 0.0, 0.0])
+    sim.step(np.zeros(sim.nj))
+    assert np.isfinite(sim.q).all()
+
+
 def test_refusals():
     with pytest.raises(ConfigError, match="two robots named 'a'"):
         Simulator.from_robots([("a", _humanoid(0.0)), ("a", _humanoid(1.5, **{"imu.frame": ""}))])

@@ -482,11 +482,12 @@ class Simulator:
                                zip(parts, self.robots)])
 
     def robot_base_pose(self, name: str) -> pin.SE3:
-        """The base (root joint) placement of robot ``name`` in the world."""
+        """The base placement of robot ``name`` in the world (a floating base's free
+        joint; a fixed base's root link)."""
         p = self.robot_part(name)
         if p.floating_base:
             return pin.XYZQUATToSE3(self._s.q[p.q_slice][:7])
-        return pin.SE3(self.model.jointPlacements[p.root_joint])
+        return self.frame_pose(p.prefix + p.robot.root_link)  # fixed: its root link's
 
     def _initial_configuration(self) -> np.ndarray:
         """q0: the configured initial state, or the named pose initial.pose."""
@@ -513,6 +514,8 @@ class Simulator:
                     f"{did_you_mean(name, robot.joint_names)}; the model's actuated joints "
                     f"are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
+        for part, q_part in zip(self.robots[1:], self._fleet_q0):  # the others' own pose
+            positions[part.joints] = part.robot.joint_positions(q_part)
         self.actuation.check_initial_positions(robot, positions, f"{prefix}.joint_positions")
         robot.set_joint_positions(q, positions)
         for part, q_part in zip(self.robots[1:], self._fleet_q0):  # the others' own
