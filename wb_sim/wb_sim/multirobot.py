@@ -26,17 +26,18 @@ the bodies); the compliant law already solves each island of the contact problem
 separate simulators do (test/core/test_multirobot.py gives the figure).
 
 What is per robot and what is the world's. Per robot: its model (``urdf_path`` /
-``robot_description``, ``floating_base``, ``xacro.*``, ``perturbation.*``,
-``joints.mimic``), its initial pose (``initial.*``: base and joints), its contact surfaces
-(``contact_surfaces`` and their groups, frames prefixed), its joint limits and URDF
-dynamics (read from its model), its controller (outside the simulator, one per robot).
+``robot_description``, ``floating_base``, ``xacro.*``, ``perturbation.*``), its initial
+pose (``initial.*``: base and joints), its contact surfaces (``contact_surfaces`` and their
+groups, frames prefixed), its joint limits and URDF dynamics (read from its model), its IMU
+(``imu.*``, frame prefixed: :meth:`~wb_sim.Simulator.robot_imu`), its controller (outside
+the simulator, one per robot).
 The world's, one for all: ``physics_rate_hz``, ``gravity``, ``ground.*``, ``terrain.*``,
 ``contact.*``, ``objects.*``. The rest is robot 0's and applies to the whole set for now
-(``joints.*`` gains of the actuation model, ``collision.*``, ``actuators.*``): a robot
+(``joints.*`` of the actuation model, ``collision.*``, ``actuators.*``, ``sensors.*``): a robot
 ``k >= 1`` whose parameter differs from robot 0's there is refused
 (:func:`check_part_config`), never silently overridden, as are the sensors and features
-that are robot 0's only for now (``imu``, ``ft_sensors``, ``payloads``, ``loop_closures``,
-named ``poses``, ``collision.self_collision``).
+that are robot 0's only for now (``ft_sensors``, ``contact_sensors``, ``payloads``,
+``loop_closures``, named ``poses``, ``collision.self_collision``).
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ from .robot import RobotModel, did_you_mean
 #: the parameters each robot has its own value of (its model, pose, surfaces)
 PER_ROBOT_KEYS = ("urdf_path", "robot_description", "floating_base", "max_joints",
                   "contact_surfaces")
-PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation")
+PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation", "imu")
 #: the world's parameters: one value for every robot in one physics
 WORLD_KEYS = ("physics_rate_hz", "gravity")
 WORLD_GROUPS = ("ground", "terrain", "contact", "objects")
 #: robot 0's only for now: a robot k >= 1 may not set them (they are refused, not dropped)
-ROBOT0_ONLY_GROUPS = ("imu", "ft_sensors", "payloads", "loop_closures", "poses",
+ROBOT0_ONLY_GROUPS = ("ft_sensors", "payloads", "loop_closures", "poses",
                       "contact_sensors")
 
 

@@ -57,6 +57,7 @@ from .multirobot import CombinedRobot, RobotPart, combine, unknown_robot
 from .objects import (FreeObject, append_objects, configured_objects, make_object,
                       object_geometries, terrain_penetration, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
+from .parameters import Group
 from .pin_views import new_data
 from .robot import RobotCache, RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
@@ -288,6 +289,13 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the other robots' IMUs (wb_sim.multirobot: imu.* is per robot), by robot name
+        self.robot_imus: dict[str, Imu] = {}
+        for (name, cfg_k), part in zip(fleet[1] if fleet else (), self.robots[1:]):
+            if cfg_k.imu.frame:
+                imu_cfg = Group({**dict(cfg_k.imu), "frame": part.prefix + cfg_k.imu.frame})
+                self.robot_imus[name] = Imu(robot, imu_cfg, np.array(config.gravity),
+                                            self._model_step)
         #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active)
         self.contact_sensors = None
         if config.contact_sensors.active:
@@ -306,6 +314,7 @@ class Simulator:
         self._components = {name: c for name, c in (("contact", self.contact),
                                                    ("imu", self.imu_sensor),
                                                    ("ft", self.ft_sensors)) if c is not None}
+        self._components.update({f"imu:{n}": c for n, c in self.robot_imus.items()})
 
         floating = robot.floating_base
         # the robot's joints (the free objects' coordinates come after them)
@@ -694,6 +703,8 @@ class Simulator:
                                f"raise parameter 'poses.{pose}.base_position'")
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
+        for imu in self.robot_imus.values():
+            imu.reset()
         if self.ft_sensors is not None:
             self.ft_sensors.reset()
         self.contact.clear_deformation()
@@ -989,6 +1000,9 @@ class Simulator:
         later."""
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
+        for imu in self.robot_imus.values():
+            if imu.noisy:
+                imu.draw_noise()
         if self.ft_sensors is not None and self.ft_sensors.noisy:
             self.ft_sensors.draw_noise()
         if self._sensor_delay:
@@ -1071,6 +1085,20 @@ class Simulator:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
         s = self._s
         return self.imu_sensor.read(s.q, s.v, s.q_prev, s.v_prev, self._acceleration())
+
+    def robot_imu(self, name: str) -> ImuReading:
+        """The IMU reading now of robot ``name`` (several robots in one physics; the first
+        robot's is :meth:`imu`): its own ``imu.*`` (frame, noise, bias), read as the first
+        robot's (no sensors.delay_steps for it yet)."""
+        part = self.robot_part(name)
+        if part.index == 0:
+            return self.imu()
+        imu = self.robot_imus.get(name)
+        if imu is None:
+            raise ModelError(f"robot '{name}' has no IMU configured: set its parameter "
+                             f"'imu.frame'")
+        s = self._s
+        return imu.read(s.q, s.v, s.q_prev, s.v_prev, self._acceleration())
 
     def _acceleration(self) -> np.ndarray:
         """The last step's mean acceleration (v' - v) / dt (stepping coordinates);
