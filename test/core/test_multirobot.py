@@ -7,8 +7,10 @@ humanoid (independent systems: the combined step is two separate simulators' to 
 1e-12 m/rad asserted); the run is bit-identical in this process and in a fresh one; a
 humanoid pushed into the other on a frictionless ground moves it, the horizontal linear
 momentum of the pair conserved through the contact; an ANYmal beside the humanoid, both
-stand; the refusals name the robot, the key and the fix; a world file with two robots
-builds headless and the node's loader refuses it in one line.
+stand; a fixed-base Panda beside it moves as alone; robot b's own IMU reads as the
+humanoid alone; snapshots, spawn_object and reset keep every robot; the refusals name the
+robot, the key and the fix; a world file with two robots builds headless and the node's
+loader (wb_sim_run --world) refuses it in one line.
 """
 
 from __future__ import annotations
@@ -292,6 +294,13 @@ def test_world_file_with_two_robots(tmp_path):
     np.testing.assert_allclose(sim.robot_base_pose("beta").translation, [1.5, 0.0, 0.696882])
     with pytest.raises(ConfigError, match="lists 2 robots; the node .* serves one robot for now"):
         load_world(path)
+    # wb_sim_run --world: one line on stderr, exit status 2, before anything starts
+    out = subprocess.run([sys.executable, "-c", "import sys; from wb_sim.ros.run import main; "
+                          f"sys.exit(main(['--world', {str(path)!r}, '--duration', '1']))"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "serves one robot for now" in lines[0], out.stderr
     path.write_text(WORLD.format(second="alpha", params="imu: {frame: ''}"))
     with pytest.raises(ConfigError, match=r"'world.robots\[1\].name': two robots named 'alpha'"):
         Simulator.from_world(path)
