@@ -112,8 +112,8 @@ ROBOT = "    - {name: humanoid, robot: humanoid}\n"
 
 @pytest.mark.parametrize("body, says", [
     ("  robots:\n" + ROBOT + ROBOT,
-     "'world.robots' lists 2 robots; several robots in one physics are not implemented yet "
-     "(issue 31)"),
+     "'world.robots' lists 2 robots; the node (wb_sim_run --world, sim.launch.py world:=) "
+     "serves one robot for now"),
     ("  objets: []\n  robots:\n" + ROBOT, "unknown key 'world.objets'; did you mean 'objects'"),
     ("  contact: {stifness: 1.0}\n  robots:\n" + ROBOT,
      "unknown key 'world.contact.stifness'; did you mean 'stiffness'"),

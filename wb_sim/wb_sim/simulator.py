@@ -53,9 +53,11 @@ from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .loop_closures import LoopClosures
+from .multirobot import CombinedRobot, RobotPart, combine, unknown_robot
 from .objects import (FreeObject, append_objects, configured_objects, make_object,
                       object_geometries, terrain_penetration, unknown_object)
 from .payloads import Payload, apply_payloads, make_payload
+from .parameters import Group
 from .pin_views import new_data
 from .robot import RobotCache, RobotModel, did_you_mean, rotate_inverse
 from .sensors import (ContactPointsReading, ContactSensors, ContactState, ContactWrench, Imu,
@@ -155,6 +157,25 @@ def robot_arguments(config: SimConfig) -> dict[str, Any]:
                 xacro_args=config.xacro.mappings(), max_joints=config.max_joints)
 
 
+def _stepping_tree(robot: RobotModel) -> pin.Model:
+    """The robot's stepping model without objects (a copy): for a floating base the root
+    as translation + spherical (parsed once per robot), else the physical model."""
+    if not robot.floating_base:
+        return pin.Model(robot.model)
+    parsed = _STEPPING_ROOTS.get(robot)
+    if parsed is None:
+        root = pin.JointModelComposite(2)
+        root.addJoint(pin.JointModelTranslation())
+        root.addJoint(pin.JointModelSpherical())
+        if robot.mjcf_file is not None:
+            parsed = pin.buildModelAndConstraintsFromMJCF(str(robot.mjcf_file), root)[0]
+            robot.add_extra_frames(parsed)
+        else:
+            parsed = pin.buildModelFromXML(robot.urdf_xml, root)
+        _STEPPING_ROOTS[robot] = parsed
+    return pin.Model(parsed)
+
+
 class Simulator:
     """Whole-body rigid-body simulator with ground contact.
 
@@ -164,12 +185,16 @@ class Simulator:
     """
 
     def __init__(self, config: SimConfig, objects: tuple | None = None,
-                 robots: RobotCache | None = None):
+                 robots: RobotCache | None = None, fleet: tuple | None = None):
         """``objects``: the free objects (:class:`~wb_sim.objects.FreeObject`) instead of
         those of the parameters ``objects.*`` (spawn_object and delete_object rebuild with
         them). ``robots``: a :class:`~wb_sim.robot.RobotCache` to take the robot from where
-        it holds one built from the same structural parameters (else the URDF is parsed)."""
+        it holds one built from the same structural parameters (else the URDF is parsed).
+        ``fleet``: several robots in this one physics (wb_sim.multirobot): ``(name of the
+        first robot, ((name, SimConfig), ...) of the others)``; ``config`` is the first's."""
         self.config = config
+        self._fleet = fleet
+        self._fleet_q0: tuple = ()
         self._robots = robots
         #: the free objects (wb_sim.objects.FreeObject), in the order of their joints
         self.objects: tuple[FreeObject, ...] = \
@@ -182,7 +207,16 @@ class Simulator:
         arguments = robot_arguments(config)
         self.robot = robots.robot(arguments) if robots is not None else \
             RobotModel.from_urdf(**arguments)
+        surfaces = config.surfaces
+        if fleet and fleet[1]:
+            self.robot, surfaces = self._combine(fleet)
         robot = self.robot
+        #: the robots of this physics (wb_sim.multirobot.RobotPart: name, joint_names, the
+        #: slices of q, v and the joint vectors each owns), the first robot first
+        self.robots = robot.parts if isinstance(robot, CombinedRobot) else (
+            RobotPart(fleet[0] if fleet else "robot", 0, robot, "", slice(0, robot.model.nq),
+                      slice(0, robot.model.nv), slice(0, robot.nj), 1,
+                      tuple(s.name for s in surfaces)),)
         #: physical model (armature only), for the dynamics queries: the simulator's own
         #: copy of the robot's, with the attached payloads in its body inertias
         self.model = pin.Model(robot.model)
@@ -212,6 +246,8 @@ class Simulator:
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
         #: articulated robot the root body's share is a small part of them: implicit, it
         #: cost 15-19 % of icub_stand's step and changed nothing measurable (explicit then)
+        self._free_joints = (tuple(getattr(robot, "free_roots", ()))
+                             + tuple(self._object_joints))
         self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt) \
             if robot.floating_base and self._model_step.nv == 6 else None
 
@@ -229,7 +265,7 @@ class Simulator:
         #: the links against the ground and each other where collision.* asks
         self._check_objects()
         self.contact = make_contact(
-            robot, surfaces=config.surfaces, contact=config.contact, collision=config.collision,
+            robot, surfaces=surfaces, contact=config.contact, collision=config.collision,
             ground=self.ground, terrain=self.terrain, model_step=self._model_step,
             data_step=self._data_step, notes=self.notes,
             objects=object_geometries(self._model_step, self.objects, self._object_joints))
@@ -253,6 +289,13 @@ class Simulator:
 
         self.imu_sensor = Imu(robot, config.imu, np.array(config.gravity), self._model_step) \
             if config.imu.frame else None
+        #: the other robots' IMUs (wb_sim.multirobot: imu.* is per robot), by robot name
+        self.robot_imus: dict[str, Imu] = {}
+        for (name, cfg_k), part in zip(fleet[1] if fleet else (), self.robots[1:]):
+            if cfg_k.imu.frame:
+                imu_cfg = Group({**dict(cfg_k.imu), "frame": part.prefix + cfg_k.imu.frame})
+                self.robot_imus[name] = Imu(robot, imu_cfg, np.array(config.gravity),
+                                            self._model_step)
         #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active)
         self.contact_sensors = None
         if config.contact_sensors.active:
@@ -271,6 +314,7 @@ class Simulator:
         self._components = {name: c for name, c in (("contact", self.contact),
                                                    ("imu", self.imu_sensor),
                                                    ("ft", self.ft_sensors)) if c is not None}
+        self._components.update({f"imu:{n}": c for n, c in self.robot_imus.items()})
 
         floating = robot.floating_base
         # the robot's joints (the free objects' coordinates come after them)
@@ -350,8 +394,109 @@ class Simulator:
         """Build from a world file (docs/world.md, :func:`wb_sim.world.load_world`): its
         ground, terrain, objects and its one robot. Its controller:
         ``wb_sim.world.controller_loop(sim, load_world(path)[1])``."""
-        from .world import load_world
-        return cls.from_params(load_world(path)[0])
+        from .world import load_world_robots
+        return cls.from_robots([(info.name, params) for params, info in
+                                load_world_robots(path)])
+
+    @classmethod
+    def from_robots(cls, robots, robot_cache: RobotCache | None = None) -> "Simulator":
+        """Several robots in one physics (wb_sim.multirobot): ``robots``, a list of
+        ``(name, parameters)`` (the dotted parameters of :meth:`from_params`), the first
+        robot first; the world-wide parameters (rate, gravity, ground, terrain, contact,
+        objects) are the first robot's and the others must agree. One robot: the same
+        simulator as :meth:`from_params` (bit-identical)."""
+        from .multirobot import check_first_config, check_part_config
+        robots = [(name, dict(p)) for name, p in robots]
+        if not robots:
+            raise ConfigError("from_robots: give at least one robot (name, parameters)")
+        names = [n for n, _ in robots]
+        for i, n in enumerate(names):
+            if not isinstance(n, str) or not n or "/" in n or " " in n:
+                raise ConfigError(f"robots[{i}]: the name must be a non-empty name without '/' "
+                                  f"or spaces, got {n!r}")
+            if n in names[:i]:
+                raise ConfigError(f"robots[{i}]: two robots named {n!r}: each robot of one "
+                                  f"physics needs a name of its own (its joints are prefixed "
+                                  f"'{n}/')")
+        config0 = load_config(robots[0][1])
+        if len(robots) == 1:
+            return cls(config0, robots=robot_cache, fleet=(names[0], ()))
+        others = []
+        for i, (name, params) in enumerate(robots[1:], start=1):
+            config = load_config(params)
+            check_part_config(name, i, config, config0)
+            others.append((name, config))
+        check_first_config(config0)
+        return cls(config0, robots=robot_cache, fleet=(names[0], tuple(others)))
+
+    def _combine(self, fleet) -> tuple:
+        """(the combined robot, every robot's contact surfaces) of the first robot and the
+        others of ``fleet`` (wb_sim.multirobot); sets each other robot's initial
+        coordinates (``_fleet_q0``)."""
+        from .config import SurfaceConfig
+        name0, others = fleet
+        parts = [(name0, self.robot, _stepping_tree(self.robot))]
+        surfaces = list(self.config.surfaces)
+        q0s = []
+        for name, cfg in others:
+            r = self._robots.robot(robot_arguments(cfg)) if self._robots is not None else \
+                RobotModel.from_urdf(**robot_arguments(cfg))
+            parts.append((name, r, _stepping_tree(r)))
+            surfaces += [SurfaceConfig({**dict(s), "name": f"{name}/{s.name}",
+                                        "frame": f"{name}/{s.frame}"}) for s in cfg.surfaces]
+            q = pin.neutral(r.model)
+            if r.floating_base:
+                q[:3] = cfg.initial.base_position
+                q[3:7] = _rpy_quaternion(cfg.initial.base_rpy)
+            positions = np.zeros(r.nj)
+            for jn, x in zip(cfg.initial.joint_names, cfg.initial.joint_positions):
+                if jn not in r.joint_names:
+                    raise ModelError(
+                        f"robot '{name}': parameter 'initial.joint_names': unknown joint "
+                        f"'{jn}'{did_you_mean(jn, r.joint_names)}")
+                positions[r.joint_names.index(jn)] = x
+            r.set_joint_positions(q, positions)
+            q0s.append(q)
+        combined = combine(parts)
+        self._fleet_q0 = tuple(q0s)
+        by_part = {}
+        for s in surfaces:
+            head, sep, _ = s.name.partition("/")
+            by_part.setdefault(head if sep else name0, []).append(s.name)
+        parts = tuple(dataclasses.replace(p, surfaces=tuple(by_part.get(p.name, ())))
+                      for p in combined.parts)
+        object.__setattr__(combined, "parts", parts)
+        return combined, tuple(surfaces)
+
+    def robot_part(self, name: str) -> RobotPart:
+        """The robot ``name`` of :attr:`robots` (ConfigError naming the known ones)."""
+        for p in self.robots:
+            if p.name == name:
+                return p
+        raise unknown_robot(name, self.robots)
+
+    def split_joints(self, x) -> list[np.ndarray]:
+        """A joint vector (nj,: torques, positions) split per robot, :attr:`robots` order."""
+        x = np.asarray(x)
+        return [x[p.joints] for p in self.robots]
+
+    def join_joints(self, parts) -> np.ndarray:
+        """The joint vector (nj,) of per-robot vectors (:attr:`robots` order): what
+        :meth:`step` takes."""
+        parts = list(parts)
+        if len(parts) != len(self.robots):
+            raise CommandError(f"join_joints: {len(parts)} vectors for {len(self.robots)} "
+                               f"robots ({', '.join(p.name for p in self.robots)})")
+        return np.concatenate([_vector(x, f"robot '{p.name}'", p.nj) for x, p in
+                               zip(parts, self.robots)])
+
+    def robot_base_pose(self, name: str) -> pin.SE3:
+        """The base placement of robot ``name`` in the world (a floating base's free
+        joint; a fixed base's root link)."""
+        p = self.robot_part(name)
+        if p.floating_base:
+            return pin.XYZQUATToSE3(self._s.q[p.q_slice][:7])
+        return self.frame_pose(p.prefix + p.robot.root_link)  # fixed: its root link's
 
     def _initial_configuration(self) -> np.ndarray:
         """q0: the configured initial state, or the named pose initial.pose."""
@@ -378,8 +523,12 @@ class Simulator:
                     f"{did_you_mean(name, robot.joint_names)}; the model's actuated joints "
                     f"are: {', '.join(robot.joint_names)}")
             positions[robot.joint_names.index(name)] = x
+        for part, q_part in zip(self.robots[1:], self._fleet_q0):  # the others' own pose
+            positions[part.joints] = part.robot.joint_positions(q_part)
         self.actuation.check_initial_positions(robot, positions, f"{prefix}.joint_positions")
         robot.set_joint_positions(q, positions)
+        for part, q_part in zip(self.robots[1:], self._fleet_q0):  # the others' own
+            q[part.q_slice] = q_part
         for obj, jid in zip(self.objects, self._object_joints):  # each at its initial pose
             i = self.model.idx_qs[jid]
             q[i:i + 3] = obj.position
@@ -405,7 +554,10 @@ class Simulator:
         pinocchio's convention.
         """
         robot = self.robot
-        if robot.floating_base:
+        if isinstance(robot, CombinedRobot):
+            model = pin.Model(robot.stepping)
+            self._append_objects(model, stepping=True)
+        elif robot.floating_base:
             root = pin.JointModelComposite(2)
             root.addJoint(pin.JointModelTranslation())
             root.addJoint(pin.JointModelSpherical())
@@ -551,6 +703,8 @@ class Simulator:
                                f"raise parameter 'poses.{pose}.base_position'")
         if self.imu_sensor is not None:
             self.imu_sensor.reset()
+        for imu in self.robot_imus.values():
+            imu.reset()
         if self.ft_sensors is not None:
             self.ft_sensors.reset()
         self.contact.clear_deformation()
@@ -639,7 +793,7 @@ class Simulator:
         out = v.copy()
         if self.robot.floating_base:
             out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
-        for jid in self._object_joints:  # the free objects' roots alike
+        for jid in self._free_joints:  # the free objects' (other robots') roots alike
             iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
             out[iv:iv + 3] = rotate_inverse(q[iq + 3:iq + 7], v[iv:iv + 3])
         return out
@@ -649,7 +803,7 @@ class Simulator:
         out = np.array(v, dtype=float)
         if self.robot.floating_base:
             out[:3] = pin.Quaternion(q[3:7]).matrix() @ v[:3]
-        for jid in self._object_joints:
+        for jid in self._free_joints:
             iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
             out[iv:iv + 3] = pin.Quaternion(q[iq + 3:iq + 7]).matrix() @ v[iv:iv + 3]
         return out
@@ -679,7 +833,10 @@ class Simulator:
         else:
             limits = None
         tau = self._tau_gen
-        tau[self._jv] = tau_joints  # the base rows stay zero
+        if self._contiguous:
+            tau[self._jv] = tau_joints  # the base rows stay zero
+        else:
+            tau[self.robot.idx_v] = tau_joints
         h = self._dt0
         if pushes:
             pin.computeJointJacobians(model, data, q)
@@ -843,6 +1000,9 @@ class Simulator:
         later."""
         if self.imu_sensor is not None and self.imu_sensor.noisy:
             self.imu_sensor.draw_noise()
+        for imu in self.robot_imus.values():
+            if imu.noisy:
+                imu.draw_noise()
         if self.ft_sensors is not None and self.ft_sensors.noisy:
             self.ft_sensors.draw_noise()
         if self._sensor_delay:
@@ -925,6 +1085,20 @@ class Simulator:
             raise ModelError("no IMU configured: set parameter 'imu.frame'")
         s = self._s
         return self.imu_sensor.read(s.q, s.v, s.q_prev, s.v_prev, self._acceleration())
+
+    def robot_imu(self, name: str) -> ImuReading:
+        """The IMU reading now of robot ``name`` (several robots in one physics; the first
+        robot's is :meth:`imu`): its own ``imu.*`` (frame, noise, bias), read as the first
+        robot's (no sensors.delay_steps for it yet)."""
+        part = self.robot_part(name)
+        if part.index == 0:
+            return self.imu()
+        imu = self.robot_imus.get(name)
+        if imu is None:
+            raise ModelError(f"robot '{name}' has no IMU configured: set its parameter "
+                             f"'imu.frame'")
+        s = self._s
+        return imu.read(s.q, s.v, s.q_prev, s.v_prev, self._acceleration())
 
     def _acceleration(self) -> np.ndarray:
         """The last step's mean acceleration (v' - v) / dt (stepping coordinates);
@@ -1206,7 +1380,7 @@ class Simulator:
             out = a.copy()
             if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
                 out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
-            for jid in self._object_joints:  # the free objects' roots alike
+            for jid in self._free_joints:  # the free objects' (other robots') roots alike
                 iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
                 out[iv:iv + 3] = a[iv:iv + 3] @ pin.Quaternion(q[iq + 3:iq + 7]).matrix() \
                     - np.cross(v[iv + 3:iv + 6], v[iv:iv + 3])
@@ -1601,9 +1775,9 @@ class Simulator:
             # warnings of the build (an initial penetration of the robot) were said already
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                Simulator.__init__(self, config, objects, self._robots)
+                Simulator.__init__(self, config, objects, self._robots, self._fleet)
         except Exception:
-            Simulator.__init__(self, config, old_objects, self._robots)
+            Simulator.__init__(self, config, old_objects, self._robots, self._fleet)
             self._s = old_s
             raise
         fresh = self._s  # the initial state of the new set: the new object's pose and twist

@@ -8,9 +8,11 @@ The world maps onto the existing parameters, nothing new is simulated: ``world.g
 ``contact.*`` keys as nested mappings, ``world.objects`` a list that becomes the
 ``objects.*`` lists, and each robot its configuration (a ready one or a YAML file,
 ``robot:``; or a URDF, ``urdf:``), its ``initial.*`` pose and any other parameter
-(``parameters:``). The world's keys win over the robot file's. Exactly one robot for now:
-several robots in one physics are not implemented yet (issue 31), and two or more are
-refused, never half-simulated. Relative file paths are resolved beside the world file.
+(``parameters:``). The world's keys win over the robot file's. Several robots in one
+physics (:func:`load_world_robots`, :meth:`wb_sim.Simulator.from_world`;
+:mod:`wb_sim.multirobot`) run headless; the node serves one robot for now
+(:func:`load_world`, which ``wb_sim_run --world`` and ``sim.launch.py world:=`` read,
+refuses two or more in one line). Relative file paths are resolved beside the world file.
 """
 
 from __future__ import annotations
@@ -164,10 +166,11 @@ def _objects(entries, path: Path) -> dict[str, Any]:
             "objects.angular_velocities": ang}
 
 
-def _robot(entry, path: Path, origin: dict[str, str]) -> tuple[dict[str, Any], RobotInfo]:
+def _robot(entry, path: Path, origin: dict[str, str], index: int = 0
+           ) -> tuple[dict[str, Any], RobotInfo]:
     """The robot's parameters and :class:`RobotInfo`; ``origin`` gets, per key, where in the
     files it was set."""
-    key = "world.robots[0]"
+    key = f"world.robots[{index}]"
     entry = _mapping(entry, key, path)
     _known(entry, ROBOT_KEYS, key, path)
     name = entry.get("name")
@@ -261,7 +264,18 @@ def load_world(path: str | Path) -> tuple[dict[str, Any], RobotInfo]:
     """The world file ``path`` as ``(params, robot)``: the flat parameters of
     :meth:`~wb_sim.Simulator.from_params` (checked by :func:`~wb_sim.config.load_config`)
     and its one robot's :class:`RobotInfo`. ConfigError naming the key path for an
-    unknown key (with the closest ones), a missing or bad value, or two or more robots."""
+    unknown key (with the closest ones), a missing or bad value, or two or more robots
+    (the node serves one robot for now; :func:`load_world_robots` reads several)."""
+    robots = load_world_robots(path, one=True)
+    return robots[0]
+
+
+def load_world_robots(path: str | Path, one: bool = False
+                      ) -> list[tuple[dict[str, Any], RobotInfo]]:
+    """Every robot of the world file ``path``, ``(params, info)`` each (the world's
+    ground, terrain, contact and objects in each one's parameters), the first robot first:
+    what :meth:`wb_sim.Simulator.from_world` builds one physics of. ``one``: refuse two or
+    more (:func:`load_world`)."""
     path = Path(path).resolve()
     doc = read_yaml(path, "world file")
     if not isinstance(doc, Mapping) or "world" not in doc:
@@ -276,12 +290,34 @@ def load_world(path: str | Path) -> tuple[dict[str, Any], RobotInfo]:
     if not isinstance(robots, list) or not robots:
         raise ConfigError(f"{_where(path)}: 'world.robots' must list one robot ('- name: ...' "
                           f"with 'robot: humanoid' or 'urdf: my_robot.urdf')")
-    if len(robots) > 1:
-        raise ConfigError(f"{_where(path)}: 'world.robots' lists {len(robots)} robots; several "
-                          f"robots in one physics are not implemented yet (issue 31): keep one "
-                          f"(run the others in worlds of their own)")
+    if one and len(robots) > 1:
+        raise ConfigError(f"{_where(path)}: 'world.robots' lists {len(robots)} robots; the "
+                          f"node (wb_sim_run --world, sim.launch.py world:=) serves one robot "
+                          f"for now: keep one, or run them headless with "
+                          f"wb_sim.Simulator.from_world (docs/world.md)")
+    out = []
+    names: list[str] = []
+    for i, entry in enumerate(robots):
+        params, info = _one_robot(world, entry, path, i)
+        if info.name in names:
+            raise ConfigError(f"{_where(path)}: 'world.robots[{i}].name': two robots named "
+                              f"{info.name!r}: give each robot a name of its own (its joints "
+                              f"and frames are prefixed '<name>/')")
+        names.append(info.name)
+        out.append((params, info))
+    if len(out) > 1:
+        from .multirobot import check_part_config
+        for i, (params, info) in enumerate(out[1:], start=1):
+            check_part_config(info.name, i, load_config(params), load_config(out[0][0]),
+                              where=f"{_where(path)}: 'world.robots[{i}]' ({info.name!r})")
+    return out
+
+
+def _one_robot(world: Mapping, entry, path: Path, index: int
+               ) -> tuple[dict[str, Any], RobotInfo]:
+    """One robot's parameters (the world's keys on top) and its :class:`RobotInfo`."""
     origin: dict[str, str] = {}
-    params, info = _robot(robots[0], path, origin)
+    params, info = _robot(entry, path, origin, index)
     for k in WORLD_NAMES:
         if k in world:
             params[k] = world[k]

@@ -952,13 +952,15 @@ def srdf_text(robot_name: str, pairs, reason: str = "Default", comment: str = ""
 
 def build_self_collision(model: pin.Model, robot_model: pin.Model, by_link: dict, cfg,
                          notes: list[str], free_root: bool,
-                         only_with: set[str] | None = None) -> SelfCollision:
+                         only_with: set[str] | None = None,
+                         between: dict | None = None) -> SelfCollision:
     """The :class:`SelfCollision` of a configuration with ``collision.self_collision``.
     ``by_link``: {link: pinocchio geometry objects} of the links that collide; ``model``
     the stepping model (its joints are the robot model's; ``free_root``: its joint 1 is a
     floating base); ``cfg``: the ``collision`` group; ``notes`` gets a sentence for the
     geometries left out; ``only_with``: keep only the pairs with a link of these names
-    (free objects, without ``collision.self_collision``)."""
+    (free objects, without ``collision.self_collision``); ``between``: {link: its robot}
+    (several robots in one physics): the pairs of two robots' links are kept too."""
     from ..robot import resolve_data_path
 
     links = {f.name for f in robot_model.frames if f.type == pin.FrameType.BODY}
@@ -971,7 +973,10 @@ def build_self_collision(model: pin.Model, robot_model: pin.Model, by_link: dict
         notes.append(f"self-collision: no volume, left out: {', '.join(flat)}")
     pa, pb = geometry_pairs(model, geometries, disabled)
     if only_with is not None:  # free objects without self-collision: their pairs only
+        other = between or {}
         keep = np.array([geometries[a].link in only_with or geometries[b].link in only_with
+                         or other.get(geometries[a].link, -1) != other.get(geometries[b].link,
+                                                                          -1)
                          for a, b in zip(pa, pb)], dtype=bool)
         pa, pb = pa[keep], pb[keep]
     return SelfCollision(model, geometries, pa, pb, cfg.margin, free_root=free_root)

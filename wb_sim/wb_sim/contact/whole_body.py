@@ -504,13 +504,19 @@ def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, groun
     geometries += [link_geometry(name, g, cfg.max_points)
                    for name, gs in objects.items() for g in gs]
     selfc = None
-    if cfg.self_collision or objects:
+    # several robots in one physics (wb_sim.multirobot): {link: its robot}; the pairs
+    # between two robots' links collide as an object's pairs do
+    link_robot = getattr(robot, "link_robot", None)
+    between = link_robot if link_robot and len(set(link_robot.values())) > 1 else None
+    if cfg.self_collision or objects or between:
         # free_root: moving the robot's base changes no distance within the robot, but it
-        # does change the distances to the objects
+        # does change the distances to the objects (and to the other robots)
         selfc = build_self_collision(model_step, robot.model,
                                      {**self_collision_links(cfg, by_link), **objects},
-                                     cfg, notes, robot.floating_base and not objects,
-                                     only_with=None if cfg.self_collision else set(objects))
+                                     cfg, notes,
+                                     robot.floating_base and not objects and not between,
+                                     only_with=None if cfg.self_collision else set(objects),
+                                     between=between)
     del gmodel
     coll = CollisionPoints(model_step, geometries, ground, terrain, cfg.margin)
     tc = TerrainContacts(model_step, geometries, ground, terrain, cfg.margin)

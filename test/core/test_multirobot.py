@@ -1,0 +1,316 @@
+"""Several robots in one physics (wb_sim/multirobot.py): one combined pinocchio model, one
+step, one contact solve.
+
+Checked against numbers: two humanoids 1.5 m apart, each under its own PD + gravity
+compensation, stand 10 s and each one's trajectory equals the single-robot run of that
+humanoid (independent systems: the combined step is two separate simulators' to rounding,
+1e-12 m/rad asserted); the run is bit-identical in this process and in a fresh one; a
+humanoid pushed into the other on a frictionless ground moves it, the horizontal linear
+momentum of the pair conserved through the contact; an ANYmal beside the humanoid, both
+stand; a fixed-base Panda beside it moves as alone; robot b's own IMU reads as the
+humanoid alone; snapshots, spawn_object and reset keep every robot; the refusals name the
+robot, the key and the fix; a world file with two robots builds headless and the node's
+loader (wb_sim_run --world) refuses it in one line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import ROOT
+from wb_sim import Simulator
+from wb_sim.config import read_yaml_params
+from wb_sim.controllers import PDGravityController
+from wb_sim.errors import ConfigError
+from wb_sim.paths import robot_config_file
+
+HUMANOID = read_yaml_params(robot_config_file("humanoid"))
+Z0 = HUMANOID["initial.base_position"][2]
+
+
+def _humanoid(x: float, y: float = 0.0, **extra) -> dict:
+    """The humanoid's parameters with its base at (x, y)."""
+    p = dict(HUMANOID)
+    p["initial.base_position"] = [x, y, Z0]
+    p.update(extra)
+    return p
+
+
+def _pair(dx: float = 1.5, **extra) -> list:
+    return [("a", _humanoid(0.0, **extra)), ("b", _humanoid(dx, **{"imu.frame": "", **extra}))]
+
+
+def _run(sim, steps: int, kp=1000.0, kd=20.0, push=None) -> np.ndarray:
+    """q after each of ``steps`` steps, each robot under its own PD + gravity compensation
+    holding its start posture (gains per robot: ``kp``, ``kd`` scalars or per robot)."""
+    kps = kp if isinstance(kp, (list, tuple)) else [kp] * len(sim.robots)
+    kds = kd if isinstance(kd, (list, tuple)) else [kd] * len(sim.robots)
+    laws = [PDGravityController(p.robot, sim.joint_positions[p.joints].copy(), kps[i], kds[i],
+                                sim.config.gravity) for i, p in enumerate(sim.robots)]
+    out = np.empty((steps, sim.model.nq))
+    for k in range(steps):
+        if push is not None:
+            push(sim, k)
+        q, qj, vj = sim.q, sim.joint_positions, sim.joint_velocities
+        sim.step(sim.join_joints([law(q[p.q_slice], qj[p.joints], vj[p.joints])
+                                  for law, p in zip(laws, sim.robots)]))
+        out[k] = sim.q
+    return out
+
+
+def test_layout_names_and_helpers():
+    sim = Simulator.from_robots(_pair())
+    single = Simulator.from_params(HUMANOID)
+    a, b = sim.robots
+    assert (a.name, b.name) == ("a", "b")
+    # robot 0 exactly as alone: its joints, indices and frames; robot 1 prefixed after it
+    assert sim.joint_names[:single.nj] == single.joint_names
+    assert sim.joint_names[single.nj:] == tuple(f"b/{n}" for n in single.joint_names)
+    np.testing.assert_array_equal(sim.robot.idx_v[:single.nj], single.robot.idx_v)
+    assert (a.q_slice, b.q_slice) == (slice(0, single.model.nq),
+                                      slice(single.model.nq, 2 * single.model.nq))
+    assert sim.nj == 2 * single.nj and b.joints == slice(single.nj, 2 * single.nj)
+    assert b.joint_names == single.joint_names and b.surfaces == ("b/left_foot",
+                                                                    "b/right_foot")
+    assert sim.surface_names == ["left_foot", "right_foot", "b/left_foot", "b/right_foot"] \
+        or tuple(sim.surface_names) == ("left_foot", "right_foot", "b/left_foot",
+                                        "b/right_foot")
+    np.testing.assert_array_equal(sim.q[a.q_slice], single.q)
+    np.testing.assert_allclose(sim.robot_base_pose("b").translation, [1.5, 0.0, Z0])
+    assert sim.mass == pytest.approx(2 * single.mass, rel=1e-12)
+    tau = np.arange(sim.nj, dtype=float)
+    parts = sim.split_joints(tau)
+    np.testing.assert_array_equal(parts[1], tau[single.nj:])
+    np.testing.assert_array_equal(sim.join_joints(parts), tau)
+    with pytest.raises(ConfigError, match="no robot named 'c'"):
+        sim.robot_part("c")
+
+
+def test_two_humanoids_stand_and_move_as_two_simulators():
+    """Apart, the two robots are independent systems: the combined step (one ABA over the
+    union, one contact problem split into islands) gives each the trajectory of its own
+    simulator. Measured: 7.8e-16 (rounding: the other robot's rows change the order of no
+    operation on this robot's; the islands are solved alone), asserted 1e-12."""
+    steps = 10_000
+    Q = _run(Simulator.from_robots(_pair()), steps)
+    nq = Q.shape[1] // 2
+    A = _run(Simulator.from_params(_humanoid(0.0)), steps)
+    B = _run(Simulator.from_params(_humanoid(1.5)), steps)
+    assert np.abs(Q[:, :nq] - A).max() < 1e-12
+    assert np.abs(Q[:, nq:] - B).max() < 1e-12
+    for z in (Q[:, 2], Q[:, nq + 2]):  # both stand: base heights within 2 cm of the start
+        assert np.abs(z - Z0).max() < 0.02
+    assert np.isfinite(Q).all()
+
+
+_DIGEST = """
+import hashlib, sys
+sys.path.insert(0, {test!r})
+from test_multirobot import _pair, _run
+from wb_sim import Simulator
+print(hashlib.sha1(_run(Simulator.from_robots(_pair(0.9)), 1500).tobytes()).hexdigest())
+"""
+
+
+def test_bit_identical_in_this_and_a_fresh_process():
+    def digest():
+        import hashlib
+        return hashlib.sha1(_run(Simulator.from_robots(_pair(0.9)), 1500).tobytes()).hexdigest()
+    first = digest()
+    assert digest() == first
+    code = _DIGEST.format(test=str(ROOT / "test" / "core"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, cwd=str(ROOT / "test"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == first
+
+
+def test_pushed_humanoid_moves_the_other_momentum_conserved():
+    """Frictionless ground: the ground's forces are vertical (as gravity), the joints' and
+    the robots' contact forces internal, so the pair's horizontal linear momentum stays
+    what the push gave it while robot a runs into robot b. Measured (compliant law): the
+    largest deviation 2.0e-3 of 60 N*s (3.3e-5 relative), over the 125 touching steps (up
+    to 8e-4 N*s in one step, with 1.4 kN between the robots; the ground's horizontal force
+    is 0): the articulated semi-implicit step's drift, the impulses being internal at the
+    step's start configuration while the momentum is read at the next one (the humanoid
+    alone on this ground: 4e-6; test_objects' box thrown at it: 0.17 % in 0.3 s); asserted
+    1e-4 relative. Robot b, at rest before, moves along x after."""
+    sim = Simulator.from_robots(_pair(0.75, **{"contact.friction_coefficient": 0.0}))
+    b = sim.robots[1]
+    force, steps_push = 600.0, 100  # 60 N*s along x on a's pelvis
+
+    def push(s, k):
+        if k == 0:
+            s.apply_external_wrench("pelvis", [force, 0.0, 0.0], duration_s=steps_push * s.dt)
+
+    laws = [PDGravityController(p.robot, sim.joint_positions[p.joints].copy(), 1000.0, 20.0,
+                                sim.config.gravity) for p in sim.robots]
+    momenta, touching = [], 0
+    for k in range(1200):
+        push(sim, k)
+        q, qj, vj = sim.q, sim.joint_positions, sim.joint_velocities
+        sim.step(sim.join_joints([law(q[p.q_slice], qj[p.joints], vj[p.joints])
+                                  for law, p in zip(laws, sim.robots)]))
+        if k >= steps_push:
+            momenta.append(sim.centroidal_momentum()[1][:2].copy())
+            touching += bool(np.abs(sim.self_collision_contacts().force).sum() > 1.0)
+    p = np.array(momenta)
+    assert np.isfinite(sim.q).all() and np.isfinite(p).all()
+    px0 = p[0, 0]
+    assert px0 == pytest.approx(force * steps_push * sim.dt, rel=0.02)
+    assert touching > 10  # they touched, for more than 10 steps
+    assert np.abs(p - p[0]).max() < 1e-4 * abs(px0)
+    vb = sim.robot_base_pose("b").rotation @ sim.v[b.v_slice][:3]  # world axes
+    assert vb[0] > 0.1  # robot b, at rest before, was pushed along x
+
+
+def test_quadruped_beside_humanoid_both_stand():
+    anymal = read_yaml_params(robot_config_file("anymal"))
+    anymal.update({"initial.base_position": [0.0, 1.2, anymal["initial.base_position"][2]],
+                   "imu.frame": "", "joints.armature": HUMANOID["joints.armature"],
+                   "contact.reference_depth": HUMANOID.get("contact.reference_depth", 0.001)})
+    sim = Simulator.from_robots([("humanoid", dict(HUMANOID)), ("anymal", anymal)])
+    h, q4 = sim.robots
+    assert q4.nj == 12 and q4.joint_names[0] == "LF_HAA"
+    z0 = (sim.q[h.q_slice][2], sim.q[q4.q_slice][2])
+    Q = _run(sim, 3000, kp=[1000.0, 200.0], kd=[20.0, 5.0])
+    assert np.isfinite(Q).all()
+    assert abs(Q[-1, h.q_slice][2] - z0[0]) < 0.02
+    assert abs(Q[-1, q4.q_slice][2] - z0[1]) < 0.03
+    assert abs(Q[-1, q4.q_slice][1] - 1.2) < 0.02  # the quadruped stays where it stood
+
+
+def test_fixed_base_arm_beside_humanoid_moves_as_alone():
+    """A fixed-base robot (the Panda, its base placed by its initial.base_*) appended after
+    the humanoid: its trajectory under its own PD is its single simulator's (measured
+    5e-17 rad over 1 s), the humanoid stands."""
+    panda = read_yaml_params(robot_config_file("panda"))
+    panda.update({"initial.base_position": [0.0, 1.0, 0.0],
+                  "joints.armature": HUMANOID["joints.armature"],
+                  "contact.reference_depth": HUMANOID.get("contact.reference_depth", 0.001),
+                  "collision.enabled": True})
+    human = dict(HUMANOID, **{"joints.mimic": panda["joints.mimic"]})
+    with pytest.warns(UserWarning, match="mimics"):
+        sim = Simulator.from_robots([("h", human), ("arm", panda)])
+        alone = Simulator.from_params(panda)
+    arm = sim.robots[1]
+    assert not arm.floating_base and arm.nj == alone.nj
+    np.testing.assert_allclose(sim.robot_base_pose("arm").translation, [0.0, 1.0, 0.0])
+    Q = _run(sim, 1000, kp=[1000.0, 100.0], kd=[20.0, 10.0])
+    assert np.abs(Q[:, arm.q_slice] - _run(alone, 1000, kp=100.0, kd=10.0)).max() < 1e-12
+    assert abs(Q[-1, 2] - Z0) < 0.02
+
+
+def test_snapshot_spawn_and_reset_keep_every_robot():
+    sim = Simulator.from_robots(_pair())
+    q0 = sim.q.copy()
+    for _ in range(50):
+        sim.step(np.zeros(sim.nj))
+    snap = sim.get_state()
+    for _ in range(20):
+        sim.step(np.zeros(sim.nj))
+    q_a = sim.q.copy()
+    sim.set_state(snap)
+    for _ in range(20):
+        sim.step(np.zeros(sim.nj))
+    np.testing.assert_array_equal(sim.q, q_a)  # bit-identical replay
+    sim.spawn_object("box", "box", [0.2, 0.2, 0.2], 1.0, [0.75, 0.0, 0.1])
+    assert [p.name for p in sim.robots] == ["a", "b"]
+    np.testing.assert_array_equal(sim.q[:q0.size], q_a)  # both robots carried over
+    sim.reset()
+    np.testing.assert_array_equal(sim.q[:q0.size], q0)
+    sim.apply_external_wrench("b/pelvis", [10.0, 0.0, 0.0])
+    sim.step(np.zeros(sim.nj))
+    assert np.isfinite(sim.q).all()
+
+
+def test_each_robot_reads_its_own_imu():
+    """Robot b's IMU (its own imu.*, frame prefixed, read through pinocchio's frame
+    kinematics) reads as the same humanoid alone (closed form on the base): 1e-9 asserted
+    after 0.3 s of standing."""
+    sim = Simulator.from_robots([("a", _humanoid(0.0)), ("b", _humanoid(1.5))])
+    alone = Simulator.from_params(_humanoid(1.5))
+    _run(sim, 300)
+    _run(alone, 300)
+    mine, ref = sim.robot_imu("b"), alone.imu()
+    assert mine.frame == "b/imu_link"
+    for f in ("orientation", "angular_velocity", "linear_acceleration"):
+        np.testing.assert_allclose(getattr(mine, f), getattr(ref, f), rtol=0, atol=1e-9)
+    assert np.linalg.norm(mine.linear_acceleration) == pytest.approx(9.81, abs=0.5)
+    np.testing.assert_array_equal(sim.robot_imu("a").linear_acceleration,
+                                  sim.imu().linear_acceleration)
+
+
+def test_refusals():
+    with pytest.raises(ConfigError, match="two robots named 'a'"):
+        Simulator.from_robots([("a", _humanoid(0.0)), ("a", _humanoid(1.5, **{"imu.frame": ""}))])
+    with pytest.raises(ConfigError, match="parameter 'physics_rate_hz'.*belongs to the world"):
+        Simulator.from_robots([("a", _humanoid(0.0)),
+                               ("b", _humanoid(1.5, **{"imu.frame": "",
+                                                       "physics_rate_hz": 500.0}))])
+    with pytest.raises(ConfigError, match="parameter 'contact.stiffness'.*belongs to the world"):
+        Simulator.from_robots([("a", _humanoid(0.0)),
+                               ("b", _humanoid(1.5, **{"imu.frame": "",
+                                                       "contact.stiffness": 1e5}))])
+    with pytest.raises(ConfigError, match=r"'payloads\.\w+': payloads is the first robot's "
+                                          "only"):
+        Simulator.from_robots([("a", _humanoid(0.0)), ("b", _humanoid(1.5, **{
+            "payloads.names": ["p"], "payloads.links": ["pelvis"], "payloads.mass": [1.0],
+            "payloads.com": [0.0, 0.0, 0.0]}))])
+    with pytest.raises(ConfigError, match="'joints.armature'.*same value for every robot"):
+        Simulator.from_robots([("a", _humanoid(0.0)),
+                               ("b", _humanoid(1.5, **{"imu.frame": "",
+                                                       "joints.armature": [0.05]}))])
+    with pytest.raises(ConfigError, match="'collision.self_collision': not supported"):
+        Simulator.from_robots(_pair(**{"collision.self_collision": True}))
+    sim = Simulator.from_robots(_pair())
+    with pytest.raises(ConfigError, match="no robot named 'nobody'.*robots: a, b"):
+        sim.robot_part("nobody")
+
+
+WORLD = """
+world:
+  physics_rate_hz: 1000.0
+  robots:
+    - name: alpha
+      robot: humanoid
+    - name: {second}
+      robot: humanoid
+      initial: {{base_position: [1.5, 0.0, 0.696882]}}
+      parameters: {{{params}}}
+"""
+
+
+def test_world_file_with_two_robots(tmp_path):
+    from wb_sim.world import load_world
+    path = tmp_path / "two.yaml"
+    path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}"))
+    sim = Simulator.from_world(path)
+    assert [p.name for p in sim.robots] == ["alpha", "beta"]
+    np.testing.assert_allclose(sim.robot_base_pose("beta").translation, [1.5, 0.0, 0.696882])
+    with pytest.raises(ConfigError, match="lists 2 robots; the node .* serves one robot for now"):
+        load_world(path)
+    # wb_sim_run --world: one line on stderr, exit status 2, before anything starts
+    out = subprocess.run([sys.executable, "-c", "import sys; from wb_sim.ros.run import main; "
+                          f"sys.exit(main(['--world', {str(path)!r}, '--duration', '1']))"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "serves one robot for now" in lines[0], out.stderr
+    path.write_text(WORLD.format(second="alpha", params="imu: {frame: ''}"))
+    with pytest.raises(ConfigError, match=r"'world.robots\[1\].name': two robots named 'alpha'"):
+        Simulator.from_world(path)
+    path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}, jonts: {armature: [1]}"))
+    with pytest.raises(ConfigError, match="jonts"):
+        Simulator.from_world(path)
+    path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}") + "      robto: x\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'world.robots\[1\].robto'"):
+        Simulator.from_world(path)
+    path.write_text(WORLD.format(second="beta", params="physics_rate_hz: 500.0"))
+    with pytest.raises(ConfigError, match=r"'world.robots\[1\].parameters.physics_rate_hz' "
+                                          r"belongs to the world"):
+        Simulator.from_world(path)
