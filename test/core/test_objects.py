@@ -379,30 +379,36 @@ def test_objects_beside_an_mjcf_robot_meet_the_ground_and_each_other(tmp_path):
     assert not any("plate" in (a, b) for a, b in zip(c.link_a, c.link_b))
 
 
-def test_the_compliant_solve_by_islands_equals_the_one_solve(monkeypatch):
+@pytest.mark.parametrize("mu", [1.0, 0.0])
+def test_the_compliant_solve_by_islands_equals_the_one_solve(monkeypatch, mu):
     """With objects the compliant law solves each island of the contact problem alone (the
     robot with what touches it, each object resting apart: M^-1 couples none of them). The
     humanoid (unactuated: it sinks; the comparison is what counts) with 6 boxes beside it,
     one of them carrying a 7th, and 6 boxes 10 m away follows, over 300 steps, the
-    trajectory of the one dense solve to 1e-9 (measured 5.6e-16: the products' order);
-    contact_islands finds 1 + 12 islands (the stack is one)."""
+    trajectory of the one dense solve to 1e-13 (measured 2.7e-15: each island's products
+    over its own velocities, h M^-1 J^T from a free object's 6 x 6 block of M^-1, sum in
+    another order than the nv-wide product; 5.6e-16 when only the solve was split);
+    IslandFinder finds 1 + 12 islands (the stack is one). With friction the active-set
+    loop (impacts) takes the islands' whole block-diagonal matrix 26 times in the 300 steps;
+    without friction it always does."""
     import wb_sim.contact.compliant as compliant
+    from wb_sim.contact.islands import IslandFinder
     boxes = [dict(name=f"b{i}", shape="box", size=(0.1, 0.1, 0.1), mass=1.0,
                   position=(0.6 + 0.2 * (i // 4) + dx, -0.3 + 0.2 * (i % 4), 0.05))
              for i, dx in zip(range(12), [0.0] * 6 + [10.0] * 6)]
     boxes.append(dict(name="top", shape="box", size=(0.1, 0.1, 0.1), mass=0.5,
                       position=(0.6, -0.3, 0.15)))
     runs, found = [], []
-    real = compliant.contact_islands
+    real = IslandFinder.find
 
-    def spy(*a):
-        out = real(*a)
-        found.append(0 if out is None else len(out))
+    def spy(self, *a):
+        out = real(self, *a)
+        found.append(0 if out is None else out.count)
         return out
+    monkeypatch.setattr(IslandFinder, "find", spy)
     for rows in (compliant.ISLAND_MIN_ROWS, 10 ** 9):
         monkeypatch.setattr(compliant, "ISLAND_MIN_ROWS", rows)
-        monkeypatch.setattr(compliant, "contact_islands", spy)
-        p = _objects(*boxes)
+        p = _objects(*boxes, **{"contact.friction_coefficient": mu})
         for key in ("robot_description", "floating_base", "contact_surfaces"):
             del p[key]
         sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), p)
@@ -414,7 +420,66 @@ def test_the_compliant_solve_by_islands_equals_the_one_solve(monkeypatch):
     # the robot and 12 islands of 13 boxes (two of them the stack)
     assert max(set(found), key=found.count) == 1 + 12, sorted(set(found))
     print(f"islands vs one solve: largest difference {np.abs(runs[0] - runs[1]).max():.2e}")
-    np.testing.assert_allclose(runs[0], runs[1], rtol=0.0, atol=1e-9)
+    np.testing.assert_allclose(runs[0], runs[1], rtol=0.0, atol=1e-13)
+
+
+@pytest.mark.parametrize("TOL", [1e-5, 1e-9])
+def test_the_rigid_solve_by_islands_equals_the_one_solve(monkeypatch, TOL):
+    """The rigid law, too, solves each island alone, each with pinocchio's solver to
+    ``contact.tolerance`` (ADMM's absolute feasibility and complementarity tolerance). The
+    scene of the compliant test above, from the same state every step (the law's snapshot,
+    solved both ways, 300 steps): the islands' end-of-step velocities equal the one
+    solve's to the solver's tolerance: at 1e-5, the points' velocities within 2.7e-4 m/s
+    and the generalized ones within 1.5e-3 (the light boxes' angular velocities, rad/s);
+    at 1e-9, 2.4e-8 and 1.7e-7: the difference follows the tolerance (asserted: within 50
+    and 500 tolerances), the two are one problem. The impulses are not compared: four
+    points under a rigid box share its weight in many ways (the one solve and the islands
+    stop at different ones, 0.03 lambda_ref apart). 13 islands found."""
+    import wb_sim.contact.rigid as rigid
+    from wb_sim.contact.islands import IslandFinder
+    boxes = [dict(name=f"b{i}", shape="box", size=(0.1, 0.1, 0.1), mass=1.0,
+                  position=(0.6 + 0.2 * (i // 4) + dx, -0.3 + 0.2 * (i % 4), 0.05))
+             for i, dx in zip(range(12), [0.0] * 6 + [10.0] * 6)]
+    boxes.append(dict(name="top", shape="box", size=(0.1, 0.1, 0.1), mass=0.5,
+                      position=(0.6, -0.3, 0.15)))
+    p = _objects(*boxes, **{"contact.model": "rigid", "contact.tolerance": TOL,
+                            "contact.max_iterations": 5000})
+    for key in ("robot_description", "floating_base", "contact_surfaces"):
+        del p[key]
+    real, real_find = rigid.RigidContact.solve, IslandFinder.find
+    found, worst = [], {"impulse": 0.0, "velocity": 0.0, "solves": 0}
+
+    def find(self, *a, **kw):
+        out = real_find(self, *a, **kw)
+        found.append(0 if out is None else out.count)
+        return out
+
+    def both(self, Minv_upper, v_free, u, dt):
+        snap = self.snapshot()
+        monkeypatch.setattr(rigid, "ISLAND_MIN_ROWS", 10 ** 9)
+        v1, f1, _ = real(self, Minv_upper, v_free, u, dt)
+        J1 = self._generalized[0]
+        self.restore(snap)
+        monkeypatch.setattr(rigid, "ISLAND_MIN_ROWS", 0)
+        v2, f2, u2 = real(self, Minv_upper, v_free, u, dt)
+        unit = self._weight_per_point * dt
+        worst["impulse"] = max(worst["impulse"], float(np.abs(f1 - f2).max()) * dt / unit)
+        worst["velocity"] = max(worst["velocity"], float(np.abs(J1.dot(v1 - v2)).max()))
+        worst["dv"] = max(worst.get("dv", 0.0), float(np.abs(v1 - v2).max()))
+        worst["solves"] += 1
+        return v2, f2, u2
+    monkeypatch.setattr(IslandFinder, "find", find)
+    monkeypatch.setattr(rigid.RigidContact, "solve", both)
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), p)
+    for _ in range(300):
+        sim.step(np.zeros(sim.nj))
+    print(f"rigid islands vs one solve over {worst['solves']} solves: impulses "
+          f"{worst['impulse']:.2e} lambda_ref, point velocities {worst['velocity']:.2e} m/s "
+          f"(tolerance {TOL:g}), generalized {worst['dv']:.2e}")
+    assert max(set(found), key=found.count) == 1 + 12, sorted(set(found))
+    assert worst["solves"] >= 300
+    assert worst["velocity"] <= 50 * TOL
+    assert worst["dv"] <= 500 * TOL
 
 
 # ----------------------------------------------------------------------------- meshes

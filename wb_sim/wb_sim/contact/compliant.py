@@ -80,57 +80,9 @@ from scipy.linalg.lapack import dgesv as _gesv, dpotrf as _potrf, dpotrs as _pot
 
 from ..linalg import upper_sym_mm
 
-#: rows of the contact problem from which the solve looks for islands (fewer: one solve)
-ISLAND_MIN_ROWS = 120
-
-
-def _components(coupled: np.ndarray) -> np.ndarray:
-    """Each node's component (its smallest member) of the symmetric boolean adjacency
-    ``coupled`` (n, n) with a true diagonal: the smallest label among the neighbours,
-    spread until it no longer changes (a few whole-matrix passes; dense blocks: one)."""
-    n = len(coupled)
-    label = np.arange(n)
-    while True:
-        new = np.where(coupled, label[None, :], n).min(axis=1)
-        if np.array_equal(new, label):
-            return label
-        label = new
-
-
-def contact_islands(Minv_upper: np.ndarray, J: np.ndarray, r: int, k: int) -> list | None:
-    """The rows (component-major: r groups of k point rows) of each island of the contact
-    problem, or None for one island. ``M^-1``'s exact zeros split the velocities into
-    groups that no inertia couples (the robot's, each free object's: separate trees under
-    the fixed world); two groups are one island where a point's rows (its Jacobian ``J``,
-    (r k, nv)) reach both. ``J M^-1 J^T`` is then block-diagonal over the islands (its other
-    entries are sums of products by exact zeros), so each island can be formed and solved
-    alone: what the free objects resting far from the robot cost (docs/performance.md)."""
-    nv = Minv_upper.shape[0]
-    coupled = Minv_upper != 0.0
-    coupled |= coupled.T
-    col = _components(coupled)
-    groups = np.unique(col)
-    if len(groups) == 1:
-        return None
-    reach = (J.reshape(r, k, nv) != 0.0).any(axis=0)  # (k, nv): the velocities a point moves
-    touch = np.zeros((k, nv), dtype=bool)  # the groups (by their smallest velocity) it reaches
-    pts, cols = np.nonzero(reach)
-    touch[pts, col[cols]] = True
-    t = touch.astype(float)
-    link = t.T.dot(t) > 0.0  # groups sharing a point (BLAS: an integer product is slow)
-    link[np.arange(nv), np.arange(nv)] = True
-    island = _components(link)
-    point_island = island[np.argmax(touch, axis=1)]  # every point reaches a group
-    names = np.unique(point_island)
-    if len(names) == 1:
-        return None
-    out = []
-    for i in names.tolist():
-        p = np.flatnonzero(point_island == i)
-        out.append((p[None, :] + k * np.arange(r)[:, None]).reshape(-1))
-    return out
 from ..parameters import Param
 from .base import SurfaceContact
+from .islands import ISLAND_MIN_ROWS, IslandFinder, Islands
 from .points import ContactPoints
 from .shared import (FRICTION_COEFFICIENT, MAX_PENETRATION, TORSIONAL_FRICTION,
                      checked_live_values, live_names)
@@ -228,6 +180,7 @@ class CompliantContact(SurfaceContact):
         # handed out
         # (those of 4 rows made at the first step with torsional friction)
         self._buffers = {3: (np.zeros((3 * n, 3 * n)), np.zeros((3, n)))}
+        self._islands = IslandFinder()  # the problem's islands (free objects)
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
@@ -377,8 +330,13 @@ class CompliantContact(SurfaceContact):
         self.solves += 1
         # unknowns: the forces f = p / h (N), so the system is h (G + (h B)^-1) f = rhs,
         # i.e. (J h M^-1 J^T + B^-1) f = B^-1 f0 - w_free: h rides on BLAS's scale factor
-        MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, rk): h M^-1 J^T
-        islands = contact_islands(Minv_upper, Jg, r, k) if r * k >= ISLAND_MIN_ROWS else None
+        # with free objects, the islands of the problem (docs/performance.md): each island's
+        # block of h M^-1 J^T, J M^-1 J^T and its solve alone (the other entries: exact zeros)
+        islands = self._islands.find(Minv_upper, Jg, r, k) if r * k >= ISLAND_MIN_ROWS else None
+        if islands is None:
+            MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, rk): h M^-1 J^T
+        else:
+            blocks = islands.blocks(Minv_upper, Jg, h)
         # B^-1 per row: B = s (k h + c) with s = sqrt(d / d_ref), so B^-1 = coef d^-1/2
         coef = self._diag_coef[r]
         if idx is None:
@@ -392,12 +350,9 @@ class CompliantContact(SurfaceContact):
             diag = np.divide(coef, np.sqrt(ds)).reshape(-1)  # (r, k) -> rk
         if islands is None:
             A = Jg.dot(MinvJt, A_buf) if idx is None else Jg.dot(MinvJt)
-        else:  # block-diagonal: the other entries are exact zeros (products with M^-1's)
-            A = A_buf if idx is None else np.empty((r * k, r * k))
-            A.fill(0.0)
-            for rows in islands:
-                A[np.ix_(rows, rows)] = Jg[rows].dot(MinvJt[:, rows])
-        A.reshape(-1)[::r * k + 1] += diag
+            A.reshape(-1)[::r * k + 1] += diag
+        else:  # block-diagonal: formed only if the active-set loop needs it whole
+            A = None
         target = np.empty((r, k))  # B^-1 f0, m/s
         np.multiply(uk, self._target_t, out=target[:2])
         np.multiply(dk, self._target_n, out=target[2])
@@ -411,9 +366,18 @@ class CompliantContact(SurfaceContact):
                 _, f, info = _posv(A, rhs)
             else:  # each island alone: the same system, its blocks factored apart
                 f, info = np.empty(r * k), 0
-                for rows in islands:
-                    _, f[rows], bad = _posv(A[np.ix_(rows, rows)], rhs[rows])
-                    info = info or bad
+                for rows, _, _, _, Ab in blocks:
+                    if rows.ndim == 1:
+                        Ab.reshape(-1)[::len(rows) + 1] += diag[rows]
+                        _, f[rows], bad = _posv(Ab, rhs[rows])
+                        info = info or bad
+                    else:  # one-object islands stacked (SPD: an LU solve of each)
+                        q = rows.shape[1]
+                        Ab.reshape(len(rows), -1)[:, ::q + 1] += diag[rows]
+                        try:
+                            f[rows] = np.linalg.solve(Ab, rhs[rows][:, :, None])[:, :, 0]
+                        except np.linalg.LinAlgError:
+                            info = info or 1
             F = f.reshape(r, k)
             if (info != 0 or min(F[2].tolist()) <= 0.0
                     or max(self._cone.dot(F[:3] * F[:3]).tolist()) > 0.0
@@ -421,6 +385,9 @@ class CompliantContact(SurfaceContact):
                 f = None  # outside a cone, pulling, or numerically singular: the loop
         if f is None:
             self.active_set_solves += 1
+            if A is None:  # the islands' blocks (diagonal added above if frictional)
+                A = Islands.assemble(blocks, r * k, None if self._frictional else diag,
+                                     A_buf if idx is None else None)
             f, slipping = self._general(A, rhs, k, r, f, idx)
             F = f.reshape(r, k)
             loaded = F[2] > 0.0
@@ -429,7 +396,7 @@ class CompliantContact(SurfaceContact):
             codes, slipping = None, None  # all sticking
             if self._slipped:
                 self._sigma, self._slipped = np.zeros((n, 2)), False
-        v_next = MinvJt.dot(f)
+        v_next = MinvJt.dot(f) if islands is None else Islands.velocity_change(blocks, f, len(v_free))
         v_next += v_free
         self._generalized = (Jg, f, h)  # J_c^T p = h J^T f, computed when asked
         if codes is None and idx is None:

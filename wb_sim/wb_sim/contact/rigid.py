@@ -54,6 +54,7 @@ from ..errors import UnsupportedError
 from ..linalg import upper_sym_mm
 from ..parameters import Param
 from .base import SurfaceContact
+from .islands import ISLAND_MIN_ROWS, BlockDiagonal, IslandFinder, Islands
 from .points import ContactPoints
 from .shared import (FRICTION_COEFFICIENT, MAX_PENETRATION, TORSIONAL_FRICTION,
                      checked_live_values, live_names)
@@ -172,6 +173,7 @@ class RigidContact(SurfaceContact):
         self._weight_per_point = pin.computeTotalMass(points.model) * STANDARD_GRAVITY / max(
             getattr(points, "reference_count", n), 1)
         self._normal_diag = {}  # problem key -> flat indices of the normal rows' diagonal
+        self._islands = IslandFinder()  # the problem's islands (free objects)
 
     # ------------------------------------------------------------------ interface
 
@@ -354,6 +356,12 @@ class RigidContact(SurfaceContact):
         if torsion:  # the spin rows l w_n after the points' rows
             Jc = np.concatenate([Jc, pts.torsion_jacobian(idx) * self.mu_t])
         size = len(Jc)
+        # with free objects (no spin rows), each island of the problem solved alone
+        # (docs/performance.md): its block of M^-1 J^T and of the Delassus matrix
+        islands = (self._islands.find(Minv_upper, Jc, 3, k, point_major=True)
+                   if not torsion and size >= ISLAND_MIN_ROWS else None)
+        if islands is not None:
+            return self._solve_islands(islands, Minv_upper, Jc, v_free, phi, idx, k, dt, u)
         MinvJt = upper_sym_mm(Minv_upper, Jc.T)  # reads the upper triangle only
         G0 = Jc.dot(MinvJt)
         unit = self._weight_per_point * dt  # lambda_ref, N*s
@@ -366,12 +374,7 @@ class RigidContact(SurfaceContact):
             G.flat[normal_diag] *= 1.0 + self.regularization
         vel = Jc.dot(v_free)
         ph = phi[idx] if k < pts.n else phi
-        g = vel.copy()
-        # the normal gap velocity: a gap closes in one step; a penetration is pushed out
-        # at beta |phi| / h, but no faster than a fall through its depth
-        push = np.minimum(self.baumgarte_gain * (1.0 / dt) * -ph,
-                          np.sqrt(2.0 * STANDARD_GRAVITY * np.maximum(-ph, 0.0)))
-        g[2:3 * k:3] += np.where(ph >= 0.0, ph * (1.0 / dt), -push)
+        g = self._free_velocity(vel, ph, k, dt)
         problem = self._problem(k, torsion, key)
         guess = self._warm[idx].ravel() * (1.0 / unit)
         if not torsion:
@@ -410,6 +413,58 @@ class RigidContact(SurfaceContact):
         self._impulse[idx] = lam3
         self._warm = self._impulse
         v_next = MinvJt.dot(lam)
+        v_next += v_free
+        self._generalized = (Jc, lam, 1.0)  # J_c^T lambda, computed when asked
+        return v_next, self._impulse * (1.0 / dt), u
+
+    def _free_velocity(self, vel: np.ndarray, ph: np.ndarray, k: int, dt: float) -> np.ndarray:
+        """The problem's free velocity: ``vel`` with the normal gap velocity (a gap closes in
+        one step; a penetration is pushed out at beta |phi| / h, but no faster than a fall
+        through its depth)."""
+        g = vel.copy()
+        push = np.minimum(self.baumgarte_gain * (1.0 / dt) * -ph,
+                          np.sqrt(2.0 * STANDARD_GRAVITY * np.maximum(-ph, 0.0)))
+        g[2:3 * k:3] += np.where(ph >= 0.0, ph * (1.0 / dt), -push)
+        return g
+
+    def _solve_islands(self, islands, Minv_upper, Jc, v_free, phi, idx, k, dt, u):
+        """:meth:`solve` without spin rows, each island of the problem its own solve (its
+        containers and ADMM penalty those of its point count): the block-diagonal
+        problem's solution, each island to the solver's tolerance. The step's iterations:
+        the most any island took; converged: every island did."""
+        pts = self.points
+        blocks = islands.blocks(Minv_upper, Jc, 1.0)  # M^-1 J^T and J M^-1 J^T by island
+        unit = self._weight_per_point * dt
+        vel = Jc.dot(v_free)
+        ph = phi[idx] if k < pts.n else phi
+        g = self._free_velocity(vel, ph, k, dt)
+        guess = self._warm[idx].ravel() * (1.0 / unit)
+        lam = np.empty(3 * k)
+        iterations, converged = 0, True
+        for rows, _, _, _, Ab in blocks:
+            for rw, G0i in ([(rows, Ab)] if rows.ndim == 1 else zip(rows, Ab)):
+                ki = len(rw) // 3
+                G = G0i * unit
+                if self.regularization > 0:
+                    G.flat[(3 * ki + 1) * (3 * np.arange(ki) + 2)] *= 1.0 + self.regularization
+                problem = self._problem(ki, False, ki)
+                lam[rw], its, ok = self._solve_problem(G, g[rw], guess[rw], problem, ki, ki, None)
+                iterations, converged = max(iterations, its), converged and ok
+        lam = lam * unit  # N*s
+        self.solves += 1
+        self.nonconverged += not converged
+        self.iterations.append(iterations)
+        self.iterations_total += iterations
+        if len(self.iterations) > 200_000:
+            del self.iterations[:100_000]
+        lam3 = lam.reshape(k, 3)
+        if self._spun:
+            self._spin, self._spun = np.zeros(pts.n), False
+        # the readings' Delassus matrix: the blocks, unregularized (as G0)
+        self._last = (idx, lam3, vel, BlockDiagonal(blocks, 3 * k), lam, g)
+        self._impulse[idx] = lam3
+        self._warm = self._impulse
+        v_next = Islands.velocity_change(blocks, lam, len(v_free))
         v_next += v_free
         self._generalized = (Jc, lam, 1.0)  # J_c^T lambda, computed when asked
         return v_next, self._impulse * (1.0 / dt), u
