@@ -8,12 +8,12 @@ test/ros/test_command_modes.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import wb_sim
+from wb_sim.paths import share_dir
 from helpers.extras import require_robot_data
 from wb_sim.controllers import derived_gains, simulator_drive_gains
 from wb_sim.ros.gate import CommandGate
@@ -22,7 +22,10 @@ from wb_sim.ros.parameters import load_node_config
 
 from .test_parts import JOINTS, Log, make_gate
 
-CONFIGS = sorted(p.stem for p in (Path(wb_sim.__file__).parent.parent / "config").glob("*.yaml"))
+# the ready configurations where the installed package has them (share/wb_sim/config; the
+# source tree's wb_sim/config/ in an editable install)
+CONFIGS = sorted(p.stem for p in (share_dir() / "config").glob("*.yaml"))
+assert CONFIGS, "no ready configurations found"
 
 
 def _drive(name: str, first, later=None, seconds: float = 0.5, node_cfg=None):
