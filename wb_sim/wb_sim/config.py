@@ -246,21 +246,31 @@ PARAMETERS: tuple[Param, ...] = (
           "each other and every link with collision geometry touch them), one name each; the "
           "other objects.* lists give one entry (or one group of numbers) per name, in order."),
     Param("objects.shapes", "strs", [], "",
-          "Each object's shape: box, sphere, cylinder, capsule or mesh (objects.meshes)."),
+          "Each object's shape: box, sphere, cylinder, capsule, mesh (objects.meshes) or urdf "
+          "(objects.urdfs)."),
     Param("objects.sizes", "floats", [], "m",
           "3 numbers per object (flat): box: its x, y, z edge lengths; sphere: radius, 0, 0; "
           "cylinder: radius, length (along its z axis), 0; capsule: radius, length of its "
           "cylindrical part, 0; mesh: the scale of its file's x, y, z coordinates (> 0, no "
-          "unit; 1, 1, 1: the file in m)."),
+          "unit; 1, 1, 1: the file in m); urdf: 0, 0, 0."),
     Param("objects.meshes", "strs", [], "",
           "Per object, its mesh file (STL, OBJ or DAE; a relative path: to the parameter file) "
           "for shape mesh, '' for the other shapes; [] = no mesh objects. A mesh object is "
           "its file's convex hull (contact, inertia: the homogeneous hull's, centre of mass "
           "at the object's position), as a link's collision mesh is."),
+    Param("objects.urdfs", "strs", [], "",
+          "Per object, its URDF (a file: a path relative to the parameter file, absolute, "
+          "file:// or package://; or the XML itself) for shape urdf, '' for the other shapes; "
+          "[] = no urdf objects. A rigid URDF (every joint fixed; at most 100 links, 64 "
+          "<collision> geometries, 4 MiB) is one free body: its links' masses summed, their "
+          "inertias combined at their centre of mass (which the object's position places; "
+          "its axes: the root link's), its shape every <collision> geometry (a mesh: its "
+          "convex hull). Its objects.mass entry is 0 and its size 0, 0, 0."),
     Param("objects.max_mesh_vertices", "int", MAX_MESH_VERTICES, "",
           "Most vertices a mesh object's file may have (files over 64 MiB are refused "
           "before reading): the load and the hull's cost it bounds.", lo=4, hi=10_000_000),
-    Param("objects.mass", "floats", [], "kg", "Each object's mass, > 0."),
+    Param("objects.mass", "floats", [], "kg",
+          "Each object's mass, > 0 (a urdf object's: 0, its links' masses summed)."),
     Param("objects.inertia", "floats", [], "kg*m^2",
           "Each object's inertia about its centre, its axes: 6 numbers per object (flat), "
           "ixx, ixy, ixz, iyy, iyz, izz; [] = the homogeneous solid's."),
@@ -563,6 +573,11 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
     if isinstance(meshes, list):
         flat["objects.meshes"] = [str((path.parent / m).resolve()) if isinstance(m, str) and m
                                   and not Path(m).is_absolute() else m for m in meshes]
+    urdfs = flat.get("objects.urdfs")  # files (schemes and XML kept)
+    if isinstance(urdfs, list):
+        flat["objects.urdfs"] = [str((path.parent / u).resolve()) if isinstance(u, str) and u
+                                 and ":" not in u and not u.lstrip().startswith("<")
+                                 and not Path(u).is_absolute() else u for u in urdfs]
     return flat
 
 

@@ -1,5 +1,5 @@
-"""Free objects: rigid bodies (box, sphere, cylinder, capsule) that nothing drives, in the
-same physics as the robot.
+"""Free objects: rigid bodies (box, sphere, cylinder, capsule, a mesh's convex hull, a rigid
+URDF's links together) that nothing drives, in the same physics as the robot.
 
 **Design.** Each object is appended to the simulator's own pinocchio models as one more
 free joint under the universe, one body (its solid's inertia about its centre) and one
@@ -54,6 +54,7 @@ SHAPES = {
     "capsule": "radius, length of its cylindrical part along its z axis (m), 0",
     "mesh": "x, y, z scale of its mesh file's coordinates (> 0; 1, 1, 1: as the file gives "
             "them in m)",
+    "urdf": "0, 0, 0 (its links' <collision> geometry is its shape; its <inertial>s its mass)",
 }
 #: the mesh files an object may be made of (coal's assimp loader, as the links' meshes)
 MESH_FORMATS = (".stl", ".obj", ".dae")
@@ -61,6 +62,12 @@ MESH_FORMATS = (".stl", ".obj", ".dae")
 MAX_MESH_BYTES = 64 * 2 ** 20
 #: objects.max_mesh_vertices's default: most vertices of a mesh file
 MAX_MESH_VERTICES = 100_000
+#: a URDF object's bounds, checked before pinocchio or coal read anything: the file's (or
+#: string's) bytes, its links, its <collision> geometries (each one more shape in every
+#: contact query of the object)
+MAX_URDF_BYTES = 4 * 2 ** 20
+MAX_URDF_LINKS = 100
+MAX_URDF_GEOMETRIES = 64
 
 
 @dataclass(frozen=True)
@@ -152,33 +159,30 @@ def load_mesh_hull(path, scale, max_vertices: int, what: str, err) -> MeshHull:
 
 
 @dataclass(frozen=True)
-class FreeObject:
-    """A free rigid body (values as checked; frozen, compared by value). Its frame is at
-    its centre (the centre of mass), the shape's axes."""
+class Solid:
+    """One convex solid of an object, at its placement in the object's frame: the object
+    itself for the primitives and meshes, each ``<collision>`` geometry of a URDF object's
+    links for ``urdf``."""
 
-    name: str
-    shape: str  #: one of :data:`SHAPES`
-    size: tuple[float, float, float]  #: see :data:`SHAPES`, m
-    mass: float  #: kg, > 0
-    #: inertia about the centre of mass, body axes, kg*m^2, row by row
-    inertia: tuple[tuple[float, float, float], ...]
-    position: tuple[float, float, float]  #: initial centre, world, m
-    quaternion: tuple[float, float, float, float]  #: initial orientation x, y, z, w
-    linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, m/s
-    angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, rad/s
-    mesh: str = ""  #: a mesh object's file (absolute path); "" for the primitives
-    #: a mesh object's solid (its hull about the centre of mass), None for the primitives
+    shape: str  #: box, sphere, cylinder, capsule or mesh
+    size: tuple[float, float, float]  #: see :data:`SHAPES` (a mesh's: its scale)
+    position: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: in the object's frame, m
+    quaternion: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)  #: x, y, z, w
+    mesh: str = ""  #: a mesh's file (absolute path)
+    #: a mesh's hull about its centre (the solid's frame), None for the primitives
     hull: MeshHull | None = field(default=None, compare=False, repr=False)
 
-    def spatial_inertia(self) -> pin.Inertia:
-        return pin.Inertia(self.mass, np.zeros(3), np.array(self.inertia))
+    def placement(self) -> pin.SE3:
+        """object <- solid"""
+        return pin.SE3(pin.Quaternion(np.array(self.quaternion)).matrix(),
+                       np.array(self.position))
 
     def geometry(self):
-        """Its coal collision shape (centred on the body frame): a mesh object's is its
-        hull's triangles as a BVH, which the contact code meets through their convex hull
+        """Its coal collision shape (centred on the solid's frame): a mesh's is its hull's
+        triangles as a BVH, which the contact code meets through their convex hull
         (:mod:`wb_sim.contact.geometry`, as a link's mesh)."""
         import coal
-        a, b, c = self.size
+        a, b, _ = self.size
         if self.shape == "mesh":
             h = self.hull
             bvh = coal.BVHModelOBBRSS()
@@ -188,44 +192,34 @@ class FreeObject:
             bvh.endModel()
             return bvh
         if self.shape == "box":
-            return coal.Box(a, b, c)
+            return coal.Box(*self.size)
         if self.shape == "sphere":
             return coal.Sphere(a)
         if self.shape == "cylinder":
             return coal.Cylinder(a, b)
         return coal.Capsule(a, b)
 
-    def lowest(self, normal: np.ndarray, R: np.ndarray | None = None) -> float:
-        """How far its surface reaches from its centre along ``-normal`` (its support
-        distance), with orientation ``R`` (default: the initial one), m."""
-        R = pin.Quaternion(np.array(self.quaternion)).matrix() if R is None else R
-        d = R.T @ -np.asarray(normal, dtype=float)  # the direction in body axes
+    def support(self, d: np.ndarray) -> float:
+        """How far its surface reaches from the object's frame along the unit direction
+        ``d`` (object axes), m."""
+        R = pin.Quaternion(np.array(self.quaternion)).matrix()
+        e = R.T @ d  # in the solid's axes
         a, b, c = self.size
         if self.shape == "mesh":
-            return float(np.max(self.hull.vertices @ d))
-        if self.shape == "box":
-            return float(np.abs(d) @ (np.array([a, b, c]) / 2.0))
-        if self.shape == "sphere":
-            return a
-        if self.shape == "cylinder":
-            return a * math.hypot(d[0], d[1]) + b / 2.0 * abs(d[2])
-        return a + b / 2.0 * abs(d[2])
+            reach = float(np.max(self.hull.vertices @ e))
+        elif self.shape == "box":
+            reach = float(np.abs(e) @ (np.array([a, b, c]) / 2.0))
+        elif self.shape == "sphere":
+            reach = a
+        elif self.shape == "cylinder":
+            reach = a * math.hypot(e[0], e[1]) + b / 2.0 * abs(e[2])
+        else:
+            reach = a + b / 2.0 * abs(e[2])
+        return reach + float(np.asarray(self.position) @ d)
 
-    def surface_points(self, count: int = SURFACE_SAMPLES) -> np.ndarray:
-        """(count, 3) points of its surface in body axes: where the rays from its centre
-        along ``count`` directions spread evenly over the sphere (a Fibonacci lattice)
-        leave the solid (its surface is star-shaped about the centre: every shape is
-        convex). What the heightfield is queried at (spacing about ``4 r / sqrt(count)``
-        for a body of radius r: 4 mm on a 0.2 m box at the default)."""
-        k = np.arange(count) + 0.5
-        z = 1.0 - 2.0 * k / count
-        rho = np.sqrt(1.0 - z * z)
-        phi = np.pi * (1.0 + 5.0 ** 0.5) * k
-        d = np.stack([rho * np.cos(phi), rho * np.sin(phi), z], axis=1)
-        return d * self._ray(d)[:, None]
-
-    def _ray(self, d: np.ndarray) -> np.ndarray:
-        """(n,) how far from the centre the unit directions ``d`` (n, 3) leave the solid."""
+    def ray(self, d: np.ndarray) -> np.ndarray:
+        """(n,) how far from its own centre the unit directions ``d`` (n, 3; its own axes)
+        leave the solid (convex: star-shaped about its centre)."""
         a, b, c = self.size
         ad = np.abs(d)
         with np.errstate(divide="ignore"):
@@ -246,6 +240,290 @@ class FreeObject:
             h = b / 2.0 * ad[:, 2]  # |t d - (0, 0, +-b/2)| = a, the cap on the ray's side
             cap = h + np.sqrt(np.maximum(h * h - b * b / 4.0 + a * a, 0.0))
             return np.where(on_side, side, cap)
+
+
+@dataclass(frozen=True)
+class UrdfBody:
+    """A rigid URDF read as one body (:func:`load_urdf_body`)."""
+
+    mass: float  #: the links' masses summed, kg
+    com: np.ndarray  #: (3,) the centre of mass in the root link's frame, m
+    inertia: np.ndarray  #: (3, 3) about the centre of mass, the root link's axes, kg*m^2
+    solids: tuple[Solid, ...]  #: every <collision> geometry, in the object's frame
+    file: str  #: the file read (absolute path), "" for an XML string
+
+
+def _urdf_numbers(text, count: int, what: str, err) -> np.ndarray:
+    try:
+        x = np.array([float(t) for t in str(text).split()])
+    except ValueError:
+        x = np.array([])
+    if x.shape != (count,) or not np.isfinite(x).all():
+        raise err(f"{what} must be {count} finite number{'s' * (count > 1)}, got {text!r}")
+    return x
+
+
+def _urdf_origin(element, what: str, err) -> pin.SE3:
+    """The placement of an element's <origin> (identity without one)."""
+    o = element.find("origin")
+    if o is None:
+        return pin.SE3.Identity()
+    xyz = _urdf_numbers(o.get("xyz", "0 0 0"), 3, f"{what}: <origin xyz>", err)
+    rpy = _urdf_numbers(o.get("rpy", "0 0 0"), 3, f"{what}: <origin rpy>", err)
+    return pin.SE3(pin.rpy.rpyToMatrix(*rpy), xyz)
+
+
+def _urdf_text(urdf: str, what: str, err) -> tuple[str, Path | None, str]:
+    """(the XML, its file or None, how the messages name it) of ``urdf``: XML text (it
+    starts with '<') or a file: a path, ``file://``, ``package://`` or another scheme of
+    :data:`wb_sim.robot.URDF_SCHEMES`, as ``urdf_path`` takes."""
+    from .errors import WbSimError
+    from .robot import URDF_SCHEMES
+
+    if not isinstance(urdf, str) or not urdf.strip():
+        raise err(f"{what}: a urdf object needs its URDF (a file, or its XML)")
+    if urdf.lstrip().startswith("<"):
+        size = len(urdf.encode())
+        if size > MAX_URDF_BYTES:
+            raise err(f"{what}: the URDF string has {size} bytes, more than {MAX_URDF_BYTES} "
+                      f"({MAX_URDF_BYTES // 2 ** 20} MiB)")
+        return urdf, None, "the URDF string"
+    scheme, sep, rest = urdf.partition(":")
+    if urdf.startswith("file://"):
+        p = Path(urdf.removeprefix("file://"))
+    elif sep and len(scheme) > 1:
+        if scheme not in URDF_SCHEMES:
+            raise err(f"{what}: unknown scheme '{scheme}:' in URDF {urdf!r}; give a file path, "
+                      f"file://, or " + ", ".join(f for _, f in URDF_SCHEMES.values()))
+        try:
+            p = Path(URDF_SCHEMES[scheme][0](rest))
+        except WbSimError as e:
+            raise err(f"{what}: URDF {urdf!r}: {e}") from None
+    else:
+        p = Path(urdf)
+    if not p.is_file():
+        why = "does not exist" if not p.exists() else "is not a regular file"
+        raise err(f"{what}: URDF file '{p}' {why}; give an existing file (an absolute path, "
+                  f"package://, or one relative to the parameter file that names it)")
+    size = p.stat().st_size
+    if size > MAX_URDF_BYTES:
+        raise err(f"{what}: URDF file '{p}' has {size} bytes, more than {MAX_URDF_BYTES} "
+                  f"({MAX_URDF_BYTES // 2 ** 20} MiB)")
+    try:
+        return p.read_text(), p.resolve(), f"URDF file '{p.resolve()}'"
+    except (OSError, UnicodeDecodeError) as e:
+        raise err(f"{what}: cannot read URDF file '{p}': {e}") from None
+
+
+def _urdf_mesh_path(filename: str, file: Path | None, what: str, err) -> str:
+    """A <mesh filename> (after :func:`wb_sim.robot.resolve_mesh_uris`) as a path."""
+    from .errors import WbSimError
+    from .robot import package_share_dir
+
+    if filename.startswith("file://"):
+        return filename.removeprefix("file://")
+    if filename.startswith("package://"):
+        package, _, rel = filename.removeprefix("package://").partition("/")
+        try:
+            return str(package_share_dir(package) / rel)
+        except WbSimError as e:
+            raise err(f"{what}: mesh {filename!r}: {e}") from None
+    if "://" in filename:
+        raise err(f"{what}: mesh {filename!r}: give a file path, file:// or package://")
+    if not Path(filename).is_absolute() and file is None:
+        raise err(f"{what}: mesh {filename!r} is relative in a URDF string: give its absolute "
+                  f"path, file:// or package://")
+    return filename
+
+
+def load_urdf_body(urdf: str, max_vertices: int, what: str, err) -> UrdfBody:
+    """A rigid URDF (every joint fixed) read as one free body: its mass the links' summed,
+    its inertia theirs combined at the combined centre of mass (pinocchio's ``Inertia``
+    placed by each link's placement in the root link's frame, summed), its shape every
+    ``<collision>`` geometry of every link (box, sphere, cylinder, capsule; a mesh: its
+    convex hull, :func:`load_mesh_hull`, as a mesh object's) at its placement in the
+    object's frame: the centre of mass, the root link's axes. ``urdf``: a file (a path,
+    ``file://``, ``package://``...) or the XML. ``err`` (naming ``what`` and the file) for a
+    file too large (:data:`MAX_URDF_BYTES`), too many links (:data:`MAX_URDF_LINKS`) or
+    geometries (:data:`MAX_URDF_GEOMETRIES`), all checked before pinocchio or coal read
+    it; a joint that is not fixed (an articulated object is a robot); no <inertial> with
+    mass; no <collision>; a bad number."""
+    import xml.etree.ElementTree as ET
+
+    from .robot import resolve_mesh_uris
+
+    xml, file, origin = _urdf_text(urdf, what, err)
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as e:
+        raise err(f"{what}: {origin} is not well-formed XML: {e}") from None
+    if root.tag != "robot":
+        raise err(f"{what}: {origin} is not a URDF: its root element is <{root.tag}>, "
+                  f"expected <robot>")
+    links = root.findall("link")
+    if not links:
+        raise err(f"{what}: {origin} has no <link>")
+    if len(links) > MAX_URDF_LINKS:
+        raise err(f"{what}: {origin} has {len(links)} links, more than {MAX_URDF_LINKS}: a "
+                  f"free object is one rigid body; merge its links")
+    for j in root.findall("joint"):
+        if j.get("type") != "fixed":
+            raise err(f"{what}: {origin}: joint '{j.get('name')}' is {j.get('type')!r}; a "
+                      f"urdf object is one rigid body (every joint fixed): an articulated "
+                      f"object is a robot without a controller, list it under 'robots:' in a "
+                      f"world file (docs/world.md)")
+    collisions = [(link, c) for link in links for c in link.findall("collision")]
+    if not collisions:
+        raise err(f"{what}: {origin} has no <collision> geometry: the object would touch "
+                  f"nothing; give its links <collision> elements")
+    if len(collisions) > MAX_URDF_GEOMETRIES:
+        raise err(f"{what}: {origin} has {len(collisions)} <collision> geometries, more than "
+                  f"{MAX_URDF_GEOMETRIES} (each is one more shape in every contact query of "
+                  f"the object): merge them")
+    inertials = [(link, link.find("inertial")) for link in links
+                 if link.find("inertial") is not None]
+    if not inertials:
+        raise err(f"{what}: {origin} has no <inertial> in any link: a free object needs a "
+                  f"mass and an inertia; give its links <inertial> elements")
+    try:
+        model = pin.buildModelFromXML(xml, pin.JointModelFreeFlyer())
+    except (RuntimeError, ValueError) as e:
+        raise err(f"{what}: pinocchio cannot read {origin}: {e}") from None
+
+    def placed(link) -> pin.SE3:  # root link <- link
+        name = link.get("name")
+        return model.frames[model.getFrameId(name, pin.FrameType.BODY)].placement
+
+    total = pin.Inertia.Zero()
+    for link, inertial in inertials:
+        where = f"{what}: {origin}: link '{link.get('name')}': <inertial>"
+        mass = inertial.find("mass")
+        m = 0.0 if mass is None else float(_urdf_numbers(mass.get("value"), 1,
+                                                         f"{where} <mass value>", err)[0])
+        if m < 0:
+            raise err(f"{where}: mass {m:g} kg; a mass must be >= 0")
+        I = np.zeros((3, 3))
+        inertia = inertial.find("inertia")
+        if inertia is not None:
+            v = {k: float(_urdf_numbers(inertia.get(k, "0"), 1, f"{where} <inertia {k}>",
+                                        err)[0])
+                 for k in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")}
+            I = np.array([[v["ixx"], v["ixy"], v["ixz"]], [v["ixy"], v["iyy"], v["iyz"]],
+                          [v["ixz"], v["iyz"], v["izz"]]])
+            ev = np.linalg.eigvalsh(I)
+            if ev[0] < -1e-9 * max(1.0, abs(ev[-1])):
+                raise err(f"{where}: the inertia is not positive semi-definite (eigenvalues "
+                          f"{ev.tolist()} kg*m^2)")
+        frame = placed(link) * _urdf_origin(inertial, where, err)  # root <- inertial frame
+        total += frame.act(pin.Inertia(m, np.zeros(3), I))
+    if not total.mass > 0:
+        raise err(f"{what}: {origin}: its links' <inertial> masses sum to {total.mass:g} kg; a "
+                  f"free object's mass must be > 0")
+    com = np.array(total.lever)
+    to_object = pin.SE3(np.eye(3), -com)  # object (centre of mass, root axes) <- root
+    resolved = ET.fromstring(resolve_mesh_uris(xml, file))
+    solids = []
+    for link in resolved.findall("link"):
+        for k, c in enumerate(link.findall("collision")):
+            where = f"{what}: {origin}: link '{link.get('name')}': <collision> {k}"
+            at = to_object * placed(link) * _urdf_origin(c, where, err)
+            geometry = c.find("geometry")
+            shape = geometry[0] if geometry is not None and len(geometry) else None
+            kind = None if shape is None else shape.tag
+            if kind == "mesh":
+                scale = tuple(_urdf_numbers(shape.get("scale", "1 1 1"), 3,
+                                            f"{where}: <mesh scale>", err))
+                if any(not s > 0 for s in scale):
+                    raise err(f"{where}: <mesh scale> {list(scale)}: each factor must be > 0 "
+                              f"(a mirrored mesh is not supported)")
+                path = _urdf_mesh_path(shape.get("filename", ""), file, where, err)
+                if not Path(path).is_absolute() and file is not None:
+                    path = str(file.parent / path)
+                hull = load_mesh_hull(path, scale, max_vertices, where, err)
+                at = at * pin.SE3(np.eye(3), hull.com)
+                solid = dict(shape="mesh", size=scale, mesh=str(Path(path).resolve()),
+                             hull=hull)
+            elif kind in ("box", "sphere", "cylinder", "capsule"):
+                if kind == "box":
+                    size = _urdf_numbers(shape.get("size"), 3, f"{where}: <box size>", err)
+                else:
+                    r = _urdf_numbers(shape.get("radius"), 1, f"{where}: <{kind} radius>", err)
+                    length = [0.0] if kind == "sphere" else _urdf_numbers(
+                        shape.get("length"), 1, f"{where}: <{kind} length>", err)
+                    size = np.array([r[0], length[0], 0.0])
+                needed = 3 if kind == "box" else 1 if kind == "sphere" else 2
+                if any(not s > 0 for s in size[:needed]):
+                    raise err(f"{where}: <{kind}> sizes must be > 0, got "
+                              f"{size[:needed].tolist()}")
+                solid = dict(shape=kind, size=tuple(float(x) for x in size))
+            else:
+                raise err(f"{where}: geometry {kind!r} is not supported (box, sphere, "
+                          f"cylinder, capsule, mesh are)")
+            solids.append(Solid(position=tuple(float(x) for x in at.translation),
+                                quaternion=tuple(float(x) for x in
+                                                 pin.Quaternion(at.rotation).coeffs()),
+                                **solid))
+    return UrdfBody(mass=float(total.mass), com=com, inertia=np.array(total.inertia),
+                    solids=tuple(solids), file=str(file) if file is not None else "")
+
+
+@dataclass(frozen=True)
+class FreeObject:
+    """A free rigid body (values as checked; frozen, compared by value). Its frame is at
+    its centre (the centre of mass), the shape's axes."""
+
+    name: str
+    shape: str  #: one of :data:`SHAPES`
+    size: tuple[float, float, float]  #: see :data:`SHAPES`, m
+    mass: float  #: kg, > 0
+    #: inertia about the centre of mass, body axes, kg*m^2, row by row
+    inertia: tuple[tuple[float, float, float], ...]
+    position: tuple[float, float, float]  #: initial centre, world, m
+    quaternion: tuple[float, float, float, float]  #: initial orientation x, y, z, w
+    linear_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, m/s
+    angular_velocity: tuple[float, float, float] = (0.0, 0.0, 0.0)  #: initial, world, rad/s
+    mesh: str = ""  #: a mesh object's file (absolute path); "" for the primitives
+    #: a mesh object's solid (its hull about the centre of mass), None for the primitives
+    hull: MeshHull | None = field(default=None, compare=False, repr=False)
+    urdf: str = ""  #: a urdf object's file (absolute path); "" for an XML string and the others
+    #: a urdf object's solids (its links' <collision> geometries), () for the others
+    parts: tuple[Solid, ...] = ()
+
+    def spatial_inertia(self) -> pin.Inertia:
+        return pin.Inertia(self.mass, np.zeros(3), np.array(self.inertia))
+
+    def solids(self) -> tuple[Solid, ...]:
+        """Its convex solids in its frame: itself, or a urdf object's parts."""
+        if self.shape == "urdf":
+            return self.parts
+        return (Solid(self.shape, self.size, mesh=self.mesh, hull=self.hull),)
+
+    def lowest(self, normal: np.ndarray, R: np.ndarray | None = None) -> float:
+        """How far its surface reaches from its centre along ``-normal`` (its support
+        distance), with orientation ``R`` (default: the initial one), m."""
+        R = pin.Quaternion(np.array(self.quaternion)).matrix() if R is None else R
+        d = R.T @ -np.asarray(normal, dtype=float)  # the direction in body axes
+        return max(s.support(d) for s in self.solids())
+
+    def surface_points(self, count: int = SURFACE_SAMPLES) -> np.ndarray:
+        """(count, 3) points of its surface in body axes: where the rays from its centre
+        along ``count`` directions spread evenly over the sphere (a Fibonacci lattice)
+        leave the solid (its surface is star-shaped about the centre: every shape is
+        convex). What the heightfield is queried at (spacing about ``4 r / sqrt(count)``
+        for a body of radius r: 4 mm on a 0.2 m box at the default). A urdf object's: each
+        of its solids' (``count`` split among them, at least 100 each)."""
+        solids = self.solids()
+        each = count if len(solids) == 1 else max(count // len(solids), 100)
+        k = np.arange(each) + 0.5
+        z = 1.0 - 2.0 * k / each
+        rho = np.sqrt(1.0 - z * z)
+        phi = np.pi * (1.0 + 5.0 ** 0.5) * k
+        d = np.stack([rho * np.cos(phi), rho * np.sin(phi), z], axis=1)
+        out = []
+        for s in solids:
+            M = s.placement()
+            out.append((d * s.ray(d)[:, None]) @ M.rotation.T + M.translation)
+        return out[0] if len(out) == 1 else np.concatenate(out)
 
 
 def terrain_penetration(obj: FreeObject, terrain) -> tuple[float, int]:
@@ -315,7 +593,7 @@ def _numbers(x, n: int, what: str, err) -> tuple[float, ...]:
 
 def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
                 inertia=None, linear_velocity=(0.0, 0.0, 0.0),
-                angular_velocity=(0.0, 0.0, 0.0), mesh: str = "",
+                angular_velocity=(0.0, 0.0, 0.0), mesh: str = "", urdf: str = "",
                 max_mesh_vertices: int = MAX_MESH_VERTICES, where: str = "spawn_object",
                 err=CommandError) -> FreeObject:
     """A checked :class:`FreeObject`. ``err`` (CommandError for a call, ConfigError for the
@@ -324,7 +602,10 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
     > 0, an inertia that is not symmetric positive definite or breaks the triangle
     inequality (default: the homogeneous solid's), a non-finite pose or twist. A ``mesh``
     object's file is read here (:func:`load_mesh_hull`: its refusals), its size is the
-    file's scale and its inertia defaults to its hull's, homogeneous."""
+    file's scale and its inertia defaults to its hull's, homogeneous. A ``urdf`` object's
+    URDF (a file or its XML) is read here (:func:`load_urdf_body`: its refusals): its size
+    is 0, 0, 0 (or None), its mass 0 (or None: its links' summed), its inertia defaults to
+    its links' combined at their centre of mass, which its ``position`` places."""
     if not isinstance(name, str) or not name or "/" in name or " " in name:
         raise err(f"{where}: an object's name must be a non-empty string without '/' or "
                   f"spaces, got {name!r}")
@@ -332,6 +613,13 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
         raise err(f"{where}: object '{name}': unknown shape {shape!r}"
                   f"{did_you_mean(str(shape), SHAPES)}; the shapes are: "
                   + "; ".join(f"{k} (size: {v})" for k, v in SHAPES.items()))
+    if shape == "urdf":
+        return _urdf_object(name, size, mass, position, rpy, quaternion, inertia,
+                            linear_velocity, angular_velocity, mesh, urdf, max_mesh_vertices,
+                            where, err)
+    if urdf:
+        raise err(f"{where}: object '{name}': a {shape} takes no URDF; give shape 'urdf' to "
+                  f"use it")
     size = _numbers(size, 3, f"{where}: object '{name}': size", err)
     hull = None
     if (shape == "mesh") != bool(mesh):
@@ -361,19 +649,59 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
     elif inertia is None:
         inertia_array = solid_inertia(shape, size, m)
     else:
-        inertia_array = np.asarray(_numbers(inertia, 9, f"{where}: object '{name}': inertia "
-                                            f"(3 x 3, kg*m^2)", err)).reshape(3, 3)
-        scale = float(np.abs(inertia_array).max())
-        if not np.allclose(inertia_array, inertia_array.T, rtol=0.0, atol=1e-12 * scale):
-            raise err(f"{where}: object '{name}': the inertia is not symmetric: "
-                      f"{inertia_array.tolist()}")
-        ev = np.linalg.eigvalsh(inertia_array)
-        if not ev[0] > 0:
-            raise err(f"{where}: object '{name}': the inertia is not positive definite "
-                      f"(eigenvalues {ev.tolist()} kg*m^2)")
-        if ev[0] + ev[1] < ev[2] * (1.0 - 1e-12):
-            raise err(f"{where}: object '{name}': the inertia's principal moments "
-                      f"{ev.tolist()} break the triangle inequality (no rigid body has them)")
+        inertia_array = _checked_inertia(inertia, name, where, err)
+    return _placed(name, shape, size, m, inertia_array, position, rpy, quaternion,
+                   linear_velocity, angular_velocity, where, err, mesh=mesh, hull=hull)
+
+
+def _checked_inertia(inertia, name: str, where: str, err) -> np.ndarray:
+    """A 3 x 3 inertia (9 numbers) checked: symmetric, positive definite, a rigid body's."""
+    inertia_array = np.asarray(_numbers(inertia, 9, f"{where}: object '{name}': inertia "
+                                        f"(3 x 3, kg*m^2)", err)).reshape(3, 3)
+    scale = float(np.abs(inertia_array).max())
+    if not np.allclose(inertia_array, inertia_array.T, rtol=0.0, atol=1e-12 * scale):
+        raise err(f"{where}: object '{name}': the inertia is not symmetric: "
+                  f"{inertia_array.tolist()}")
+    ev = np.linalg.eigvalsh(inertia_array)
+    if not ev[0] > 0:
+        raise err(f"{where}: object '{name}': the inertia is not positive definite "
+                  f"(eigenvalues {ev.tolist()} kg*m^2)")
+    if ev[0] + ev[1] < ev[2] * (1.0 - 1e-12):
+        raise err(f"{where}: object '{name}': the inertia's principal moments "
+                  f"{ev.tolist()} break the triangle inequality (no rigid body has them)")
+    return inertia_array
+
+
+def _urdf_object(name, size, mass, position, rpy, quaternion, inertia, linear_velocity,
+                 angular_velocity, mesh, urdf, max_mesh_vertices, where, err) -> FreeObject:
+    """:func:`make_object`'s urdf object."""
+    what = f"{where}: object '{name}'"
+    if mesh:
+        raise err(f"{what}: a urdf object takes no mesh file (got {mesh!r}); its links' "
+                  f"<collision> meshes are its shape")
+    if size is not None and any(_numbers(size, 3, f"{what}: size", err)):
+        raise err(f"{what}: a urdf object's size is 0, 0, 0 (its links' <collision> "
+                  f"geometry is its shape), got {list(size)}")
+    if mass is not None and _numbers([mass], 1, f"{what}: mass (kg)", err)[0] != 0:
+        raise err(f"{what}: a urdf object's mass is its links' <inertial> masses summed: give "
+                  f"0 (or None), got {mass!r}")
+    body = load_urdf_body(urdf, max_mesh_vertices, what, err)
+    if inertia is None:
+        inertia = body.inertia.reshape(-1)
+        if not np.linalg.eigvalsh(body.inertia)[0] > 0:
+            raise err(f"{what}: the links' <inertia> combined at their centre of mass is not "
+                      f"positive definite (eigenvalues {np.linalg.eigvalsh(body.inertia).tolist()}"
+                      f" kg*m^2): a free body needs rotational inertia about every axis; give "
+                      f"its links <inertia> values")
+    return _placed(name, "urdf", (0.0, 0.0, 0.0), body.mass,
+                   _checked_inertia(inertia, name, where, err), position, rpy, quaternion,
+                   linear_velocity, angular_velocity, where, err,
+                   urdf=body.file, parts=body.solids)
+
+
+def _placed(name, shape, size, m, inertia_array, position, rpy, quaternion, linear_velocity,
+            angular_velocity, where, err, **solid) -> FreeObject:
+    """The :class:`FreeObject` of checked solid values, its pose and twist checked."""
     pos = _numbers(position, 3, f"{where}: object '{name}': position (m, world)", err)
     if quaternion is not None:
         quat = np.array(_numbers(quaternion, 4, f"{where}: object '{name}': quaternion "
@@ -393,7 +721,7 @@ def make_object(name, shape, size, mass, position, *, rpy=None, quaternion=None,
     return FreeObject(name=name, shape=shape, size=size, mass=m,
                       inertia=tuple(tuple(float(x) for x in row) for row in inertia_array),
                       position=pos, quaternion=tuple(float(x) for x in quat),
-                      linear_velocity=lin, angular_velocity=ang, mesh=mesh, hull=hull)
+                      linear_velocity=lin, angular_velocity=ang, **solid)
 
 
 def configured_objects(p) -> tuple[FreeObject, ...]:
@@ -407,7 +735,8 @@ def configured_objects(p) -> tuple[FreeObject, ...]:
             rpy=group(p.rpy, 3), inertia=group(p.inertia, 6) and _full(group(p.inertia, 6)),
             linear_velocity=group(p.linear_velocities, 3, (0.0, 0.0, 0.0)),
             angular_velocity=group(p.angular_velocities, 3, (0.0, 0.0, 0.0)),
-            mesh=p.meshes[i] if p.meshes else "", max_mesh_vertices=p.max_mesh_vertices,
+            mesh=p.meshes[i] if p.meshes else "", urdf=p.urdfs[i] if p.urdfs else "",
+            max_mesh_vertices=p.max_mesh_vertices,
             where=f"parameter 'objects.names' ({name})", err=ConfigError))
     return tuple(out)
 
@@ -430,7 +759,8 @@ def check_object_group(p) -> None:
                                        ("inertia", p.inertia, 6, True),
                                        ("linear_velocities", p.linear_velocities, 3, True),
                                        ("angular_velocities", p.angular_velocities, 3, True),
-                                       ("meshes", p.meshes, 1, True)):
+                                       ("meshes", p.meshes, 1, True),
+                                       ("urdfs", p.urdfs, 1, True)):
         if optional and not values:
             continue
         if len(values) != per * n:
@@ -467,8 +797,10 @@ def object_geometries(model: pin.Model, objects, joint_ids) -> dict[str, list]:
     out = {}
     for obj, jid in zip(objects, joint_ids):
         fid = model.getFrameId(obj.name, pin.FrameType.BODY)
-        g = pin.GeometryObject(obj.name, int(jid), int(fid), pin.SE3.Identity(), obj.geometry())
-        out[obj.name] = [g]
+        solids = obj.solids()
+        out[obj.name] = [pin.GeometryObject(obj.name if len(solids) == 1 else f"{obj.name}_{k}",
+                                            int(jid), int(fid), s.placement(), s.geometry())
+                         for k, s in enumerate(solids)]
     return out
 
 

@@ -1721,10 +1721,13 @@ class Simulator:
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,
                      linear_velocity=(0.0, 0.0, 0.0),
-                     angular_velocity=(0.0, 0.0, 0.0), mesh: str = "") -> FreeObject:
+                     angular_velocity=(0.0, 0.0, 0.0), mesh: str = "",
+                     urdf: str = "") -> FreeObject:
         """Add a free rigid object from the next step on: ``shape`` box / sphere /
-        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), or mesh
-        (the file ``mesh``, STL / OBJ / DAE, scaled by ``size``: its convex hull), ``mass``
+        cylinder / capsule of ``size`` (3 numbers, :data:`wb_sim.objects.SHAPES`), mesh
+        (the file ``mesh``, STL / OBJ / DAE, scaled by ``size``: its convex hull), or urdf
+        (``urdf``: a rigid URDF's file or XML, every joint fixed; ``size`` and ``mass``
+        None: its links' geometry and masses, :func:`wb_sim.objects.load_urdf_body`), ``mass``
         (kg, > 0), its centre (of mass) at ``position`` (m, world), oriented by ``rpy``
         (rad) or ``quaternion`` (x, y, z, w), moving with ``linear_velocity`` /
         ``angular_velocity`` (world, m/s, rad/s); ``inertia`` (3 x 3 about its centre,
@@ -1746,7 +1749,7 @@ class Simulator:
                                f"another name or delete_object({name!r}) first")
         obj = make_object(name, shape, size, mass, position, rpy=rpy, quaternion=quaternion,
                           inertia=inertia, linear_velocity=linear_velocity,
-                          angular_velocity=angular_velocity, mesh=mesh,
+                          angular_velocity=angular_velocity, mesh=mesh, urdf=urdf,
                           max_mesh_vertices=self.config.objects.max_mesh_vertices)
         problem = self._object_problem(obj)
         if problem:
