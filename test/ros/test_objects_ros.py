@@ -328,6 +328,63 @@ def test_spawn_a_mesh_file_falls_onto_the_ground(s, tmp_path):
     assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
 
 
+def test_spawn_a_urdf_string_falls_onto_the_ground_as_one_body(s, tmp_path):
+    """SpawnEntity with a rigid URDF in ``resource_string`` (issue 31: two boxes welded by
+    a fixed joint) and no name: named by its ``<robot name>``, drawn as two CUBE markers
+    in its frame (the two links' collision boxes), falling onto the ground to rest with
+    its centre of mass at the height its geometry gives (1 mm); a revolute one is refused
+    naming the joint and robots:, a URDF file's URI spawns, an SDF string is refused."""
+    from core.test_objects_urdf import TWO_BOXES, _box_link, _fixed, _parallel_axis
+    from core.test_objects_urdf import A_EDGES, A_MASS, A_XYZ, B_MASS, B_XYZ
+    _, com, _ = _parallel_axis([(A_MASS, A_XYZ, np.eye(3), np.eye(3)),
+                                (B_MASS, B_XYZ, np.eye(3), np.eye(3))])
+    rest = A_EDGES[2] / 2.0 + com[2] - A_XYZ[2]
+
+    def spawn(name, text="", uri="", xyz=(0.5, -0.5, 0.3)):
+        pose = si.SpawnEntity.Request().initial_pose
+        pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = xyz
+        return _call(s, si.SpawnEntity, "spawn_entity", name=name, initial_pose=pose,
+                     entity_resource=si_msg.Resource(uri=uri, resource_string=text))
+
+    res = spawn("", TWO_BOXES)
+    assert res.result.result == OK, res.result.error_message
+    assert res.entity_name == "two_boxes"
+    s.node.wait_for_log("spawned object 'two_boxes' (urdf '(XML)', 2 geometries, 4 kg)", 10.0)
+    markers = s.ros.record(MarkerArray, "objects", LATCHED_QOS)
+    assert s.ros.spin_until(lambda: any(m.header.frame_id == "two_boxes" for a in markers.msgs
+                                        for m in a.markers), 10.0)
+    mine = [m for m in markers.msgs[-1].markers if m.header.frame_id == "two_boxes"]
+    s.ros.stop_recording(markers)
+    assert [m.type for m in mine] == [Marker.CUBE, Marker.CUBE]
+    assert (mine[0].scale.x, mine[0].scale.y, mine[0].scale.z) == A_EDGES
+    assert mine[0].pose.position.z == pytest.approx(A_XYZ[2] - com[2], abs=1e-15)
+    names = (*NAMES, "two_boxes")
+    _, _, tf = _run(s, 400, names=names)
+    last = tf[max(tf)]["two_boxes"]
+    assert abs(last[2] - rest) < 1e-3 and np.allclose(last[:2], [0.5, -0.5], atol=1e-3), last
+    res = _call(s, si.DeleteEntity, "delete_entity", entity="two_boxes")
+    assert res.result.result == OK, res.result.error_message
+    path = tmp_path / "two_boxes.urdf"
+    path.write_text(TWO_BOXES)
+    res = spawn("pair", uri=f"file://{path}")
+    assert res.result.result == OK, res.result.error_message
+    res = _call(s, si.DeleteEntity, "delete_entity", entity="pair")
+    assert res.result.result == OK, res.result.error_message
+    door = ('<robot name="door">' + _box_link("frame", (0.1,) * 3, 1.0)
+            + _box_link("leaf", (0.1,) * 3, 1.0)
+            + _fixed("hinge", "frame", "leaf", (0.2, 0.0, 0.0), kind="revolute") + '</robot>')
+    for text, code, fragments in (
+            (door, si_msg.Result.RESULT_OPERATION_FAILED,
+             ("joint 'hinge' is 'revolute'", "'robots:' in a world file")),
+            ("<sdf version='1.9'/>", si.SpawnEntity.Response.UNSUPPORTED_FORMAT,
+             ("rigid URDF",))):
+        res = spawn("bad", text)
+        assert res.result.result == code, res.result.error_message
+        for f in fragments:
+            assert f in res.result.error_message, res.result.error_message
+    assert list(_call(s, si.GetEntities, "get_entities").entities) == ["wb_humanoid", *NAMES]
+
+
 @pytest.mark.parametrize("name, uri, code, fragments", [
     ("crate", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("exists already",)),
     ("b2", "wb_sim://bx?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",
@@ -337,7 +394,7 @@ def test_spawn_a_mesh_file_falls_onto_the_ground(s, tmp_path):
     ("b4", "wb_sim://box?size=0.1,0,0.1&mass=1", "RESULT_OPERATION_FAILED",
      ("must be > 0",)),
     ("b5", "wb_sim://box?mass=1", "RESOURCE_PARSE_ERROR", ("lacks size",)),
-    ("b6", "file:///tmp/box.urdf", "UNSUPPORTED_FORMAT", ("wb_sim://",)),
+    ("b6", "file:///tmp/box.sdf", "UNSUPPORTED_FORMAT", ("wb_sim://", "URDF")),
     ("", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_INVALID", ("give the object a name",)),
     ("l_foot", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "NAME_NOT_UNIQUE", ("robot frame",)),
     ("b7", "wb_sim://box?size=0.1,0.1,0.1&mass=1", "RESULT_OPERATION_FAILED",

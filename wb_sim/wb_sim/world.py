@@ -32,7 +32,7 @@ from .robot import did_you_mean
 #: the keys of ``world:`` (the mappings are checked against the parameter table)
 WORLD_KEYS = ("gravity", "physics_rate_hz", "ground", "terrain", "contact", "objects", "robots")
 #: the keys of one entry of ``world.objects``
-OBJECT_KEYS = ("name", "shape", "size", "mass", "inertia", "pose", "velocity")
+OBJECT_KEYS = ("name", "shape", "size", "mass", "inertia", "pose", "velocity", "urdf")
 #: the keys of one entry of ``world.robots``
 ROBOT_KEYS = ("name", "robot", "urdf", "initial", "parameters", "controller",
               "controller_params")
@@ -105,16 +105,27 @@ def _objects(entries, path: Path) -> dict[str, Any]:
     if not isinstance(entries, list):
         raise ConfigError(f"{_where(path)}: 'world.objects' must be a list of objects "
                           f"('- name: box' entries), got {type(entries).__name__}")
-    names, shapes, sizes, masses, inertia, pos, rpy, lin, ang = ([] for _ in range(9))
+    names, shapes, sizes, masses, inertia, pos, rpy, lin, ang, urdfs = ([] for _ in range(10))
     any_inertia = any(isinstance(e, Mapping) and "inertia" in e for e in entries)
     for i, e in enumerate(entries):
         key = f"world.objects[{i}]"
         e = _mapping(e, key, path)
         _known(e, OBJECT_KEYS, key, path)
-        for need in ("name", "shape", "size", "mass"):
+        urdf = e.get("shape") == "urdf"
+        for need in ("name", "shape") + (("urdf",) if urdf else ("size", "mass")):
             if need not in e:
                 raise ConfigError(f"{_where(path)}: '{key}' has no '{need}'; an object needs "
-                                  f"name, shape ({', '.join(SHAPES)}), size (m) and mass (kg)")
+                                  f"name, shape ({', '.join(SHAPES)}), size (m) and mass (kg); "
+                                  f"a urdf object name, shape: urdf and urdf (its file)")
+        if "urdf" in e and not urdf:
+            raise ConfigError(f"{_where(path)}: '{key}.urdf' is for shape urdf only (got shape "
+                              f"{e.get('shape')!r})")
+        text = e.get("urdf", "")
+        e = dict(e, urdf=text if not urdf or isinstance(text, str) and text.lstrip()
+                 .startswith("<") else _resolve(text, f"{_where(path)}: '{key}.urdf'",
+                                                path.parent))
+        e.setdefault("size", [0.0, 0.0, 0.0])
+        e.setdefault("mass", 0.0)
         size = e["size"] if isinstance(e["size"], list) else [e["size"]]
         if isinstance(size, list) and 0 < len(size) <= 3:
             size = list(size) + [0.0] * (3 - len(size))
@@ -139,7 +150,8 @@ def _objects(entries, path: Path) -> dict[str, Any]:
                               rpy=pose.get("rpy"), inertia=full,
                               linear_velocity=vel.get("linear", (0.0, 0.0, 0.0)),
                               angular_velocity=vel.get("angular", (0.0, 0.0, 0.0)),
-                              where=f"{_where(path)}: '{key}'", err=ConfigError)
+                              urdf=e["urdf"], where=f"{_where(path)}: '{key}'",
+                              err=ConfigError)
         except ConfigError:
             raise
         except (TypeError, ValueError) as err:
@@ -150,7 +162,8 @@ def _objects(entries, path: Path) -> dict[str, Any]:
         names.append(obj.name)
         shapes.append(obj.shape)
         sizes += list(obj.size)
-        masses.append(obj.mass)
+        masses.append(0.0 if urdf else obj.mass)  # a urdf object's: its links'
+        urdfs.append(e["urdf"])
         if any_inertia:
             (ixx, ixy, ixz), (_, iyy, iyz), (_, _, izz) = obj.inertia
             inertia += [ixx, ixy, ixz, iyy, iyz, izz]
@@ -160,10 +173,13 @@ def _objects(entries, path: Path) -> dict[str, Any]:
         ang += list(obj.angular_velocity)
     if not names:
         return {}
-    return {"objects.names": names, "objects.shapes": shapes, "objects.sizes": sizes,
-            "objects.mass": masses, "objects.inertia": inertia, "objects.positions": pos,
-            "objects.rpy": rpy, "objects.linear_velocities": lin,
-            "objects.angular_velocities": ang}
+    out = {"objects.names": names, "objects.shapes": shapes, "objects.sizes": sizes,
+           "objects.mass": masses, "objects.inertia": inertia, "objects.positions": pos,
+           "objects.rpy": rpy, "objects.linear_velocities": lin,
+           "objects.angular_velocities": ang}
+    if any(urdfs):
+        out["objects.urdfs"] = urdfs
+    return out
 
 
 def _robot(entry, path: Path, origin: dict[str, str], index: int = 0

@@ -12,7 +12,8 @@
   every time (ADD replaces them), empty when nothing touches;
 * the free objects (latched, again at each spawn or delete): one marker per object
   (namespace ``objects``; a CUBE, SPHERE or CYLINDER of its size, a capsule as a CYLINDER
-  of its whole length), drawn in the object's own TF frame (its name, on ``/tf``) with
+  of its whole length; a urdf object: one per <collision> geometry, at its placement),
+  drawn in the object's own TF frame (its name, on ``/tf``) with
   ``frame_locked``: RViz moves it with TF, nothing is sent per step. Each message starts
   with a DELETEALL, so a deleted object's marker goes."""
 
@@ -74,25 +75,28 @@ def object_markers(objects, frame_id: str, stamp) -> MarkerArray:
     out = MarkerArray(markers=[clear])
     kinds = {"box": Marker.CUBE, "sphere": Marker.SPHERE, "cylinder": Marker.CYLINDER,
              "capsule": Marker.CYLINDER}
-    for i, obj in enumerate(objects):
-        m = _marker(kinds.get(obj.shape, Marker.TRIANGLE_LIST), i, obj.name, stamp, "objects",
-                    OBJECT_COLOR)
-        m.pose.orientation.w = 1.0
-        a, b, c = obj.size
-        if obj.shape == "mesh":  # its convex hull (what collides), about its centre of mass
-            h = obj.hull
-            m.scale.x = m.scale.y = m.scale.z = 1.0
-            m.points = [Point(x=x, y=y, z=z) for x, y, z in
-                        h.vertices[h.faces.reshape(-1)].tolist()]
-        elif obj.shape == "box":
-            m.scale.x, m.scale.y, m.scale.z = a, b, c
-        elif obj.shape == "sphere":
-            m.scale.x = m.scale.y = m.scale.z = 2.0 * a
-        else:  # cylinder, capsule: diameter, diameter, length (a capsule's with its caps)
-            m.scale.x = m.scale.y = 2.0 * a
-            m.scale.z = b + (2.0 * a if obj.shape == "capsule" else 0.0)
-        m.text = obj.shape
-        out.markers.append(m)
+    for obj in objects:
+        for solid in obj.solids():  # one for each; a urdf object's each <collision> geometry
+            m = _marker(kinds.get(solid.shape, Marker.TRIANGLE_LIST), len(out.markers) - 1,
+                        obj.name, stamp, "objects", OBJECT_COLOR)
+            (m.pose.position.x, m.pose.position.y, m.pose.position.z) = solid.position
+            (m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z,
+             m.pose.orientation.w) = solid.quaternion
+            a, b, c = solid.size
+            if solid.shape == "mesh":  # its convex hull (what collides), about its centre
+                h = solid.hull
+                m.scale.x = m.scale.y = m.scale.z = 1.0
+                m.points = [Point(x=x, y=y, z=z) for x, y, z in
+                            h.vertices[h.faces.reshape(-1)].tolist()]
+            elif solid.shape == "box":
+                m.scale.x, m.scale.y, m.scale.z = a, b, c
+            elif solid.shape == "sphere":
+                m.scale.x = m.scale.y = m.scale.z = 2.0 * a
+            else:  # cylinder, capsule: diameter, diameter, length (a capsule's with its caps)
+                m.scale.x = m.scale.y = 2.0 * a
+                m.scale.z = b + (2.0 * a if solid.shape == "capsule" else 0.0)
+            m.text = obj.shape
+            out.markers.append(m)
     return out
 
 

@@ -532,6 +532,7 @@ class SimNode(PolledNodeMixin, Node):
             self.pacer.anchor(time.perf_counter())
         self._wake.set()
         shape = f"mesh '{obj.mesh}' scaled {list(obj.size)}" if obj.mesh else \
+            f"urdf '{obj.urdf or '(XML)'}', {len(obj.parts)} geometries" if obj.parts else \
             f"{obj.shape} {list(obj.size)} m"
         message = (f"{what} object '{obj.name}' ({shape}, {obj.mass:g} kg) at t = {t:.3f} s; "
                    f"the physics paused {took:.2f} s for the simulator's rebuild")

@@ -23,8 +23,10 @@ What wb_sim supports, as ``get_simulator_features`` lists it:
   frame; a fixed base can be read, not moved), and each free object (named as it was
   configured or spawned), with get and set of its pose and twist;
 * spawning and deleting free objects (``/wb_sim/spawn_entity``, ``/wb_sim/delete_entity``):
-  the resource is a URI ``wb_sim://<shape>?size=a,b,c&mass=m`` or a mesh file's
-  ``file:///path/part.stl?mass=m&scale=s`` (:func:`parse_object_uri`),
+  the resource is a URI ``wb_sim://<shape>?size=a,b,c&mass=m``, a mesh file's
+  ``file:///path/part.stl?mass=m&scale=s`` (:func:`parse_object_uri`), a rigid URDF's
+  file (``file://``, ``package://``, ``.urdf``) or its XML in ``resource_string`` (its
+  name then defaults to the URDF's ``<robot name>``),
   the pose ``initial_pose``; each rebuilds the simulator, the physics pausing for it
   (``Control.change_objects``);
 * the named poses of the configuration (``poses``), as the base pose of each.
@@ -128,6 +130,8 @@ def filter_error(pattern: str, subject: str) -> str | None:
     return None
 
 
+#: how far into SpawnEntity's ``resource_string`` its ``<robot`` tag is looked for (a URDF)
+MAX_URDF_HEAD = 4096
 #: the URI scheme of a free object in SpawnEntity's ``entity_resource.uri``
 OBJECT_SCHEME = "wb_sim://"
 #: a mesh file's URI scheme there (the file is a mesh object: ``?mass=m[&scale=..]``)
@@ -201,6 +205,24 @@ def parse_object_uri(uri: str) -> tuple[str, list[float], float, str]:
         return shape, scale, values["mass"][0], path
     size = values["size"] + [0.0] * (3 - len(values["size"]))
     return shape, size, values["mass"][0], ""
+
+
+def urdf_name(urdf: str) -> str:
+    """The ``<robot name>`` in the first :data:`MAX_URDF_HEAD` characters of a URDF (its
+    XML, or a ``file://`` / absolute path), if it is a valid entity name; else ""."""
+    import re
+    head = urdf[:MAX_URDF_HEAD]
+    if not urdf.lstrip().startswith("<"):
+        from pathlib import Path
+        if not Path(urdf.removeprefix("file://")).is_file():  # no FIFO's wait
+            return ""
+        try:
+            with open(urdf.removeprefix("file://"), encoding="utf-8", errors="replace") as f:
+                head = f.read(MAX_URDF_HEAD)
+        except OSError:
+            return ""
+    m = re.search(r"<robot\b[^>]*?\bname\s*=\s*[\"']([^\"'/ ]+)[\"']", head)
+    return m.group(1) if m else ""
 
 
 class Control(Protocol):
@@ -525,15 +547,17 @@ class SimulationInterfaces:
             F.SIMULATION_RESET, F.SIMULATION_RESET_STATE, F.SIMULATION_STATE_GETTING,
             F.SIMULATION_STATE_SETTING, F.SIMULATION_STATE_PAUSE, F.STEP_SIMULATION_SINGLE,
             F.STEP_SIMULATION_MULTIPLE, F.STEP_SIMULATION_ACTION, F.ENTITY_STATE_GETTING,
-            F.ENTITY_STATE_SETTING, F.SPAWNING, F.DELETING,
+            F.ENTITY_STATE_SETTING, F.SPAWNING, F.SPAWNING_RESOURCE_STRING, F.DELETING,
             F.NAMED_POSES]
         from ..objects import MESH_FORMATS
-        response.features.spawn_formats = ["wb_sim", *(f[1:] for f in MESH_FORMATS)]
+        response.features.spawn_formats = ["wb_sim", *(f[1:] for f in MESH_FORMATS), "urdf"]
         response.features.custom_info = (
             "wb_sim: the robot (its base) and the free objects, pose and twist in the world "
             "frame; spawn a free object with entity_resource.uri "
             f"'{OBJECT_SCHEME}<box|sphere|cylinder|capsule>?size=a,b,c&mass=m' or a mesh file "
-            f"'file:///path/part.stl?mass=m&scale=s' (its convex hull) and "
+            f"'file:///path/part.stl?mass=m&scale=s' (its convex hull) or a rigid URDF "
+            "(every joint fixed: one body of its links; 'file:///path/crate.urdf', "
+            "package://, or its XML in resource_string) and "
             "initial_pose (a spawn or delete rebuilds the simulator: the physics pauses for "
             "it); the simulated clock never goes back (a reset keeps it going)")
         return response
@@ -542,30 +566,47 @@ class SimulationInterfaces:
 
     def _spawn_entity(self, request, response):
         R, S = self.msg.Result, response
-        uri = request.entity_resource.uri
-        if not uri:
-            return self._result(response, S.NO_RESOURCE if request.entity_resource
-                                .resource_string == "" else S.UNSUPPORTED_FORMAT,
-                                f"give entity_resource.uri '{OBJECT_SCHEME}<shape>?size=a,b,c"
-                                f"&mass=m' (resource_string is not supported)")
+        uri, text = request.entity_resource.uri, request.entity_resource.resource_string
         from ..objects import MESH_FORMATS
+        urdf = ""
+        if not uri and not text:
+            return self._result(response, S.NO_RESOURCE,
+                                f"give entity_resource.uri '{OBJECT_SCHEME}<shape>?size=a,b,c"
+                                f"&mass=m', a mesh or URDF file, or a URDF in resource_string")
+        if not uri:  # resource_string: a rigid URDF's XML (the core bounds its size)
+            if not (text.lstrip().startswith("<") and "<robot" in text[:MAX_URDF_HEAD]):
+                return self._result(response, S.UNSUPPORTED_FORMAT,
+                                    "entity_resource.resource_string: wb_sim spawns a rigid "
+                                    "URDF (<robot> XML, every joint fixed) from it")
+            urdf = text
+        elif uri.partition("?")[0].lower().endswith(".urdf") and \
+                uri.startswith(("file://", "package://", "/")):
+            if "?" in uri:
+                return self._result(response, S.RESOURCE_PARSE_ERROR,
+                                    f"{uri!r}: a URDF file's URI takes no query (its mass and "
+                                    f"geometry are its links')")
+            urdf = uri
         mesh_file = uri.startswith(FILE_SCHEME) and \
             uri.partition("?")[0].lower().endswith(MESH_FORMATS)
-        if not uri.startswith(OBJECT_SCHEME) and not mesh_file:
+        if not urdf and not uri.startswith(OBJECT_SCHEME) and not mesh_file:
             return self._result(response, S.UNSUPPORTED_FORMAT,
                                 f"entity_resource.uri {uri!r}: wb_sim spawns free objects "
                                 f"from '{OBJECT_SCHEME}<shape>?size=a,b,c&mass=m' (e.g. "
-                                f"'{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5') and mesh files "
+                                f"'{OBJECT_SCHEME}box?size=0.2,0.2,0.2&mass=5'), mesh files "
                                 f"'file:///path/part.stl?mass=m[&scale=s]' "
-                                f"({', '.join(MESH_FORMATS)}); no URDF or SDF files yet")
+                                f"({', '.join(MESH_FORMATS)}) and rigid URDF files "
+                                f"('file:///path/crate.urdf', package://); no SDF files")
         if request.entity_namespace:
             return self._result(response, S.NAMESPACE_INVALID,
                                 "a free object has no interfaces to put under a namespace: "
                                 "leave entity_namespace empty")
-        try:
-            shape, size, mass, mesh = parse_object_uri(uri)
-        except ValueError as e:
-            return self._result(response, S.RESOURCE_PARSE_ERROR, str(e))
+        if urdf:
+            shape, size, mass, mesh = "urdf", None, None, ""
+        else:
+            try:
+                shape, size, mass, mesh = parse_object_uri(uri)
+            except ValueError as e:
+                return self._result(response, S.RESOURCE_PARSE_ERROR, str(e))
         pose = request.initial_pose
         frame = pose.header.frame_id
         if frame not in ("", self.control.world_frame):
@@ -579,7 +620,7 @@ class SimulationInterfaces:
                                 f"initial_pose: position {position}, orientation {quaternion}: "
                                 f"finite numbers and a non-zero quaternion (x, y, z, w)")
         from ..errors import CommandError
-        name = request.name
+        name = request.name or (urdf_name(urdf) if urdf else "")
         with self.control.lock:
             taken = set(self._entities()) | set(self.control.sim.robot.frame_names())
         if not name and not request.allow_renaming:
@@ -599,7 +640,8 @@ class SimulationInterfaces:
                         if f"{base}_{k}" not in taken)
         try:
             message = self.control.change_objects("spawned", lambda sim: sim.spawn_object(
-                name, shape, size, mass, position, quaternion=quaternion, mesh=mesh))
+                name, shape, size, mass, position, quaternion=quaternion, mesh=mesh,
+                urdf=urdf))
         except CommandError as e:
             return self._result(response, R.RESULT_OPERATION_FAILED, str(e))
         response.entity_name = name

@@ -595,22 +595,24 @@ class MeshcatViewer:
         self._object_paths = []
         for o in objects:
             node = self._vis[f"{self._root}/objects/{o.name}"]
-            a, b, c = o.size
             parts: list = []
-            if o.shape == "mesh":  # its convex hull (what collides), about its centre of mass
-                parts.append((mg.TriangularMeshGeometry(o.hull.vertices, o.hull.faces),
-                              np.eye(4)))
-            elif o.shape == "box":
-                parts.append((mg.Box([a, b, c]), np.eye(4)))
-            elif o.shape == "sphere":
-                parts.append((mg.Sphere(a), np.eye(4)))
-            else:  # cylinder, capsule: radius a, length b along z
-                parts.append((mg.Cylinder(b, a), y_to_z))
-                if o.shape == "capsule":
-                    for sign in (1.0, -1.0):
-                        T = np.eye(4)
-                        T[2, 3] = sign * 0.5 * b
-                        parts.append((mg.Sphere(a), T))
+            for solid in o.solids():  # itself, or a urdf object's <collision> geometries
+                at = solid.placement().homogeneous
+                a, b, c = solid.size
+                if solid.shape == "mesh":  # its convex hull (what collides), about its centre
+                    parts.append((mg.TriangularMeshGeometry(solid.hull.vertices,
+                                                            solid.hull.faces), at))
+                elif solid.shape == "box":
+                    parts.append((mg.Box([a, b, c]), at))
+                elif solid.shape == "sphere":
+                    parts.append((mg.Sphere(a), at))
+                else:  # cylinder, capsule: radius a, length b along z
+                    parts.append((mg.Cylinder(b, a), at @ y_to_z))
+                    if solid.shape == "capsule":
+                        for sign in (1.0, -1.0):
+                            T = np.eye(4)
+                            T[2, 3] = sign * 0.5 * b
+                            parts.append((mg.Sphere(a), at @ T))
             for i, (geometry, T) in enumerate(parts):
                 node[f"part_{i}"].set_object(geometry, material)
                 node[f"part_{i}"].set_transform(T)
