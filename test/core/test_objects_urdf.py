@@ -232,3 +232,36 @@ def test_refusals_name_the_file_the_joint_and_the_fix(tmp_path):
                                            rf"geometries, more than {MAX_URDF_GEOMETRIES}"):
         sim.spawn_object("lumpy", "urdf", None, None, (0.0, 0.0, 1.0), urdf=lumpy)
     assert sim.objects == ()
+
+
+def test_a_world_file_and_a_parameter_file_take_a_urdf_object_beside_them(tmp_path):
+    """``world.objects`` with ``shape: urdf`` and a relative ``urdf:`` (resolved beside the
+    world file) becomes ``objects.urdfs``; a parameter file's relative ``objects.urdfs``
+    entry is resolved beside it; both build the two-box object (4 kg)."""
+    import yaml
+
+    from wb_sim.world import load_world
+    (tmp_path / "things").mkdir()
+    (tmp_path / "things" / "pair.urdf").write_text(TWO_BOXES)
+    world = tmp_path / "world.yaml"
+    world.write_text("world:\n  objects:\n    - name: pair\n      shape: urdf\n"
+                     "      urdf: things/pair.urdf\n      pose: {position: [1.0, 0.0, 0.5]}\n"
+                     "  robots:\n    - {name: humanoid, robot: humanoid}\n")
+    params, _ = load_world(world)
+    assert params["objects.urdfs"] == [str(tmp_path / "things" / "pair.urdf")]
+    assert params["objects.mass"] == [0.0] and params["objects.sizes"] == [0.0] * 3
+    from wb_sim.config import read_yaml_params
+    p = _urdf_objects(dict(name="pair", urdf="things/pair.urdf", position=(0.0, 0.0, 0.5)))
+    nested: dict = {}
+    for key, value in p.items():
+        *groups, leaf = key.split(".")
+        d = nested
+        for g in groups:
+            d = d.setdefault(g, {})
+        d[leaf] = value
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"wb_sim": {"ros__parameters": nested}}))
+    flat = read_yaml_params(path)
+    assert flat["objects.urdfs"] == [str(tmp_path / "things" / "pair.urdf")]
+    sim = wb_sim.Simulator.from_params(flat)
+    assert sim.objects[0].shape == "urdf" and sim.objects[0].mass == A_MASS + B_MASS

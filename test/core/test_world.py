@@ -134,6 +134,11 @@ ROBOT = "    - {name: humanoid, robot: humanoid}\n"
      "unknown shape 'boxx'; did you mean 'box'"),
     ("  objects:\n    - {name: b, shape: box, size: [0.3, 0.3, 0.3], mass: 1.0}\n"
      "  robots:\n" + ROBOT, "'world.objects[0].pose' has no 'position'"),
+    ("  objects:\n    - {name: b, shape: box, size: [0.3, 0.3, 0.3], mass: 1.0, urdf: b.urdf, "
+     "pose: {position: [1.0, 0.0, 0.15]}}\n  robots:\n" + ROBOT,
+     "'world.objects[0].urdf' is for shape urdf only (got shape 'box')"),
+    ("  objects:\n    - {name: u, shape: urdf, pose: {position: [1.0, 0.0, 0.5]}}\n"
+     "  robots:\n" + ROBOT, "'world.objects[0]' has no 'urdf'"),
     ("  objects:\n    - {name: b, shape: box, size: [0.3, 0.3], mass: 1.0, "
      "pose: {position: [1.0, 0.0, 0.15]}}\n  robots:\n" + ROBOT,
      "a box's size is x, y, z edge lengths (m): the first 3 must be > 0"),
