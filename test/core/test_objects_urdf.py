@@ -191,7 +191,7 @@ def test_a_urdf_mesh_part_is_its_convex_hull_found_through_package_uri(tmp_path)
     assert sim.object_pose("cube").translation[2] == pytest.approx(0.05, abs=1e-3)
 
 
-def test_refusals_name_the_file_the_joint_and_the_fix(tmp_path):
+def test_refusals_name_the_file_the_joint_and_the_fix(tmp_path, monkeypatch):
     hinge = tmp_path / "door.urdf"
     hinge.write_text('<robot name="door">' + _box_link("frame", (0.1, 0.1, 0.1), 1.0)
                      + _box_link("leaf", (0.1, 0.1, 0.1), 1.0)
@@ -231,7 +231,44 @@ def test_refusals_name_the_file_the_joint_and_the_fix(tmp_path):
     with pytest.raises(CommandError, match=rf"{MAX_URDF_GEOMETRIES + 1} <collision> "
                                            rf"geometries, more than {MAX_URDF_GEOMETRIES}"):
         sim.spawn_object("lumpy", "urdf", None, None, (0.0, 0.0, 1.0), urdf=lumpy)
+    import wb_sim.objects as objects
+    path = tmp_path / "pair.urdf"
+    path.write_text(TWO_BOXES)
+    monkeypatch.setattr(objects, "MAX_URDF_BYTES", len(TWO_BOXES) - 1)
+    for urdf, what in ((str(path), f"URDF file '{path}'"), (TWO_BOXES, "the URDF string")):
+        with pytest.raises(CommandError, match=rf"{what} has {len(TWO_BOXES)} bytes, more "
+                                               rf"than {len(TWO_BOXES) - 1}"):
+            sim.spawn_object("pair", "urdf", None, None, (0.0, 0.0, 1.0), urdf=urdf)
+    monkeypatch.undo()
+    cube = _write_mesh(tmp_path / "cube.stl", _box_vertices((0.2, 0.2, 0.2)), BOX_FACES)
+    two = (f'<robot name="two"><link name="a"><inertial><mass value="1"/>'
+           f'{_inertia_xml(np.eye(3) * 0.01)}</inertial>'
+           + 2 * f'<collision><geometry><mesh filename="{cube}"/></geometry></collision>'
+           + '</link></robot>')
+    monkeypatch.setattr(objects, "MAX_MESH_BYTES", int(1.5 * (tmp_path / "cube.stl").stat()
+                                                       .st_size))
+    sim.spawn_object("two", "urdf", None, None, (0.0, 0.0, 1.0), urdf=two)  # one file, once
+    sim.delete_object("two")
+    monkeypatch.setattr(objects, "MAX_MESH_BYTES", (tmp_path / "cube.stl").stat().st_size - 1)
+    with pytest.raises(CommandError, match=r"its collision meshes have \d+ bytes together"):
+        sim.spawn_object("two", "urdf", None, None, (0.0, 0.0, 1.0), urdf=two)
     assert sim.objects == ()
+
+
+def test_a_urdf_object_in_the_terrain_is_refused_by_any_of_its_links():
+    """The two-box object placed with its block (not its slab, the part nearest its centre)
+    5 cm into a terrain box: refused naming the box; lifted clear, accepted."""
+    M, com, _ = _parallel_axis([(A_MASS, A_XYZ, np.eye(3), np.eye(3)),
+                                (B_MASS, B_XYZ, np.eye(3), np.eye(3))])
+    top = B_XYZ[2] + B_EDGES[2] / 2.0 - com[2]  # the block's top above the centre of mass
+    # a terrain box hanging 1 m up whose bottom face is at z = 1: the block's top reaches it
+    terrain = {"terrain.boxes": [0.0, 0.0, 1.5, 2.0, 2.0, 1.0, 0.0]}
+    with pytest.raises(ConfigError, match=r"'pair' starts 50.0 mm inside terrain box 0"):
+        wb_sim.Simulator.from_params(_urdf_objects(
+            dict(name="pair", urdf=TWO_BOXES, position=(0.0, 0.0, 1.05 - top)), **terrain))
+    sim = wb_sim.Simulator.from_params(_urdf_objects(
+        dict(name="pair", urdf=TWO_BOXES, position=(0.0, 0.0, 0.99 - top)), **terrain))
+    assert sim.objects[0].mass == M
 
 
 def test_a_world_file_and_a_parameter_file_take_a_urdf_object_beside_them(tmp_path):

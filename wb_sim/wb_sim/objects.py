@@ -345,8 +345,8 @@ def load_urdf_body(urdf: str, max_vertices: int, what: str, err) -> UrdfBody:
     object's frame: the centre of mass, the root link's axes. ``urdf``: a file (a path,
     ``file://``, ``package://``...) or the XML. ``err`` (naming ``what`` and the file) for a
     file too large (:data:`MAX_URDF_BYTES`), too many links (:data:`MAX_URDF_LINKS`) or
-    geometries (:data:`MAX_URDF_GEOMETRIES`), all checked before pinocchio or coal read
-    it; a joint that is not fixed (an articulated object is a robot); no <inertial> with
+    geometries (:data:`MAX_URDF_GEOMETRIES`), meshes of more than :data:`MAX_MESH_BYTES`
+    together, all checked before pinocchio or coal read them; a joint that is not fixed (an articulated object is a robot); no <inertial> with
     mass; no <collision>; a bad number."""
     import xml.etree.ElementTree as ET
 
@@ -422,6 +422,21 @@ def load_urdf_body(urdf: str, max_vertices: int, what: str, err) -> UrdfBody:
     com = np.array(total.lever)
     to_object = pin.SE3(np.eye(3), -com)  # object (centre of mass, root axes) <- root
     resolved = ET.fromstring(resolve_mesh_uris(xml, file))
+    meshes = {}  # <mesh> element -> its file, all sized before any is read
+    for link in resolved.findall("link"):
+        for k, c in enumerate(link.findall("collision")):
+            shape = c.find("geometry/mesh")
+            if shape is not None:
+                where = f"{what}: {origin}: link '{link.get('name')}': <collision> {k}"
+                path = _urdf_mesh_path(shape.get("filename", ""), file, where, err)
+                if not Path(path).is_absolute() and file is not None:
+                    path = str(file.parent / path)
+                meshes[shape] = path
+    size = sum(Path(m).stat().st_size for m in set(meshes.values()) if Path(m).is_file())
+    if size > MAX_MESH_BYTES:
+        raise err(f"{what}: {origin}: its collision meshes have {size} bytes together, more "
+                  f"than {MAX_MESH_BYTES} ({MAX_MESH_BYTES // 2 ** 20} MiB): decimate them "
+                  f"(only their convex hulls are used)")
     solids = []
     for link in resolved.findall("link"):
         for k, c in enumerate(link.findall("collision")):
@@ -436,9 +451,7 @@ def load_urdf_body(urdf: str, max_vertices: int, what: str, err) -> UrdfBody:
                 if any(not s > 0 for s in scale):
                     raise err(f"{where}: <mesh scale> {list(scale)}: each factor must be > 0 "
                               f"(a mirrored mesh is not supported)")
-                path = _urdf_mesh_path(shape.get("filename", ""), file, where, err)
-                if not Path(path).is_absolute() and file is not None:
-                    path = str(file.parent / path)
+                path = meshes[shape]
                 hull = load_mesh_hull(path, scale, max_vertices, where, err)
                 at = at * pin.SE3(np.eye(3), hull.com)
                 solid = dict(shape="mesh", size=scale, mesh=str(Path(path).resolve()),
