@@ -380,5 +380,15 @@ def test_free_objects_in_the_browser(tmp_path):
             viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
             browser.wait_for(f"Object.keys({node('part')}.children).length == 1 && "
                              f"Math.abs({node('part')}.object.matrix.elements[13] + 0.8) < 1e-6")
+            # a spawned URDF object: one part per <collision> box, each at its placement
+            from core.test_objects_urdf import TWO_BOXES
+            pair = sim.spawn_object("pair", "urdf", None, None, [0.8, -0.8, 0.4], urdf=TWO_BOXES)
+            viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
+            browser.wait_for(f"Object.keys({node('pair')}.children).length == 2")
+            for k, solid in enumerate(pair.parts):
+                m = np.array(browser.evaluate(f"Array.from({node('pair')}.children['part_{k}']"
+                                              f".object.matrix.elements)"),
+                             dtype=float).reshape(4, 4).T
+                assert np.allclose(m, solid.placement().homogeneous, atol=1e-6), (k, m)
         finally:
             browser.close()
