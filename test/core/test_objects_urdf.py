@@ -4,9 +4,12 @@ geometry its shape.
 
 Checked against numbers: a two-box URDF's mass and inertia equal the hand-computed
 parallel-axis composite (1e-12); it rests on the ground at the height its geometry gives
-and the ground's force on it is its weight (0.5 %, both models); a one-box URDF falls
-exactly as the equal box object (1e-12, both models); a URDF mesh part is its hull as a
-mesh object's; the refusals name the file and the joint.
+and the ground's force on it is its weight (0.5 %, both models), as does a box object's
+force when it rests on one, and snapshots continue bit for bit; a one-box URDF falls
+exactly as the equal box object (1e-12, both models); a URDF mesh part (package://) is its
+hull as a mesh object's; a link away from the centre is refused inside the terrain; the
+refusals name the file and the joint, the bounds (bytes, links, geometries, mesh bytes)
+are checked before anything is read; world and parameter files resolve relative URDFs.
 """
 
 from __future__ import annotations
@@ -302,3 +305,36 @@ def test_a_world_file_and_a_parameter_file_take_a_urdf_object_beside_them(tmp_pa
     assert flat["objects.urdfs"] == [str(tmp_path / "things" / "pair.urdf")]
     sim = wb_sim.Simulator.from_params(flat)
     assert sim.objects[0].shape == "urdf" and sim.objects[0].mass == A_MASS + B_MASS
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_the_two_box_urdf_rests_on_a_box_object_and_snapshots_continue(model):
+    """The two-box object dropped onto a 0.6 x 0.6 x 0.2 m crate: it rests with its slab on
+    the crate's top (its centre of mass at 0.2 m + its rest height, within 2 mm), the
+    crate's force on it (the pair contacts) is its weight within 0.5 %; a snapshot taken
+    in the fall continues bit for bit."""
+    M, com, _ = _parallel_axis([(A_MASS, A_XYZ, np.eye(3), np.eye(3)),
+                                (B_MASS, B_XYZ, np.eye(3), np.eye(3))])
+    rest = 0.2 + A_EDGES[2] / 2.0 + com[2] - A_XYZ[2]
+    sim = wb_sim.Simulator.from_params(_urdf_objects(
+        dict(name="crate", shape="box", size=(0.6, 0.6, 0.2), mass=10.0,
+             position=(0.0, 0.0, 0.1)),
+        dict(name="pair", urdf=TWO_BOXES, position=(0.0, 0.0, rest + 0.03)),
+        **{"contact.model": model}))
+    _run(sim, 20)
+    snap = sim.get_state()
+    _run(sim, 100)
+    q, v = sim.q.copy(), sim.v.copy()
+    sim.set_state(snap)
+    _run(sim, 100)
+    np.testing.assert_array_equal(sim.q, q)
+    np.testing.assert_array_equal(sim.v, v)
+    _run(sim, round(1.0 / sim.dt))
+    c = sim.self_collision_contacts()
+    pairs = [i for i, (a, b) in enumerate(zip(c.link_a, c.link_b)) if {a, b} == {"crate", "pair"}]
+    on_pair = sum(c.force[i] * (1.0 if c.link_b[i] == "crate" else -1.0) for i in pairs)
+    pose = sim.object_pose("pair")
+    print(f"{model}: on the crate at {pose.translation[2]!r} m (geometry {rest!r}), force "
+          f"{np.asarray(on_pair).tolist()} N on weight {M * G0!r} N")
+    assert pose.translation[2] == pytest.approx(rest, abs=2e-3)
+    np.testing.assert_allclose(on_pair, [0.0, 0.0, M * G0], rtol=0.0, atol=5e-3 * M * G0)
