@@ -2,8 +2,14 @@
 URDF's links together) that nothing drives, in the same physics as the robot.
 
 **Design.** Each object is appended to the simulator's own pinocchio models as one more
-free joint under the universe, one body (its solid's inertia about its centre) and one
-collision geometry (a coal primitive). Appended after the robot's joints, it changes
+free joint under the universe, one body (its solid's inertia about its centre) and its
+collision geometry (a coal primitive or a mesh's hull; a urdf object: one per
+``<collision>`` of its links, at its placement in the body's frame, as a link's several
+geometries are: :class:`Solid`, :func:`load_urdf_body`). Why a rigid URDF is one body
+and not a robot of fixed joints: pinocchio merges fixed links into their joint anyway,
+and as one free joint it takes every path a box takes (the islands' one-object batch,
+the stepping model's root, spawn and delete); an articulated URDF is a robot (refused
+here, listed under ``robots:`` in a world file). Appended after the robot's joints, it changes
 nothing of the robot's layout: the robot's base stays joint 1, its joints keep their
 ``idx_q`` / ``idx_v`` and :attr:`~wb_sim.Simulator.joint_names` lists the robot's joints
 only; an object's 7 coordinates and 6 velocities come after them in ``q`` and ``v``. Then
