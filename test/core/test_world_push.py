@@ -89,8 +89,8 @@ def test_humanoid_pushes_the_box_which_then_slides_at_mu_g(model):
     assert got["moved"] >= 0.15, got["moved"]
     assert got["pitch"].max() < 0.01, got["pitch"].max()  # never tipping over its front edge
     assert got["peak_v"] > 0.3
-    # then alone: from 1 mm off the hands to 0.03 m/s, friction alone, mu g to 2 %
-    assert got["slide_steps"] >= 20 and got["release_v"] > 0.15, (got["slide_steps"],
+    # then alone (at 0.33 m/s): from 1 mm off the hands to 0.03 m/s, mu g to 2 %
+    assert got["slide_steps"] >= 50 and got["release_v"] > 0.25, (got["slide_steps"],
                                                                   got["release_v"])
     assert got["decel"] == pytest.approx(got["mu"] * got["g"], rel=0.02), got["decel"]
     assert abs(got["final_v"]) < 1e-3  # at rest at the end
