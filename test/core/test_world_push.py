@@ -3,10 +3,10 @@ wb_sim/keyframes.py (PD + gravity compensation tracking keyframed postures on a 
 spline).
 
 Checked against numbers: the controller's reference passes through its keys with the cubic's
-closed form (half way and 1.5 times the mean speed at mid time) and its law is the example
-PD's; in the world, on both contact laws, the humanoid slides the 5 kg box 0.15 m or more
-with the box flat on the floor, the box then slides on alone decelerating at mu g (to 2 %)
-and comes to rest, while the robot stands (base above 0.6 m, back within 5 mm of its start
+closed form (half way and 1.5 times the mean speed at mid time), a null skips a key, and its law
+is the example PD's; in the world, on both contact laws, the humanoid slides the 5 kg box 0.15 m
+or more with the box flat on the floor, the box then slides on alone decelerating at mu g (to 2
+%) and comes to rest, while the robot stands (base above 0.6 m, back within 5 mm of its start
 height, soles moved < 1 mm); the world runs through ``python -m wb_sim --world`` (exit 0: the
 stand verdict) and its parameter file for the node carries the controller's keyframes.
 """
@@ -63,6 +63,20 @@ def test_keyframe_reference_is_the_clamped_cubic_and_the_law_the_example_pd(sim)
     for t in (T, 3.0):  # the key, then held
         assert ctrl(_obs(sim, t))[elbow] == pytest.approx(g[elbow] + kp * (key - qj[elbow]),
                                                           abs=1e-9)
+
+
+def test_keyframe_null_leaves_a_joint_unkeyed_at_that_time(sim):
+    kp, key = 1000.0, -1.3
+    elbow, knee = sim.joint_names.index("l_elbow"), sim.joint_names.index("l_knee")
+    start = sim.joint_positions.copy()
+    ctrl = ControllerLoop(sim, KF, {"kp": kp, "kd": 0.0, "times": [1.0, 2.0],
+                                    "postures": {"l_elbow": [None, key],
+                                                 "l_knee": [start[knee] + 0.2, None]}}).controller
+    g = PDGravityController(sim.robot, start, kp, 0.0, gravity=sim.config.gravity).gravity(sim.q)
+    tau = ctrl(_obs(sim, 1.0))  # the elbow's one key is at 2 s: half way at 1 s
+    assert tau[elbow] == pytest.approx(g[elbow] + kp * 0.5 * (key - start[elbow]), abs=1e-9)
+    assert tau[knee] == pytest.approx(g[knee] + kp * 0.2, abs=1e-9)  # its key, then held
+    assert ctrl(_obs(sim, 2.0))[knee] == pytest.approx(g[knee] + kp * 0.2, abs=1e-9)
 
 
 @pytest.mark.parametrize("params, says", [
