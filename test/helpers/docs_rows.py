@@ -319,7 +319,7 @@ def payload_sentence() -> str:
 
 
 # ---------------------------------------------------------------------------
-# docs/world.md: the two shipped worlds
+# docs/world.md: the shipped worlds
 # ---------------------------------------------------------------------------
 
 def world_box_figures() -> str:
@@ -362,6 +362,26 @@ def world_playground_figures() -> str:
         + f". The robot's base stays above {play['qs'][:, 2].min():.3f} m.")
 
 
+def world_push_figures() -> str:
+    """test/core/test_world_push.py's runs of config/worlds/humanoid_pushes_box.yaml (5.5 s,
+    its compliant contact and the rigid one in its place)."""
+    from helpers.worlds import pushes_box
+    soft, hard = pushes_box("compliant"), pushes_box("rigid")
+    mu_g = soft["mu"] * soft["g"]
+    return "\n".join(_wrap(line, "  ") for line in [
+        f"* The box slides {soft['moved']:.3f} m (rigid contact: {hard['moved']:.3f} m), "
+        f"at up to {soft['peak_v']:.2f} m/s (t = {soft['peak_t']:.2f} s), flat on the floor "
+        f"(tilted {soft['pitch'].max():.4f} rad at the most).",
+        f"* From t = {soft['release_t']:.3f} s, 1 mm off the hands at {soft['release_v']:.2f} "
+        f"m/s, it slides on alone {soft['slide'] * 1e3:.1f} mm, decelerating at "
+        f"{soft['decel']:.3f} m/s² (rigid: {hard['decel']:.3f} m/s²) against μg = "
+        f"{mu_g:.3f} m/s², and stops.",
+        f"* The robot stands on both feet: its base goes down to {soft['base_z'].min():.3f} m "
+        f"and back up to {soft['base_z'][-1]:.3f} m (start {soft['z0']:.3f} m), its soles move "
+        f"{soft['feet'].max() * 1e3:.2f} mm on the floor and tilt {soft['tilt'].max():.3f} rad "
+        f"at the most (rocking forward on the toes after the release)."])
+
+
 def _wrap(text: str, indent: str = "", width: int = 96) -> str:
     import textwrap
     return "\n".join(textwrap.wrap(text, width, subsequent_indent=indent,
@@ -401,6 +421,8 @@ BLOCKS = {b.name: b for b in [
           "test_world.py's run of humanoid_box.yaml, 2 s (and 0.5 s of the robot alone)"),
     Block("world-playground", "docs/world.md", world_playground_figures,
           "test_world.py's run of objects_playground.yaml, 2 s"),
+    Block("world-push", "docs/world.md", world_push_figures,
+          "test_world_push.py's runs of humanoid_pushes_box.yaml, 5.5 s on each contact law"),
     Block("mujoco-lying", "docs/physics.md", mujoco_lying_table,
           "test_mujoco_lying.py's humanoid, 3 s at 1 kHz, both models and MuJoCo's twin",
           needs=lambda: __import__("helpers.extras").extras.require_mujoco()),

@@ -72,3 +72,56 @@ def playground() -> dict:
     speed = {o.name: float(np.linalg.norm(sim.object_twist(o.name)[0])) for o in sim.objects}
     return {"start": start, "end": end, "speed": speed, "qs": qs,
             "has_terrain": sim.terrain is not None}
+
+
+#: the hands' collision spheres: radius (m) and centre in the forearm frames (the URDF's)
+HAND_RADIUS, HAND_CENTRE = 0.04, np.array([0.0, 0.0, -0.22])
+
+
+@functools.lru_cache(maxsize=None)
+def pushes_box(model: str = "compliant", seconds: float = 5.5) -> dict:
+    """config/worlds/humanoid_pushes_box.yaml under its keyframe controller (``model``: the
+    world's contact law, or another one in its place), per step: the box's x, x velocity and
+    pitch, the gap between its rear face and the nearer hand sphere (m; < 0: pressed), the
+    base height, how far the soles moved on the floor since the start and how far they
+    tilted (rad); and the box's free slide, after the hands let go."""
+    params, info = load_world(WORLDS / "humanoid_pushes_box.yaml")
+    params = {**params, "contact.model": model}
+    sim = wb_sim.Simulator.from_params(params)
+    half = 0.5 * sim.objects[0].size[0]
+    soles = ("l_sole", "r_sole")
+    start = [sim.frame_pose(f).translation[:2].copy() for f in soles]
+    rows = {k: [] for k in ("t", "x", "vx", "pitch", "gap", "base_z", "feet", "tilt")}
+
+    def watch(s):
+        box = s.object_pose("box")
+        hands = max(s.frame_pose(f).act(HAND_CENTRE)[0] for f in ("l_forearm", "r_forearm"))
+        rows["t"].append(s.t)
+        rows["x"].append(box.translation[0])
+        rows["vx"].append(s.object_twist("box")[0][0])
+        rows["pitch"].append(float(np.arccos(np.clip(box.rotation[2, 2], -1.0, 1.0))))
+        rows["gap"].append(box.translation[0] - half - hands - HAND_RADIUS)
+        rows["base_z"].append(s.q[2])
+        poses = [s.frame_pose(f) for f in soles]
+        rows["feet"].append(max(float(np.linalg.norm(p.translation[:2] - p0))
+                                for p, p0 in zip(poses, start)))
+        rows["tilt"].append(max(float(np.arccos(np.clip(p.rotation[2, 2], -1.0, 1.0)))
+                                for p in poses))
+    x0 = float(sim.object_pose("box").translation[0])
+    z0 = float(sim.q[2])
+    run(sim, controller_loop(sim, info), seconds, watch)
+    out = {k: np.array(v) for k, v in rows.items()}
+    # the free slide: from the step the hands are 1 mm off the box (after its fastest step)
+    # while it still moves faster than 0.03 m/s
+    peak = int(out["vx"].argmax())
+    off = peak + int(np.argmax(out["gap"][peak:] > 1e-3))
+    end = off + int(np.argmax(out["vx"][off:] < 0.03))
+    t, v = out["t"][off:end], out["vx"][off:end]
+    decel = -float(np.polyfit(t, v, 1)[0]) if t.size > 2 else float("nan")
+    mu = sim.config.contact.friction_coefficient
+    return {**out, "info": info, "x0": x0, "z0": z0, "mu": mu, "g": G,
+            "moved": float(out["x"][-1] - x0), "peak_v": float(out["vx"][peak]),
+            "peak_t": float(out["t"][peak]),
+            "release_t": float(out["t"][off]), "release_v": float(out["vx"][off]),
+            "slide_steps": int(end - off), "slide": float(out["x"][end] - out["x"][off]),
+            "decel": decel, "final_v": float(out["vx"][-1])}

@@ -150,6 +150,21 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
         assert bad.stderr.count("\n") == 1 and bad.stdout == "", bad.stderr
 
 
+def test_run_of_the_push_world_runs_its_keyframe_controller_in_the_node(tmp_path):
+    """wb_sim_run --world config/worlds/humanoid_pushes_box.yaml: the world's in-process
+    controller (wb_sim.keyframes:keyframe_pd, its keyframes through controller.params) runs
+    in the node; the robot crouches to push (headless: the base down to 0.610 m) and stands."""
+    world = PKG / "config" / "worlds" / "humanoid_pushes_box.yaml"
+    out, took = _run(tmp_path, "--world", str(world), "--real-time-factor", "0", "-p",
+                     "publish.stats_period_s:=0.05", "--duration", "3.2")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "in-process controller 'wb_sim.keyframes:keyframe_pd'" in out.stdout
+    m = re.search(r"verdict: stands: base height first [\d.]+ m, lowest (?P<low>[\d.]+) m",
+                  out.stdout)
+    assert m, out.stdout[-2000:]
+    assert 0.6 < float(m["low"]) < 0.63, m["low"]  # the stats' samples of the crouch
+
+
 def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
     # the user's YAML sets what the launcher would otherwise default
     cfg = _yaml(tmp_path, "mine.yaml", "    real_time_factor: 0.0\n    sync:\n      mode: lockstep\n"
