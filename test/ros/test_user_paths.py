@@ -142,8 +142,11 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     assert len(xs) >= 10 and min(xs) < -0.008, xs  # without the box: -5.8 mm at the most
     two = tmp_path / "two.yaml"
     two.write_text("world:\n  robots:\n    - {name: a, robot: humanoid}\n"
-                   "    - {name: b, robot: humanoid}\n")
-    for args, says in ((["--world", str(two)], "serves one robot for now"),
+                   "    - {name: b, robot: humanoid, initial: {base_position: [2, 0, 0.7]}, "
+                   "controller: 'wb_sim.controllers:pd_gravity'}\n")
+    for args, says in ((["--world", str(two)], "robot 'b': controller "
+                        "'wb_sim.controllers:pd_gravity': with several robots each robot's "
+                        "controller is 'pd'"),
                        (["--world", str(world), "--robot", "icub"], "leave --robot out")):
         bad, _ = _run(tmp_path, *args, "--duration", "1")
         assert bad.returncode == 2 and says in bad.stderr, bad.stderr
