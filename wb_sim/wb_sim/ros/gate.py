@@ -741,6 +741,11 @@ class GateSet:
         return sum(g.losses for g in self.gates)
 
     @property
+    def lost_robots(self) -> list[str]:
+        """The robots whose controller is lost (named in the stats line)."""
+        return [f"'{p.name}'" for p, g in zip(self.parts, self.gates) if g.lost]
+
+    @property
     def dropped(self) -> int:
         return sum(g.dropped for g in self.gates)
 
@@ -791,10 +796,14 @@ class GateSet:
 
     def torques(self, now_ns: int, joint_velocities: np.ndarray, wall: float,
                 joint_positions: np.ndarray | None = None) -> np.ndarray:
-        """Each robot's gate's torques at its own joints' state, joined (a new array)."""
+        """Each robot's gate's torques at its own joints' state, joined (a new array). The
+        stats count a step with a new command (of any robot) once."""
         out = np.empty(self.nj)
+        stats = self.gates[0].stats
+        applied = stats.applied
         for p, g in zip(self.parts, self.gates):
             j = p.joints
             out[j] = g.torques(now_ns, joint_velocities[j], wall,
                                None if joint_positions is None else joint_positions[j])
+        stats.applied = applied + (stats.applied > applied)
         return out

@@ -365,7 +365,9 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
     if gate.lost:
-        applied += (", the controller is lost (no answer for sync.timeout_s): stepping without "
-                    "waiting")
+        who = getattr(gate, "lost_robots", ())  # several robots: whose
+        applied += ((f", the controller of robot {', '.join(who)} is lost" if who else
+                     ", the controller is lost")
+                    + " (no answer for sync.timeout_s): stepping without waiting")
     policy = "" if lockstep else f", pacing: {pacer.policy}"
     return f"{pace}{lat}{base}{solver}{applied}{policy}{requests}{rejected}"
