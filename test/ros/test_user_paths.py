@@ -153,6 +153,24 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
         assert bad.stderr.count("\n") == 1 and bad.stdout == "", bad.stderr
 
 
+def test_run_of_two_humanoids_starts_a_controller_each_and_judges_each(tmp_path):
+    """wb_sim_run --world two_humanoids.yaml: one node serving both, one example controller
+    per robot in its namespace, a verdict per robot from its own base (exit 0: both
+    stand, each base within 5 mm of its first height)."""
+    world = PKG / "config" / "worlds" / "two_humanoids.yaml"
+    out, took = _run(tmp_path, "--world", str(world), "--real-time-factor", "0",
+                     "--duration", "2", timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    for name in ("alice", "bob"):
+        assert f"[{name}.wb_sim_pd_controller]: holding the initial posture" in out.stdout
+        m = re.search(rf"wb_sim_run: robot '{name}': verdict: stands: base height first "
+                      rf"(?P<z0>[\d.]+) m, lowest (?P<lo>[\d.]+) m", out.stdout)
+        assert m, out.stdout[-3000:]
+        assert float(m["z0"]) - float(m["lo"]) < 0.005, m.group(0)
+    assert "robot 'alice' base at (-0.50" in out.stdout and "robot 'bob' base at (0.50" \
+        in out.stdout
+
+
 def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):
     # the user's YAML sets what the launcher would otherwise default
     cfg = _yaml(tmp_path, "mine.yaml", "    real_time_factor: 0.0\n    sync:\n      mode: lockstep\n"
