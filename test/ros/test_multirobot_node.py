@@ -11,6 +11,7 @@ Numbers checked:
   world file puts them (x = -0.5 and +0.5 m);
 * both stand 3 s of simulated time: each base within 5 mm of its initial height and 1 cm
   of its place; two runs give bit-identical joint states of both robots at t = 3 s;
+* a push on ``/alice/external_wrench`` acts on alice's link, another robot's link refused;
 * bob's controller killed at t ~ 1 s: only bob's watchdog trips (its log line names bob,
   alice's never), bob's gate alone is lost; alice still stands 2 s of simulated time later;
 * one robot: the node's topics are exactly the single robot's, un-namespaced (a test that
@@ -221,12 +222,23 @@ def test_a_dead_controller_trips_only_its_robots_watchdog(tmp_path):
     run = FleetRun(tmp_path, 0.0)
     try:
         run.run_until(1.0)
+        # a push on alice's topic names alice's own link; another robot's is not hers
+        from geometry_msgs.msg import WrenchStamped
+        push = run.ros.publisher(WrenchStamped, "/alice/external_wrench")
+        for frame in ("pelvis", "bob/pelvis"):
+            msg = WrenchStamped()
+            msg.header.frame_id = frame
+            msg.wrench.force.x = 2.0  # N, 0.1 s: alice stands it
+            push.publish(msg)
         run.procs["controller_bob"].kill()
         run.run_until(3.0)
         log = run.node.log()
         assert re.search(r"robot 'bob': lockstep: no answer from the controller", log), log[-3000:]
         assert re.search(r"robot 'bob': no valid command for 0\.1 s of simulated time", log), \
             log[-3000:]
+        assert "robot 'alice': push on 'pelvis'" in log, log[-3000:]
+        assert "robot 'alice': rejected a wrench on 'external_wrench': frame 'bob/pelvis' " \
+            "is not in the model" in log, log[-3000:]
         assert "robot 'alice': no valid command" not in log
         assert "robot 'alice': lockstep: no answer" not in log
         _stands(run, "alice")  # its controller kept it standing, 2 s on
