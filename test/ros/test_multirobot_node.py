@@ -205,6 +205,27 @@ def test_topics_frames_and_descriptions_are_per_robot(first_run):
     assert {"alice/l_sole", "bob/l_sole", "alice/imu_link", "bob/imu_link"} <= children, children
 
 
+def test_each_robot_has_its_own_parameters(first_run):
+    """<name>.initial.* (read-only) as the world file says, <name>.command.kp set by that
+    robot's controller (its kp 1000 on its 23 joints), live per robot; the node-wide drive
+    gains are refused, naming the robots' own."""
+    ros = first_run.ros
+    p = ros.get_parameters("alice.initial.base_position", "bob.initial.base_rpy",
+                           "alice.command.kp", "bob.command.kd", "bob.floating_base")
+    assert p["alice.initial.base_position"] == [-0.5, 0.0, 0.696882]
+    assert p["bob.initial.base_rpy"] == pytest.approx([0.0, 0.0, np.pi], abs=1e-12)
+    assert p["alice.command.kp"] == [1000.0] * 23 and p["bob.command.kd"] == [20.0] * 23
+    assert p["bob.floating_base"] is True
+    r = ros.set_parameter("command.kp", [500.0])
+    assert not r.successful and "'alice.command.kp', 'bob.command.kp'" in r.reason, r.reason
+    r = ros.set_parameter("bob.command.kd", [25.0])
+    assert r.successful, r.reason
+    assert ros.get_parameters("bob.command.kd")["bob.command.kd"] == [25.0]
+    r = ros.set_parameter("bob.command.kd", [1.0, 2.0])  # neither one value nor 23
+    assert not r.successful and "expected one value" in r.reason, r.reason
+    assert not ros.set_parameter("bob.initial.base_position", [0.0, 0.0, 1.0]).successful
+
+
 def test_lockstep_runs_are_bit_identical_for_both_robots(first_run, tmp_path):
     second = FleetRun(tmp_path, 0.0)
     try:
