@@ -32,7 +32,7 @@ from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
 from std_msgs.msg import String
 
-from ..config import PARAMETER_BY_KEY, load_config
+from ..config import PARAMETER_BY_KEY
 from ..errors import ConfigError
 from ..multirobot import PER_ROBOT_GROUPS, PER_ROBOT_KEYS, ROBOT0_ONLY_GROUPS
 from . import conversions as cv
@@ -45,9 +45,6 @@ from .urdf import urdf_for_ros
 ROBOT_READ_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positions",
                    "initial.base_position", "initial.base_rpy")
 ROBOT_LIVE_KEYS = ("command.kp", "command.kd")
-#: the topics each robot has under its namespace (parameter ``topics.<key>``)
-ROBOT_TOPICS = ("joint_states", "odom", "imu", "contact_wrench", "robot_description",
-                "joint_commands", "effort_commands", "external_wrench")
 #: the node's own streams that become per robot (off in the world's StatePublishers)
 PER_ROBOT_STREAMS = ("joint_states", "odom", "imu", "contact_wrench", "tf", "tf_static",
                      "robot_description")
@@ -117,8 +114,9 @@ class RobotChannel:
         return f"{self.name}/{own}"
 
     def declare(self, node) -> None:
-        """Its parameters on ``node`` (``<name>.<key>``; a value given to the node, e.g.
-        with ``-p``, wins as for any parameter)."""
+        """Its parameters on ``node`` (``<name>.<key>``): the read-only ones say what it
+        simulates (a value given to the node for them is ignored: the world file sets the
+        robot); for the drive gains a value given to the node (``-p``) wins."""
         c = self.config
         values = {"floating_base": c.floating_base,
                   "initial.joint_names": list(c.initial.joint_names),
@@ -127,7 +125,8 @@ class RobotChannel:
                   "initial.base_rpy": list(c.initial.base_rpy)}
         for k, v in values.items():
             node.declare_parameter(f"{self.name}.{k}", v,
-                                   descriptor(f"{self.name}.{k}", PARAMETER_BY_KEY[k]))
+                                   descriptor(f"{self.name}.{k}", PARAMETER_BY_KEY[k]),
+                                   ignore_override=True)
         for k in ROBOT_LIVE_KEYS:
             p = NODE_PARAMETER_BY_KEY[k]
             value = node.declare_parameter(f"{self.name}.{k}", list(self.gains[k]),
@@ -345,8 +344,3 @@ def check_fleet_cfg(cfg: NodeConfig) -> None:
                           "each robot's controller runs over its own topics (<name>/"
                           "joint_commands); an in-process controller is for one robot: "
                           "leave it empty")
-
-
-def robot_configs(fleet: list[tuple[str, dict]]) -> list:
-    """Each robot's validated configuration."""
-    return [load_config(p) for _, p in fleet]
