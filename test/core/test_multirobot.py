@@ -292,15 +292,19 @@ def test_world_file_with_two_robots(tmp_path):
     sim = Simulator.from_world(path)
     assert [p.name for p in sim.robots] == ["alpha", "beta"]
     np.testing.assert_allclose(sim.robot_base_pose("beta").translation, [1.5, 0.0, 0.696882])
-    with pytest.raises(ConfigError, match="lists 2 robots; the node .* serves one robot for now"):
+    with pytest.raises(ConfigError, match="lists 2 robots; this reads one .*load_world_robots"):
         load_world(path)
-    # wb_sim_run --world: one line on stderr, exit status 2, before anything starts
+    # wb_sim_run --world serves both (test/ros/test_multirobot_node.py), one controller
+    # process each: an in-process controller is refused in one line, exit status 2, before
+    # anything starts
     out = subprocess.run([sys.executable, "-c", "import sys; from wb_sim.ros.run import main; "
-                          f"sys.exit(main(['--world', {str(path)!r}, '--duration', '1']))"],
+                          f"sys.exit(main(['--world', {str(path)!r}, '--duration', '1', "
+                          f"'--controller', 'wb_sim.controllers:pd_gravity']))"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "serves one robot for now" in lines[0], out.stderr
+    assert len(lines) == 1 and "robot 'alpha': controller 'wb_sim.controllers:pd_gravity': " \
+        "with several robots each robot's controller is 'pd'" in lines[0], out.stderr
     path.write_text(WORLD.format(second="alpha", params="imu: {frame: ''}"))
     with pytest.raises(ConfigError, match=r"'world.robots\[1\].name': two robots named 'alpha'"):
         Simulator.from_world(path)

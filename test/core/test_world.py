@@ -112,8 +112,8 @@ ROBOT = "    - {name: humanoid, robot: humanoid}\n"
 
 @pytest.mark.parametrize("body, says", [
     ("  robots:\n" + ROBOT + ROBOT,
-     "'world.robots' lists 2 robots; the node (wb_sim_run --world, sim.launch.py world:=) "
-     "serves one robot for now"),
+     "'world.robots' lists 2 robots; this reads one (load_world, the headless demo): read "
+     "them all with wb_sim.world.load_world_robots"),
     ("  objets: []\n  robots:\n" + ROBOT, "unknown key 'world.objets'; did you mean 'objects'"),
     ("  contact: {stifness: 1.0}\n  robots:\n" + ROBOT,
      "unknown key 'world.contact.stifness'; did you mean 'stiffness'"),

@@ -378,6 +378,27 @@ def test_a_world_file_through_the_launch(launch, tmp_path):
     assert abs(xz[-1][1] - HUMANOID_Z0) < 0.02, xz
 
 
+def test_two_humanoids_through_the_launch_each_under_its_controller(launch, tmp_path):
+    """world:= config/worlds/two_humanoids.yaml: one node serving both robots, an example
+    controller per robot in its namespace (/alice, /bob), lockstep; both stand (each base
+    within 2 cm of its start height, at its place) and the launch ends with exit 0."""
+    world = PKG / "config" / "worlds" / "two_humanoids.yaml"
+    cfg = tmp_path / "stop.yaml"
+    cfg.write_text("wb_sim:\n  ros__parameters:\n    stop_after_s: 2.0\n    real_time_factor: "
+                   "0.0\n    publish:\n      stats_period_s: 0.5\n")
+    ln = launch(f"world:={world}", f"config:={cfg}")
+    ln.wait_for("stop_after_s = 2 s of simulated time reached", 180)
+    assert ln.proc.popen.wait(30) == 0, ln.proc.describe()
+    ln.assert_no_orphans()
+    log = ln.log()
+    for name, x0 in (("alice", -0.5), ("bob", 0.5)):
+        assert f"[{name}.wb_sim_pd_controller]: holding the initial posture" in log, log[-3000:]
+        xz = [(float(x), float(z)) for x, z in re.findall(
+            rf"robot '{name}' base at \(([-\d.]+), [-\d.]+, ([-\d.]+)\) m", log)]
+        assert len(xz) >= 3, log[-3000:]
+        assert abs(xz[-1][1] - HUMANOID_Z0) < 0.02 and abs(xz[-1][0] - x0) < 0.02, (name, xz)
+
+
 def test_anymal_launch_stands_in_lockstep(launch):
     require_robot_data("anymal")
     import wb_sim

@@ -262,6 +262,52 @@ def test_a_silent_controller_is_lost_and_lockstep_resumes_with_its_next_answer()
     assert not gate.lost and gate.need_command
 
 
+def test_several_robots_lockstep_waits_for_each_and_a_lost_one_alone_is_tripped():
+    """GateSet (several robots on the node): a step waits until every robot answered its
+    state; one silent for sync.timeout_s is lost alone (the other is waited for on), and its
+    own watchdog zeroes its own joints only; the torques are each robot's, joined."""
+    from types import SimpleNamespace
+    from wb_sim.ros.gate import GateSet
+    stats = PacerStats()
+    logs = {n: Log() for n in ("alice", "bob")}
+    cfg = dict(CFG, **{"sync.timeout_s": 1.0})
+    gates = [CommandGate(JOINTS, JOINTS, cfg, stats, logs[n], lockstep=True, match_stamp=True)
+             for n in ("alice", "bob")]
+    parts = [SimpleNamespace(name="alice", joints=slice(0, 3)),
+             SimpleNamespace(name="bob", joints=slice(3, 6))]
+    fleet = GateSet(gates, parts, 6)
+    q = v = np.zeros(6)
+    for g in gates:
+        g.state_published(0, 0.0)
+    assert fleet.need_command and fleet.lockstep_step(0.0, 0.0, 100.0)[0] == "resend"
+    assert gates[0].joint_command(0, JOINTS, [1.0, 2.0, 3.0], 0, 0.0)
+    assert fleet.need_command  # bob has not answered: no step
+    assert gates[1].joint_command(0, JOINTS, [4.0, 5.0, 6.0], 0, 0.0)
+    assert not fleet.need_command
+    assert fleet.torques(0, v, 0.0, q).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert stats.applied == 1  # one step with new commands, counted once
+    for g in gates:
+        g.state_published(1_000_000, 0.0)
+    assert gates[0].joint_command(1_000_000, JOINTS, [1.5, 2.5, 3.5], 1_000_000, 0.0)
+    # bob silent: alice answered, so at the timeout bob alone is lost and the step goes on
+    assert fleet.lockstep_step(10.0, 10.0, 10.3)[0] == "block"
+    assert fleet.lockstep_step(10.0, 10.0, 11.0) == ("timeout", 0.0)
+    assert gates[1].lost and not gates[0].lost and fleet.lost and stats.misses == 1
+    assert fleet.lost_robots == ["'bob'"]
+    assert not logs["alice"].texts("warning")
+    # 0.1 s of simulated time later bob's watchdog zeroes bob's joints; alice's command acts
+    t = fleet.torques(100_500_000, v, 0.0, q)  # bob: 100.5 ms since his, alice 99.5
+    assert t.tolist() == [1.5, 2.5, 3.5, 0.0, 0.0, 0.0]
+    assert gates[1].tripped and not gates[0].tripped
+    assert any("no valid command for 0.1 s" in x for x in logs["bob"].texts("warning"))
+    assert not any("no valid command" in x for x in logs["alice"].texts())
+    for g in gates:  # the next state: alice is waited for, bob (lost) is not
+        g.state_published(2_000_000, 0.0)
+    assert gates[0].need_command and not gates[1].need_command and fleet.need_command
+    fleet.clear()
+    assert not fleet.lost
+
+
 def test_resend_without_stamp_matching_only_until_the_first_command():
     gate, _, _ = make_gate(lockstep=True, match_stamp=False)
     assert gate.resend_wanted()

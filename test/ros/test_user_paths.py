@@ -142,8 +142,11 @@ def test_run_of_a_world_file_the_box_pushes_the_standing_robot(tmp_path):
     assert len(xs) >= 10 and min(xs) < -0.008, xs  # without the box: -5.8 mm at the most
     two = tmp_path / "two.yaml"
     two.write_text("world:\n  robots:\n    - {name: a, robot: humanoid}\n"
-                   "    - {name: b, robot: humanoid}\n")
-    for args, says in ((["--world", str(two)], "serves one robot for now"),
+                   "    - {name: b, robot: humanoid, initial: {base_position: [2, 0, 0.7]}, "
+                   "controller: 'wb_sim.controllers:pd_gravity'}\n")
+    for args, says in ((["--world", str(two)], "robot 'b': controller "
+                        "'wb_sim.controllers:pd_gravity': with several robots each robot's "
+                        "controller is 'pd'"),
                        (["--world", str(world), "--robot", "icub"], "leave --robot out")):
         bad, _ = _run(tmp_path, *args, "--duration", "1")
         assert bad.returncode == 2 and says in bad.stderr, bad.stderr
@@ -163,6 +166,24 @@ def test_run_of_the_push_world_runs_its_keyframe_controller_in_the_node(tmp_path
                   out.stdout)
     assert m, out.stdout[-2000:]
     assert 0.6 < float(m["low"]) < 0.63, m["low"]  # the stats' samples of the crouch
+
+
+def test_run_of_two_humanoids_starts_a_controller_each_and_judges_each(tmp_path):
+    """wb_sim_run --world two_humanoids.yaml: one node serving both, one example controller
+    per robot in its namespace, a verdict per robot from its own base (exit 0: both
+    stand, each base within 5 mm of its first height)."""
+    world = PKG / "config" / "worlds" / "two_humanoids.yaml"
+    out, took = _run(tmp_path, "--world", str(world), "--real-time-factor", "0",
+                     "--duration", "2", timeout=240)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    for name in ("alice", "bob"):
+        assert f"[{name}.wb_sim_pd_controller]: holding the initial posture" in out.stdout
+        m = re.search(rf"wb_sim_run: robot '{name}': verdict: stands: base height first "
+                      rf"(?P<z0>[\d.]+) m, lowest (?P<lo>[\d.]+) m", out.stdout)
+        assert m, out.stdout[-3000:]
+        assert float(m["z0"]) - float(m["lo"]) < 0.005, m.group(0)
+    assert "robot 'alice' base at (-0.50" in out.stdout and "robot 'bob' base at (0.50" \
+        in out.stdout
 
 
 def test_run_stops_at_the_duration_and_the_users_config_wins(tmp_path):

@@ -19,7 +19,10 @@ faster than real time, so a busy machine slows the simulation and never drops th
 robot), the ``config`` file, then the controller's (``controller:=module:factory``
 runs it inside the node), ``sync`` and ``viewer`` when given. A ``world`` file
 (docs/world.md) stands for the robot's file (its ground, terrain, objects and robot, as one
-parameter file) and its robot's controller is the default of ``controller``.
+parameter file) and its robot's controller is the default of ``controller``. A world of
+several robots: the node serves them all (``world_file``: each robot under its name as
+namespace) and each robot whose ``controller`` is ``pd`` gets its own example controller in
+the namespace ``/<name>`` (``controller:=none``: none of them).
 
 The processes are one unit: when one of them ends, the launch shuts the others
 down, and exits non-zero if that process failed.
@@ -69,17 +72,28 @@ def _robot_file(share: str, robot: str) -> str:
 
 def _nodes(context, *args, **kwargs):
     share = get_package_share_directory("wb_sim")
+    fleet = None  # a world of several robots: [(params, RobotInfo)]
     arg = {name: LaunchConfiguration(name).perform(context)
            for name in ("robot", "config", "controller", "use_sim_time", "sync", "viewer", "rviz",
                         "world")}
     if arg["world"]:
         if arg["robot"]:
             raise RuntimeError("world:= declares the robot (world.robots); leave robot:= out")
-        from wb_sim.world import load_world, write_params_file
+        from wb_sim.world import load_world_robots, write_params_file
         try:
-            params, info = load_world(arg["world"])
+            robots = load_world_robots(arg["world"])
         except ConfigError as e:
             raise RuntimeError(str(e)) from None
+        params, info = robots[0]
+        if len(robots) > 1:  # the node serves them all (world_file), one controller each
+            fleet = robots
+            for _, i in robots:
+                if (arg["controller"] or i.controller) not in ("pd", "none"):
+                    raise RuntimeError(f"robot '{i.name}': controller "
+                                       f"'{arg['controller'] or i.controller}': with several "
+                                       f"robots each robot's is 'pd' or 'none'")
+            arg["controller"] = arg["controller"] or (
+                "pd" if any(i.controller == "pd" for _, i in robots) else "none")
         # the node's parameter file, written beside this launch's logs (~/.ros/log/<run>/):
         # kept with the run it configured, cleaned with them
         from launch.logging import launch_config
@@ -119,11 +133,25 @@ def _nodes(context, *args, **kwargs):
     # file may say otherwise
     explicit.update({{"sync": "sync.mode"}.get(k, k): arg[k] for k in ("sync", "viewer")
                      if arg[k]})
+    if fleet is not None:
+        explicit["world_file"] = os.path.abspath(arg["world"])
     sim_params = [robot_file, defaults] + user + ([explicit] if explicit else [])
     on_exit = [OpaqueFunction(function=_on_exit)]
     actions = [Node(package="wb_sim", executable="wb_sim_node", name="wb_sim", output="screen",
                     parameters=sim_params, emulate_tty=True, on_exit=on_exit)]
-    if arg["controller"] == "pd":
+    if fleet is not None:  # one example controller per 'pd' robot, in its namespace
+        for _, i in fleet:
+            if (arg["controller"] if arg["controller"] == "none" else i.controller) != "pd":
+                continue
+            gains = {k: v if isinstance(v, (int, float)) else list(v)
+                     for k, v in i.controller_params.items() if k in ("kp", "kd")}
+            actions.append(Node(package="wb_sim", executable="wb_sim_pd_controller",
+                                name="wb_sim_pd_controller", namespace=i.name,
+                                output="screen", emulate_tty=True,
+                                parameters=[{**gains, "robot": i.name,
+                                             "use_sim_time": use_sim_time}],
+                                on_exit=on_exit))
+    elif arg["controller"] == "pd":
         actions.append(Node(package="wb_sim", executable="wb_sim_pd_controller",
                             name="wb_sim_pd_controller", output="screen", emulate_tty=True,
                             parameters=[robot_file] + user + [{"use_sim_time": use_sim_time}],

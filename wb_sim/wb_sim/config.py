@@ -590,7 +590,7 @@ def read_yaml_params(path: str | Path, node_name: str = "wb_sim") -> dict[str, A
 NODE_GROUPS = ("publish", "topics", "command", "sync", "external_wrench", "qos_overrides",
                "controller", "snapshots", "diagnostics")
 NODE_NAMES = ("real_time_factor", "realtime_priority", "realtime_spin_margin_s", "world_frame",
-              "stop_after_s", "viewer",
+              "stop_after_s", "viewer", "world_file",
               "use_sim_time", "start_type_description_service")
 
 

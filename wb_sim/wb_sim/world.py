@@ -10,9 +10,10 @@ The world maps onto the existing parameters, nothing new is simulated: ``world.g
 ``robot:``; or a URDF, ``urdf:``), its ``initial.*`` pose and any other parameter
 (``parameters:``). The world's keys win over the robot file's. Several robots in one
 physics (:func:`load_world_robots`, :meth:`wb_sim.Simulator.from_world`;
-:mod:`wb_sim.multirobot`) run headless; the node serves one robot for now
-(:func:`load_world`, which ``wb_sim_run --world`` and ``sim.launch.py world:=`` read,
-refuses two or more in one line). Relative file paths are resolved beside the world file.
+:mod:`wb_sim.multirobot`) run headless or on the node (its ``world_file``,
+:mod:`wb_sim.ros.robots`: each robot under its name as namespace), as ``wb_sim_run --world``
+and ``sim.launch.py world:=`` start them, a controller per robot; :func:`load_world` reads
+a world of one robot. Relative file paths are resolved beside the world file.
 """
 
 from __future__ import annotations
@@ -281,7 +282,7 @@ def load_world(path: str | Path) -> tuple[dict[str, Any], RobotInfo]:
     :meth:`~wb_sim.Simulator.from_params` (checked by :func:`~wb_sim.config.load_config`)
     and its one robot's :class:`RobotInfo`. ConfigError naming the key path for an
     unknown key (with the closest ones), a missing or bad value, or two or more robots
-    (the node serves one robot for now; :func:`load_world_robots` reads several)."""
+    (:func:`load_world_robots` reads several; the node serves them, wb_sim.ros.robots)."""
     robots = load_world_robots(path, one=True)
     return robots[0]
 
@@ -307,10 +308,11 @@ def load_world_robots(path: str | Path, one: bool = False
         raise ConfigError(f"{_where(path)}: 'world.robots' must list one robot ('- name: ...' "
                           f"with 'robot: humanoid' or 'urdf: my_robot.urdf')")
     if one and len(robots) > 1:
-        raise ConfigError(f"{_where(path)}: 'world.robots' lists {len(robots)} robots; the "
-                          f"node (wb_sim_run --world, sim.launch.py world:=) serves one robot "
-                          f"for now: keep one, or run them headless with "
-                          f"wb_sim.Simulator.from_world (docs/world.md)")
+        raise ConfigError(f"{_where(path)}: 'world.robots' lists {len(robots)} robots; this "
+                          f"reads one (load_world, the headless demo): read them all with "
+                          f"wb_sim.world.load_world_robots or wb_sim.Simulator.from_world, or "
+                          f"serve them on ROS (wb_sim_run --world, sim.launch.py world:=; "
+                          f"docs/world.md)")
     out = []
     names: list[str] = []
     for i, entry in enumerate(robots):
@@ -397,6 +399,16 @@ def params_document(params: Mapping[str, Any], info: RobotInfo) -> dict[str, Any
             k: v if isinstance(v, (int, float)) else list(v)
             for k, v in info.controller_params.items()}}
     return doc
+
+
+def pd_controller_document(info: RobotInfo, namespace: str = "") -> dict[str, Any]:
+    """The example controller's parameter file document of a robot (its ``kp``, ``kd``),
+    for the controller node ``<namespace>/wb_sim_pd_controller``."""
+    key = f"{namespace.rstrip('/')}/wb_sim_pd_controller" if namespace else \
+        "wb_sim_pd_controller"
+    return {key: {"ros__parameters": {
+        k: v if isinstance(v, (int, float)) else list(v)
+        for k, v in info.controller_params.items() if k in ("kp", "kd")}}}
 
 
 def _plain(value):

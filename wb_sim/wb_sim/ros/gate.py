@@ -688,7 +688,122 @@ class CommandGate:
             left.append(timeout - (now - start))
         return "block", min(left)
 
+    def clear_rejected(self) -> None:
+        """Forget the rejections counted since the last stats line."""
+        self.rejected.clear()
+
     def resend_wanted(self) -> bool:
         """Resend the state? With stamp matching always; without it only until the first
         command, as a second answer to the same state would count for the next one."""
         return self.match_stamp or not self.have_cmd
+
+
+class GateSet:
+    """Several robots' command gates (one :class:`CommandGate` each, over its own joints,
+    ``parts``: their :class:`wb_sim.multirobot.RobotPart`) seen by the node as one gate:
+    lockstep waits until every robot's last joint state has its command (a robot whose
+    controller is lost stops being waited for, alone, and its own watchdog acts on its
+    own joints), the torques are each robot's, joined in the simulator's joint order."""
+
+    def __init__(self, gates: Sequence[CommandGate], parts: Sequence, nj: int):
+        self.gates = list(gates)
+        self.parts = list(parts)
+        self.nj = nj
+        self.match_stamp = self.gates[0].match_stamp
+
+    @property
+    def need_command(self) -> bool:
+        return any(g.need_command for g in self.gates)
+
+    @property
+    def waiting_for_first(self) -> bool:
+        return any(g.waiting_for_first for g in self.gates)
+
+    @waiting_for_first.setter
+    def waiting_for_first(self, value: bool) -> None:
+        for g in self.gates:
+            g.waiting_for_first = value
+
+    @property
+    def have_cmd(self) -> bool:
+        return all(g.have_cmd for g in self.gates)
+
+    @property
+    def state_stamp_ns(self) -> int:
+        return self.gates[0].state_stamp_ns
+
+    @property
+    def lost(self) -> bool:
+        return any(g.lost for g in self.gates)
+
+    @property
+    def losses(self) -> int:
+        return sum(g.losses for g in self.gates)
+
+    @property
+    def lost_robots(self) -> list[str]:
+        """The robots whose controller is lost (named in the stats line)."""
+        return [f"'{p.name}'" for p, g in zip(self.parts, self.gates) if g.lost]
+
+    @property
+    def dropped(self) -> int:
+        return sum(g.dropped for g in self.gates)
+
+    @property
+    def rejected(self) -> collections.Counter:
+        """The rejections since the last stats line, each topic prefixed with its robot."""
+        out: collections.Counter = collections.Counter()
+        for p, g in zip(self.parts, self.gates):
+            for (topic, kind), n in g.rejected.items():
+                out[(f"{p.name}/{topic}", kind)] += n
+        return out
+
+    def clear_rejected(self) -> None:
+        for g in self.gates:
+            g.rejected.clear()
+
+    def lockstep_step(self, start: float, last_sent: float, now: float) -> tuple[str, float]:
+        """:meth:`CommandGate.lockstep_step` over the robots still waiting: a robot that
+        times out is lost alone; the others are waited for on. The most urgent action of
+        those still waiting (resend, poll, block for the shortest time); ``("timeout", 0)``
+        when none waits any more."""
+        actions = []
+        for g in self.gates:
+            if g.need_command:
+                action = g.lockstep_step(start, last_sent, now)
+                if action[0] != "timeout":
+                    actions.append(action)
+        if not actions:
+            return "timeout", 0.0
+        for kind in ("resend", "poll"):
+            if any(a == kind for a, _ in actions):
+                return kind, 0.0
+        return "block", min(s for _, s in actions)
+
+    def resend_wanted(self) -> bool:
+        return any(g.need_command and g.resend_wanted() for g in self.gates)
+
+    def clear(self) -> None:
+        for g in self.gates:
+            g.clear()
+
+    def snapshot(self) -> dict:
+        return {"gates": [g.snapshot() for g in self.gates]}
+
+    def restore(self, snap: dict, shift_ns: int) -> None:
+        for g, s in zip(self.gates, snap["gates"]):
+            g.restore(s, shift_ns)
+
+    def torques(self, now_ns: int, joint_velocities: np.ndarray, wall: float,
+                joint_positions: np.ndarray | None = None) -> np.ndarray:
+        """Each robot's gate's torques at its own joints' state, joined (a new array). The
+        stats count a step with a new command (of any robot) once."""
+        out = np.empty(self.nj)
+        stats = self.gates[0].stats
+        applied = stats.applied
+        for p, g in zip(self.parts, self.gates):
+            j = p.joints
+            out[j] = g.torques(now_ns, joint_velocities[j], wall,
+                               None if joint_positions is None else joint_positions[j])
+        stats.applied = applied + (stats.applied > applied)
+        return out

@@ -56,12 +56,15 @@ from ..robot import did_you_mean
 from ..simulator import Simulator
 from . import conversions as cv
 from . import rclpy_shim
-from .gate import BUSY_POLL_S, REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGate
+from .gate import BUSY_POLL_S, REJECT_LOG_PERIOD_S, RESEND_S, TOPICS, CommandGate, GateSet
 from .pacer import Pacer, stats_line
 from .parameters import (controller_params, core_keys, declare_all, load_node_config,
                          split_live_update, sync_description)
 from .publishers import DiagnosticsPublisher, StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
+from .robots import (ROBOT_LIVE_KEYS, FleetPublishers, RobotChannel, check_fleet_cfg,
+                     fleet_params, node_cfg_for_world)
+from .streams import STREAMS, StreamTable
 from .services import NodeServices
 from .snapshots import NodeSnapshot, nbytes
 from .verdict import EffortWatch
@@ -104,9 +107,15 @@ class SimNode(PolledNodeMixin, Node):
         super().__init__("wb_sim", **kwargs)
         flat = declare_all(self, tuple(params_files))
         self.cfg = load_node_config(flat)
+        #: several robots (parameter world_file): [(name, parameters)], the first robot's the
+        #: node's own (wb_sim.ros.robots); None: one robot, as ever
+        fleet = fleet_params(self.cfg["world_file"], core_keys(flat))
+        if fleet is not None:
+            check_fleet_cfg(self.cfg)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.sim = Simulator(load_config(core_keys(flat)))
+            self.sim = Simulator(load_config(core_keys(flat))) if fleet is None else \
+                Simulator.from_robots(fleet)
         for w in caught:  # e.g. a robot starting inside the ground: into the node's log
             self.get_logger().warning(str(w.message))
         self._notes_logged: set[str] = set()
@@ -143,17 +152,42 @@ class SimNode(PolledNodeMixin, Node):
         self._reject_loggers = {t: self.get_logger().get_child(t) for t in TOPICS}
         # where command.kp / command.kd are not given: the robot's (wb_sim_robot's rule)
         derived = simulator_drive_gains(sim)
-        self.gate = CommandGate(
-            sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
-            lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
-            wait_for_first=self.cfg["command.wait_for_first"],
-            frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns,
-            derived_gains=(derived.kp, derived.kd))
+        #: several robots: one RobotChannel each (its namespace, gate, parameters); None: one
+        self.robots: list[RobotChannel] | None = None
+        if fleet is None:
+            self.gate = CommandGate(
+                sim.joint_names, cmd_names, self.cfg, self.pacer.stats, self._gate_log,
+                lockstep=self._lockstep, match_stamp=self.cfg["sync.match_stamp"],
+                wait_for_first=self.cfg["command.wait_for_first"],
+                frame_names=sim.robot.frame_names(), dt_ns=self._dt_ns,
+                derived_gains=(derived.kp, derived.kd))
+        else:
+            self.robots = []
+            for part, (_, params) in zip(sim.robots, fleet):
+                r = RobotChannel(part, load_config(params), self.cfg)
+                r.declare(self)
+                r.cfg = r.overlay(self.cfg)
+                r.gate = CommandGate(
+                    part.joint_names, part.joint_names, r.cfg, self.pacer.stats,
+                    self._robot_log(part.name), lockstep=self._lockstep,
+                    match_stamp=self.cfg["sync.match_stamp"],
+                    wait_for_first=self.cfg["command.wait_for_first"],
+                    frame_names=part.robot.frame_names(), dt_ns=self._dt_ns,
+                    derived_gains=(derived.kp[part.joints], derived.kd[part.joints]))
+                self.robots.append(r)
+            self.gate = GateSet([r.gate for r in self.robots], sim.robots, sim.nj)
         self._match_stamp = self.gate.match_stamp
         self.in_process = self._in_process_controller()
         if self.gate.waiting_for_first:
             self._paused.set()
-        self.out = StatePublishers(self, sim, self.cfg, self.gate)
+        self.out = StatePublishers(self, sim, self.cfg if self.robots is None else
+                                   node_cfg_for_world(self.cfg), self.gate)
+        #: several robots: their own streams under their namespaces and the one TF tree
+        self.fleet_out = None
+        if self.robots is not None:
+            on = {s: bool(self.cfg[f"topics.{s}"]) for s, _ in STREAMS}
+            self.fleet_out = FleetPublishers(self, sim, self.cfg, self.robots,
+                                             StreamTable.from_config(self.cfg, 1.0 / self.dt, on))
         for note in self.out.notes:
             self.get_logger().info(note)
         #: the solver health on /diagnostics (docs/ros.md, "Solver health")
@@ -164,6 +198,8 @@ class SimNode(PolledNodeMixin, Node):
         self.node_services = NodeServices(self, self, self.now_s)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.out.publish_latched(self._now_ns())
+        if self.fleet_out is not None:
+            self.fleet_out.publish_latched(self._now_ns())
         self._publish(every=True)
         self.viewer = start_viewer(self.cfg["viewer"], sim, self._lock, self.get_logger())
         if sim.robot.floating_base and sim.contact_points.n == 0:
@@ -174,8 +210,12 @@ class SimNode(PolledNodeMixin, Node):
         commands = (f"commands on '{self.cfg['topics.joint_commands']}' / "
                     f"'{self.cfg['topics.effort_commands']}'" if self.in_process is None else
                     "commands on topics refused")
+        what = sim.robot.model.name if self.robots is None else \
+            f"{len(self.robots)} robots (" + ", ".join(
+                f"'{r.name}': {r.part.robot.model.name}, {r.part.nj} joints, topics under "
+                f"'{r.name}/'" for r in self.robots) + ")"
         self.get_logger().info(
-            f"simulating {sim.robot.model.name} ({sim.nj} joints, {sim.mass:.1f} kg, "
+            f"simulating {what} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz; "
             f"{sync_description(self.cfg, self.cfg['controller.callable'])}; {commands}")
         if self.gate.waiting_for_first or self._lockstep:
@@ -197,8 +237,16 @@ class SimNode(PolledNodeMixin, Node):
     @cfg.setter
     def cfg(self, value) -> None:
         self._cfg = value
-        if getattr(self, "gate", None) is not None:
+        if getattr(self, "robots", None):
+            for r in self.robots:
+                r.cfg = r.overlay(value)
+                r.gate.cfg = r.cfg
+        elif getattr(self, "gate", None) is not None:
             self.gate.cfg = value
+
+    def _robot_log(self, name: str):
+        """The log of robot ``name``'s gate: its lines name the robot."""
+        return lambda level, text, topic: self._gate_log(level, f"robot '{name}': {text}", topic)
 
     def _gate_log(self, level: str, text: str, topic: str | None) -> None:
         # one call site per severity: rclpy refuses two severities from one site
@@ -246,10 +294,13 @@ class SimNode(PolledNodeMixin, Node):
         """A live change, validated whole before anything changes; the core applies its
         part whole or not at all; no exception escapes (it would end the executor)."""
         try:
+            params, per_robot = self._robot_updates(params)
             core, node = split_live_update(params)
             new_node = load_node_config({**self.cfg.values, **node}) if node else None
-            if new_node is not None:
+            if new_node is not None and self.robots is None:
                 self.gate.gains(new_node)  # command.kp / kd must fit the joints
+            for r, upd in per_robot.items():
+                r.gate.gains(load_node_config({**r.cfg.values, **upd}))  # its joints
             if core:
                 with self._lock:
                     self.sim.set_contact_parameters(**core)
@@ -258,6 +309,13 @@ class SimNode(PolledNodeMixin, Node):
             why = str(e) if isinstance(e, WbSimError) else f"{type(e).__name__}: {e}"
             self.get_logger().warning(f"parameter update refused: {why}")
             return SetParametersResult(successful=False, reason=why)
+        for r, upd in per_robot.items():
+            with self._lock:
+                r.gains.update(upd)
+                r.cfg = r.overlay(self.cfg)
+                r.gate.cfg = r.cfg
+            for k, v in upd.items():
+                self.get_logger().info(f"parameter '{r.name}.{k}' set to {list(v)!r}")
         if new_node is not None:
             if new_node["real_time_factor"] != self.cfg["real_time_factor"]:
                 self.pacer.unsuspend()  # real-time priority may be tried again
@@ -268,6 +326,28 @@ class SimNode(PolledNodeMixin, Node):
             v = list(v) if isinstance(v, array.array) else v  # a ROS double array
             self.get_logger().info(f"parameter '{k}' set to {v!r}")
         return SetParametersResult(successful=True)
+
+    def _robot_updates(self, params) -> tuple[list, dict]:
+        """A live change split into the node's and the robots' own (``<name>.command.kp``,
+        ``<name>.command.kd``: {RobotChannel: {key: value}}); ConfigError for the node-wide
+        drive gains with several robots (each robot has its own)."""
+        if self.robots is None:
+            return list(params), {}
+        rest, per_robot = [], {}
+        by_name = {r.name: r for r in self.robots}
+        for prm in params:
+            name, _, key = prm.name.partition(".")
+            if name in by_name and key in ROBOT_LIVE_KEYS:
+                value = list(prm.value) if prm.value is not None else []
+                per_robot.setdefault(by_name[name], {})[key] = \
+                    load_node_config({key: value})[key]
+            elif prm.name in ROBOT_LIVE_KEYS:
+                raise ConfigError(f"parameter '{prm.name}': with several robots each has its "
+                                  f"own drive gains: set '<robot>.{prm.name}' ("
+                                  + ", ".join(f"'{n}.{prm.name}'" for n in by_name) + ")")
+            else:
+                rest.append(prm)
+        return rest, per_robot
 
     def set_parameters_atomically(self, parameter_list):
         """rclpy's, with a parameter the node does not have refused by its name and the
@@ -311,6 +391,8 @@ class SimNode(PolledNodeMixin, Node):
 
     def _publish(self, every: bool = False) -> None:
         """Publish the streams due at this step (all of them with ``every``)."""
+        if self.fleet_out is not None:  # several robots: their joint states first
+            self.fleet_out.publish(self._now_ns(), every)
         self.out.publish(self._now_ns(), every)
 
     # ------------------------------------------------------------------ commands
@@ -320,6 +402,10 @@ class SimNode(PolledNodeMixin, Node):
         physics loop at the start of each step, or (public API) delivered by the executor."""
         cfg = self.cfg
         self.intake = rclpy_shim.CommandIntake(self)
+        if self.robots is not None:
+            for r in self.robots:
+                self._robot_subscriptions(r)
+            return
         if cfg["topics.joint_commands"]:
             self._jc_reader = cv.JointStateReader()
             self.intake.subscribe(JointState, cfg["topics.joint_commands"],
@@ -334,11 +420,33 @@ class SimNode(PolledNodeMixin, Node):
                                   self._guarded("external_wrench", self._on_external_wrench),
                                   COMMAND_QOS)
 
-    def _guarded(self, topic: str, handle):
+    def _robot_subscriptions(self, r: RobotChannel) -> None:
+        """Several robots: robot ``r``'s command topics under its namespace, into its gate."""
+        cfg, gate = self.cfg, r.gate
+        if cfg["topics.joint_commands"]:
+            reader = cv.JointStateReader()
+            self.intake.subscribe(
+                JointState, r.topic("joint_commands", cfg),
+                self._guarded("joint_commands", lambda data: self._on_joint_commands_raw(
+                    data, gate, reader), gate), COMMAND_QOS, raw=True)
+        if cfg["topics.effort_commands"]:
+            self.intake.subscribe(
+                Float64MultiArray, r.topic("effort_commands", cfg),
+                self._guarded("effort_commands", lambda msg: gate.effort_command(
+                    msg.data, self._now_ns(), time.monotonic()), gate), COMMAND_QOS)
+        if cfg["topics.external_wrench"]:
+            self.intake.subscribe(
+                WrenchStamped, r.topic("external_wrench", cfg),
+                self._guarded("external_wrench", lambda msg: self._on_external_wrench(
+                    msg, gate, r.part), gate), COMMAND_QOS)
+
+    def _guarded(self, topic: str, handle, robot_gate=None):
         """A subscription callback: ``handle(msg)`` under the lock; an exception rejects
         the message (no message may end the physics loop or the executor); the first
-        command un-pauses the simulation."""
+        command un-pauses the simulation (with several robots: every robot's first;
+        ``robot_gate``: the robot's gate, which counts its rejections)."""
         gate, lock = self.gate, self._lock
+        rgate = robot_gate or gate
 
         refused = cv.CommandRejected(
             f"the in-process controller '{self.cfg['controller.callable']}' drives the joints "
@@ -353,7 +461,7 @@ class SimNode(PolledNodeMixin, Node):
                 try:
                     handle(msg)
                 except Exception as e:  # noqa: BLE001
-                    gate.reject(topic, cv.CommandRejected(f"{type(e).__name__}: {e}", "error"),
+                    rgate.reject(topic, cv.CommandRejected(f"{type(e).__name__}: {e}", "error"),
                                 time.monotonic())
                 if waiting and not gate.waiting_for_first:
                     self._paused.clear()
@@ -381,7 +489,10 @@ class SimNode(PolledNodeMixin, Node):
                 # a controller that started late (or restarted) missed the state: send it again
                 if gate.resend_wanted():
                     with self._lock:
-                        self._publish(every=True)
+                        if self.fleet_out is not None:  # to the robots still awaited
+                            self.fleet_out.resend(self._now_ns())
+                        else:
+                            self._publish(every=True)
                 last_sent = now
                 if not told:
                     told = True
@@ -394,37 +505,43 @@ class SimNode(PolledNodeMixin, Node):
             else:  # poll or block: wait for the answer; its callback runs here
                 self.intake.wait_events(wait_s if action == "block" else BUSY_POLL_S)
 
-    def _on_joint_commands_raw(self, data: bytes) -> None:
+    def _on_joint_commands_raw(self, data: bytes, gate=None, reader=None) -> None:
         """A joint_commands message read from its serialized form: the stamp, names
         and efforts straight from the bytes (the names decoded again only when
         they change), ~10x cheaper than rclpy's deserialization of a JointState,
         which cost a flood of malformed or wrongly stamped commands most of the
         loop's time (at 20 kHz of stale stamps the lockstep loop fell from 512 to
         3 steps/s, its answers lost from the overflowing queue)."""
-        reader = self._jc_reader
+        reader = reader or self._jc_reader
+        gate = gate or self.gate
         try:
             stamp, position, velocity, effort = reader(data)
         except ValueError as e:
-            return self.gate.reject("joint_commands", cv.CommandRejected(
+            return gate.reject("joint_commands", cv.CommandRejected(
                 f"not a valid serialized sensor_msgs/JointState ({e})", "malformed"),
                 time.monotonic())
-        self.gate.joint_command(stamp, reader.names, effort, self._now_ns(), time.monotonic(),
+        gate.joint_command(stamp, reader.names, effort, self._now_ns(), time.monotonic(),
                                 position=position, velocity=velocity)
 
     def _on_effort_commands(self, msg: Float64MultiArray) -> None:
         self.gate.effort_command(msg.data, self._now_ns(), time.monotonic())
 
-    def _on_external_wrench(self, msg: WrenchStamped) -> None:
+    def _on_external_wrench(self, msg: WrenchStamped, gate=None, part=None) -> None:
+        """A push; with several robots on robot ``part``'s link (named as in its URDF)."""
         duration = self.cfg["external_wrench.duration_s"]
+        gate = gate or self.gate
+        robot = self.sim.robot if part is None else part.robot
+        prefix = "" if part is None else part.prefix
         try:
             link, force, torque = cv.parse_external_wrench(msg)
-            self.gate.check_push(link, len(self.sim.external_wrenches), self.sim.robot.model.name)
-            self.sim.apply_external_wrench(link, force, torque, duration)
+            gate.check_push(link, len(self.sim.external_wrenches), robot.model.name)
+            self.sim.apply_external_wrench(prefix + link, force, torque, duration)
             t = (self._now_ns() + self._dt_ns) / 1e9
         except (cv.CommandRejected, WbSimError) as e:
-            return self.gate.reject("external_wrench", e, time.monotonic())
+            return gate.reject("external_wrench", e, time.monotonic())
+        who = "" if part is None else f"robot '{part.name}': "
         self.get_logger().info(
-            f"push on '{link}': force {np.round(force, 3).tolist()} N, torque "
+            f"{who}push on '{link}': force {np.round(force, 3).tolist()} N, torque "
             f"{np.round(torque, 3).tolist()} N*m (link frame) for {duration:g} s from t = {t:.3f} s")
 
     def _torques(self) -> np.ndarray:
@@ -737,7 +854,7 @@ class SimNode(PolledNodeMixin, Node):
         self.get_logger().info(stats_line(self.pacer, self.gate, self.sim, now, sim_t,
                                           self._lockstep, self._rcl_failures, self.efforts,
                                           self.in_process, self.node_services.stats_text()))
-        self.gate.rejected.clear()
+        self.gate.clear_rejected()
         self.pacer.stats.reset(now, sim_t)
 
     def stop(self) -> None:

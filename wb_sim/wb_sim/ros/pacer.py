@@ -321,7 +321,8 @@ class Pacer:
 def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool,
                rcl_failures: int = 0, efforts=None, in_process=None, requests: str = "") -> str:
     """The node's periodic stats line (``publish.stats_period_s``): pace and misses (or
-    lockstep's throughput), command latency, base position, effort saturation and
+    lockstep's throughput), command latency, base position (each robot's, named, with
+    several), effort saturation and
     joint drift (``efforts``, a :class:`~wb_sim.ros.verdict.EffortWatch`: its period's
     figures, then a new period), contact solver, commands applied (or the calls of
     ``in_process``, a :class:`wb_sim.control.ControllerLoop`), middleware
@@ -334,7 +335,13 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
         lat = f", joint_states -> command applied p50 {p[0] * 1e3:.2f} ms p99 {p[1] * 1e3:.2f} ms"
     pace = pacer.lockstep_text(now, sim_t) if lockstep else pacer.pace_text(now, sim_t)
     base = ""
-    if sim.robot.floating_base:
+    parts = getattr(sim, "robots", ())
+    if len(parts) > 1:  # several robots: each one's base, named (wb_sim_run judges each)
+        for part in parts:
+            if part.floating_base:
+                x, y, z = sim.q[part.q_slice][:3].tolist()
+                base += f", robot '{part.name}' base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
+    elif sim.robot.floating_base:
         x, y, z = sim.q[:3].tolist()
         base = f", base at ({x:.3f}, {y:.3f}, {z:.4f}) m"
     if efforts is not None:
@@ -358,7 +365,9 @@ def stats_line(pacer: Pacer, gate, sim, now: float, sim_t: float, lockstep: bool
     if rcl_failures:
         applied += f", middleware call failures {rcl_failures} in all"
     if gate.lost:
-        applied += (", the controller is lost (no answer for sync.timeout_s): stepping without "
-                    "waiting")
+        who = getattr(gate, "lost_robots", ())  # several robots: whose
+        applied += ((f", the controller of robot {', '.join(who)} is lost" if who else
+                     ", the controller is lost")
+                    + " (no answer for sync.timeout_s): stepping without waiting")
     policy = "" if lockstep else f", pacing: {pacer.policy}"
     return f"{pace}{lat}{base}{solver}{applied}{policy}{requests}{rejected}"

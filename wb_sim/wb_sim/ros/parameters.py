@@ -318,6 +318,14 @@ NODE_PARAMETERS: tuple[Param, ...] = (
     Param("external_wrench.duration_s", "float", 0.1, "s",
           "How long a wrench on topics.external_wrench acts, from the step it arrives.",
           lo=0.0, lo_open=True, live=True),
+    Param("world_file", "str", "", "",
+          "A world file listing several robots (docs/world.md): they are simulated in one "
+          "physics, each under its world-file name as namespace (<name>/joint_states, "
+          "<name>/joint_commands, ..., frames <name>/<link>, parameters <name>.command.kp, "
+          "...). The first robot's parameters are the node's own (wb_sim_run --world and "
+          "sim.launch.py world:= write them from the file), the others' come from the "
+          "file. '' or a world of one robot: the node's parameters are its one robot, "
+          "topics un-namespaced."),
     Param("stop_after_s", "float", 0.0, "s",
           "Simulated time at which the node stops and exits with code 0, after a last stats "
           "line (wb_sim_run --duration); 0 = run until stopped.", lo=0.0),
@@ -478,12 +486,28 @@ def declare_all(node, params_files: tuple[str, ...] = ()) -> dict[str, Any]:
     for pose in flat["poses"]:
         for p in POSE_PARAMETERS:
             declare(f"poses.{pose}.{p.key}", p)
-    unknown = sorted(k for k in given if k not in flat and not is_node_key(k))
+    robots = _world_robot_names(flat.get("world_file", ""))  # <robot>.<key>: theirs
+    unknown = sorted(k for k in given if k not in flat and not is_node_key(k)
+                     and k.partition(".")[0] not in robots)
     if unknown:
         raise unknown_key_error(unknown[0], sorted(flat))
     for key in FILE_KEYS:
         flat[key] = path_relative_to_its_file(key, flat[key], params_files, node.get_name())
     return flat
+
+
+def _world_robot_names(path: str) -> set[str]:
+    """The robot names of world file ``path`` when it lists several (their parameters
+    ``<name>.<key>`` are declared by the node, wb_sim.ros.robots); else none."""
+    if not path:
+        return set()
+    from ..config import read_yaml
+    try:
+        robots = read_yaml(path, "world file")["world"]["robots"]
+        names = {str(r["name"]) for r in robots}
+    except (ConfigError, KeyError, TypeError):
+        return set()  # the node's world check says what is wrong
+    return names if len(robots) > 1 else set()
 
 
 #: the parameters naming a file, relative to the parameter file that sets them (as

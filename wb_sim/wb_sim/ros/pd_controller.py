@@ -28,7 +28,12 @@ Each joint state gets one ``joint_commands`` message whose ``header.stamp`` is t
 state's stamp (:class:`~.controller_io.JointCommandWriter`), so the simulator can match
 it in lockstep (``sync.mode: lockstep``, one step per answer) and measure the loop's
 latency. Parameters: ``kp`` (N*m/rad), ``kd`` (N*m*s/rad), ``drive_gains``,
-``sim_node``, and the topic names.
+``sim_node``, ``robot`` and the topic names.
+
+Several robots on one simulator (its ``world_file``): one controller per robot, started in
+the namespace ``/<name>`` with ``robot:=<name>`` (``wb_sim_run --world`` does): its topics
+(relative) are then the robot's, ``/<name>/joint_states`` and so on, and it reads and sets
+that robot's parameters (``<name>.initial.*``, ``<name>.command.kp``).
 
 To write yours, copy this file and replace :meth:`PDController._control`'s law.
 """
@@ -70,6 +75,9 @@ COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions",
             "initial.base_position", "initial.base_rpy", "publish.joint_states_rate_hz",
             "publish.odom_rate_hz", "command.joint_names")
+#: those a simulator of several robots has per robot, as '<robot>.<key>' (wb_sim.ros.robots)
+ROBOT_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positions",
+              "initial.base_position", "initial.base_rpy", "command.kp", "command.kd")
 
 
 class SetupError(RuntimeError):
@@ -108,6 +116,11 @@ class PDController(Node):
             "(command.kp, command.kd) and commands carry position targets, zero velocity "
             "targets and gravity as effort; false: commands carry the law's torques"))
         self.sim_node = declare("sim_node", "wb_sim", "Name of the simulator node")
+        self.robot_name = str(declare(
+            "robot", "", "With several robots on the simulator (its world_file): this "
+            "robot's name; the controller then reads the simulator's '<robot>.floating_base' "
+            "and '<robot>.initial.*' and sets '<robot>.command.kp' / '<robot>.command.kd'. "
+            "Start it in the namespace /<robot> (its topics are relative). '' = the one robot"))
         self.topics = {k: declare(f"topics.{k}", d, f"Topic of {k}") for k, d in (
             ("joint_states", "joint_states"), ("odom", "odom/ground_truth"),
             ("joint_commands", "joint_commands"), ("robot_description", "robot_description"))}
@@ -140,9 +153,15 @@ class PDController(Node):
                 executor.spin_once(timeout_sec=0.1)
 
         wait(client.service_is_ready, f"simulator node '{self.sim_node}' not found")
-        future = client.call_async(GetParameters.Request(names=list(SIM_KEYS)))
+        names = [self._sim_key(k) for k in SIM_KEYS]
+        future = client.call_async(GetParameters.Request(names=names))
         wait(future.done, f"no answer from '{sim}/get_parameters'")
-        p = {k: parameter_value_to_python(v) for k, v in zip(SIM_KEYS, future.result().values)}
+        values = future.result().values
+        if len(values) != len(names):
+            raise SetupError(f"'{sim}' has no parameters {', '.join(names)}"
+                             + (f": does it simulate a robot named '{self.robot_name}' "
+                                f"(its world_file)?" if self.robot_name else ""))
+        p = {k: parameter_value_to_python(v) for k, v in zip(SIM_KEYS, values)}
         wait(lambda: bool(urdf), f"no URDF on '{self.topics['robot_description']}'")
         self.destroy_subscription(sub)
         self.destroy_client(client)
@@ -193,6 +212,13 @@ class PDController(Node):
                  f"{self.kd}, " + ("in the simulator's drives, gravity as feed-forward)"
                                    if self.drive_gains else "as torques)"))
 
+    def _sim_key(self, key: str) -> str:
+        """The simulator's parameter of ``key`` for this controller's robot: its own
+        (``<robot>.<key>``) where the simulator has one per robot."""
+        if self.robot_name and key in ROBOT_KEYS:
+            return f"{self.robot_name}.{key}"
+        return key
+
     def _set_drive_gains(self, sim: str, command_joints: list, wait) -> None:
         """The simulator's drives get kp and kd (its ``command.kp``, ``command.kd``, in the
         order of its ``command.joint_names``); SetupError if it refuses them."""
@@ -203,7 +229,8 @@ class PDController(Node):
                              f"with drive_gains:=false")
         order = [self.robot.joint_index(n) for n in (command_joints or names)]
         values = {k: np.broadcast_to(np.asarray(g, dtype=float), (len(names),))[order].tolist()
-                  for k, g in (("command.kp", self.kp), ("command.kd", self.kd))}
+                  for k, g in ((self._sim_key("command.kp"), self.kp),
+                               (self._sim_key("command.kd"), self.kd))}
         client = self.create_client(SetParameters, f"{sim}/set_parameters")
         wait(client.service_is_ready, f"no service '{sim}/set_parameters'")
         future = client.call_async(SetParameters.Request(parameters=[

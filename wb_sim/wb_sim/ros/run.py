@@ -37,9 +37,15 @@ controller), the ``--config`` file, then the in-process controller's, and
 ``--real-time-factor``, ``--sync`` and ``--viewer`` when given.
 
 ``--world FILE`` takes a world file (docs/world.md) in place of ``--robot``: its
-ground, terrain, free objects and its one robot, written into a parameter file that
+ground, terrain, free objects and its first robot, written into a parameter file that
 stands for the robot's file; its robot's ``controller`` is the default of
-``--controller``.
+``--controller``. A world of several robots also goes to the node as ``world_file`` (each
+robot under its name as namespace, :mod:`wb_sim.ros.robots`); each robot whose
+``controller`` is ``pd`` gets its own ``wb_sim_pd_controller`` in the namespace
+``/<name>`` (``robot:=<name>``, the world's gains), ``none`` leaves that robot to yours
+(``--controller none``: every robot); the verdict is one line per robot (its base
+height; the efforts and joint deviation of all of them together), and the exit code 1
+if any robot fails.
 
 ``--record BAG`` runs ``wb_sim_record`` beside them (the controller, which
 starts the physics, waits until the recorder is subscribed; an in-process
@@ -68,7 +74,7 @@ from ..paths import robot_config_file
 from ..config import load_config, read_yaml_params
 from ..errors import ConfigError
 from ..tools.ab import parse_overrides
-from ..world import load_world, write_params_file
+from ..world import load_world_robots, pd_controller_document, write_params_file
 from .parameters import (PD_IN_PROCESS, core_keys, launcher_layers, load_node_config,
                          sync_description)
 from .verdict import RunJudge
@@ -130,13 +136,27 @@ def main(argv=None) -> int:
     if not args.duration > 0:
         return _fail(f"--duration must be > 0 (got {args.duration:g})")
     args.world_loaded = None
+    args.world_robots = None  # several robots: [(params, RobotInfo)], the first first
     if args.world:
         if args.robot:
             return _fail("--world declares the robot (world.robots); leave --robot out")
         try:
-            args.world_loaded = load_world(args.world)
+            robots = load_world_robots(args.world)
         except ConfigError as e:
             return _fail(str(e))
+        args.world_loaded = robots[0]
+        if len(robots) > 1:
+            args.world_robots = robots
+            for _, info in robots:
+                if (args.controller or info.controller) not in ("pd", "none"):
+                    return _fail(f"robot '{info.name}': controller "
+                                 f"{args.controller or info.controller!r}: with several "
+                                 f"robots each robot's controller is 'pd' (the example "
+                                 f"controller, its own process in the namespace /<name>) or "
+                                 f"'none' (yours, on <name>/joint_commands)")
+            # the node's mode: lockstep with an example controller among them
+            args.controller = args.controller or (
+                "pd" if any(i.controller == "pd" for _, i in robots) else "none")
         args.controller = args.controller or args.world_loaded[1].controller
     args.robot = args.robot or "humanoid"
     args.controller = args.controller or "pd"
@@ -228,6 +248,8 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
             explicit["sync.mode"] = args.sync
         if args.viewer is not None:
             explicit["viewer"] = args.viewer
+        if args.world_robots is not None:  # the others from the world file (wb_sim.ros.robots)
+            explicit["world_file"] = str(Path(args.world).resolve())
         explicit.update(params)
         flat.update(explicit)
         floating_base = load_config(core_keys(flat)).floating_base
@@ -265,7 +287,28 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
         recording.set()
     state = {"t": 0.0, "last": "", "diverged": "", "progress": time.monotonic(),
              "started": False}
-    judge = RunJudge(floating_base)
+    #: the controllers to start: (process name, argv); several robots: one per 'pd' robot
+    controllers: list[tuple[str, list[str]]] = []
+    if args.world_robots is not None:
+        judges = {}
+        for params_k, info in args.world_robots:
+            judges[info.name] = RunJudge(load_config(params_k).floating_base
+                                         if info.name != args.world_robots[0][1].name else
+                                         floating_base, robot=info.name)
+            if (args.controller if args.controller == "none" else info.controller) != "pd":
+                continue
+            gains = Path(workdir.name) / f"controller_{info.name}.yaml"
+            gains.write_text(yaml.safe_dump(pd_controller_document(info, f"/{info.name}")))
+            controllers.append((f"controller {info.name}", [
+                sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args",
+                "-r", f"__ns:=/{info.name}", "-p", f"robot:={info.name}",
+                "--params-file", str(gains)]
+                + (["--params-file", str(Path(args.config).resolve())] if args.config else [])))
+    else:
+        judges = {None: RunJudge(floating_base)}
+        if args.controller == "pd":
+            controllers.append(("controller", [sys.executable, "-m", "wb_sim.ros.pd_controller",
+                                               "--ros-args", *controller_files]))
     done = threading.Event()
 
     def relay(name: str, proc: subprocess.Popen) -> None:
@@ -281,7 +324,8 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
                 if float(m["t"]) > state["t"] or not state["started"]:
                     state["progress"], state["started"] = time.monotonic(), True
                 state["t"], state["last"] = float(m["t"]), line.strip()
-                judge.feed(line)
+                for judge in judges.values():
+                    judge.feed(line)
         if name == "record":
             recording.set()
         else:
@@ -308,12 +352,11 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
         while not recording.wait(0.2):
             if any(p.poll() is not None for p in procs.values()):
                 break
-        if args.controller == "pd" and not any(p.poll() is not None for p in procs.values()):
-            procs["controller"] = start(
-                [sys.executable, "-m", "wb_sim.ros.pd_controller", "--ros-args",
-                 *controller_files])
-            threads.append(threading.Thread(target=relay, args=("controller",
-                                                                 procs["controller"]),
+        for name, argv in controllers:
+            if any(p.poll() is not None for p in procs.values()):
+                break
+            procs[name] = start(argv)
+            threads.append(threading.Thread(target=relay, args=(name, procs[name]),
                                             daemon=True))
             threads[-1].start()
         state["progress"] = time.monotonic()
@@ -364,11 +407,14 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
         if plot_main([str(bag), "-o", args.plot]) != 0:
             return 2
     print(f"wb_sim_run: {state['t']:.1f} s simulated; last report: {state['last']}")
-    if not judge.lines:
+    if not any(j.lines for j in judges.values()):
         return 0
-    verdict, failed = judge.verdict()
-    print(f"wb_sim_run: {verdict}")
-    return 1 if failed else 0
+    code = 0
+    for name, judge in judges.items():  # several robots: one verdict each
+        verdict, failed = judge.verdict()
+        print("wb_sim_run: " + (f"robot '{name}': " if name is not None else "") + verdict)
+        code = 1 if failed else code
+    return code
 
 
 if __name__ == "__main__":

@@ -225,11 +225,17 @@ class RunJudge:
       limits exceeded :data:`MAX_FLIPS_PER_S` per simulated second.
 
     ``floating_base``: whether the robot has one (the base height is judged) or not
-    (the joint deviation is).
+    (the joint deviation is); ``robot``: with several robots on the node, whose base.
     """
 
-    def __init__(self, floating_base: bool):
+    def __init__(self, floating_base: bool, robot: str | None = None):
         self.floating_base = floating_base
+        #: several robots on the node: the base height judged is robot ``robot``'s (its
+        #: "robot '<name>' base at" of the stats line; the efforts and joint deviation
+        #: stay those of every robot together)
+        self.robot = robot
+        self._base = BASE if robot is None else re.compile(
+            rf"robot '{re.escape(robot)}' " + BASE.pattern)
         self.lines = 0
         self.t = 0.0  # simulated time of the last line, s
         self.z0 = self.zmin = self.zmax = None
@@ -250,7 +256,7 @@ class RunJudge:
         if math.isfinite(rtf) and wall > 0:
             self.sim_s += rtf * wall
             self.wall_s += wall
-        b = BASE.search(line)
+        b = self._base.search(line)
         if b is not None:
             z = float(b["z"])
             self.z0 = z if self.z0 is None else self.z0
