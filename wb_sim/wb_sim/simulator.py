@@ -1931,6 +1931,10 @@ class Simulator:
         has been quiet for objects.sleep_time put to sleep; the next (labels, counts)."""
         iq, iv = self._obj_qv
         asleep = labels >= 0
+        if asleep.all():  # every object sleeps on: velocities 0, the state as it was
+            v_next[iv] = 0.0
+            return s.sleep if labels is s.sleep[0] else \
+                (_frozen(np.asarray(labels, dtype=np.int64)), s.sleep[1])
         if asleep.any():
             v_next[iv[asleep]] = 0.0
         V = v_next[iv]
