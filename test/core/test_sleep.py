@@ -248,3 +248,4 @@ def test_the_humanoid_beside_a_sleeping_box_steps_as_it_does_alone(make_humanoid
     assert sim._rmodel is not None  # the robot's own model stepped it (white box)
     np.testing.assert_allclose(runs[1], runs[0], rtol=0.0,
                                atol=1e-12 if model == "compliant" else 1e-5)
+

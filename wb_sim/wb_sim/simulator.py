@@ -1735,6 +1735,9 @@ class Simulator:
                                f"state is untouched")
         if position is not None or quaternion is not None:
             obj = self.objects[self._object_index(call, name)]
+            if s.sleep:  # the trial meets its island awake, as the next step will
+                self.contact.set_sleeping(self._woken(s.sleep[0],
+                                                      [self._object_index(call, name)]))
             n = self.ground.normal
             depth = obj.lowest(n, R) - (float(q[iq:iq + 3] @ n) - self.ground.height)
             too_deep = (f"puts object {name!r} {depth * 1e3:.1f} mm under the ground"
