@@ -283,6 +283,20 @@ PARAMETERS: tuple[Param, ...] = (
     Param("objects.angular_velocities", "floats", [], "rad/s",
           "Each object's initial angular velocity, world frame: 3 numbers per object; "
           "[] = at rest."),
+    Param("objects.sleep", "bool", False, "",
+          "Sleeping islands (MuJoCo's sleep, Bullet's deactivation): an island of free "
+          "objects (linked by contact, no robot link among them) whose every body stays "
+          "slower than objects.sleep_speed for objects.sleep_time sleeps: its velocities "
+          "exactly 0, its pose held, skipped by the collision phases and the contact solve "
+          "(its contact forces are not reported), with every object asleep the robot "
+          "stepped on its own model; an awake body within collision.margin of it, a push, "
+          "set_object_state, a live contact parameter or a spawn / delete wakes the island. "
+          "false: every object simulated every step (the plain reference)."),
+    Param("objects.sleep_speed", "float", 0.01, "m/s, rad/s",
+          "Below this linear speed (of the centre) and angular speed, an object is quiet.",
+          lo=0.0),
+    Param("objects.sleep_time", "float", 0.5, "s",
+          "How long every object of an island must stay quiet before it sleeps.", lo=0.0),
     # --- closed kinematic chains (wb_sim/loop_closures.py)
     Param("loop_closures.frames_a", "strs", [], "",
           "Loop closures, one per entry: the frame whose origin is held to the anchor on "

@@ -315,6 +315,7 @@ class Simulator:
                                                    ("imu", self.imu_sensor),
                                                    ("ft", self.ft_sensors)) if c is not None}
         self._components.update({f"imu:{n}": c for n, c in self.robot_imus.items()})
+        self._init_sleep()
 
         floating = robot.floating_base
         # the robot's joints (the free objects' coordinates come after them)
@@ -627,6 +628,7 @@ class Simulator:
         # before anything changes: the change is whole or not at all
         self.contact.set_parameters(**values)
         self._note_contact_resolution()
+        self._wake()  # the sleeping islands rest on the old law
 
     def apply_external_wrench(self, link: str, force, torque=(0.0, 0.0, 0.0),
                               duration_s: float | None = None) -> None:
@@ -661,6 +663,8 @@ class Simulator:
                                f"got {duration_s!r}")
         wrench.setflags(write=False)
         self._s.pushes += ((fid, wrench, max(1, round(duration / self.dt))),)
+        if self._s.sleep and fid in self._frame_object:  # a pushed object's island wakes
+            self._wake([self._frame_object[fid]])
 
     @property
     def external_wrenches(self) -> list[tuple[str, np.ndarray, float]]:
@@ -682,6 +686,7 @@ class Simulator:
             q = self.named_poses[pose]
         before = self.get_state() if pose is not None else None
         self._set_payloads(self._start_payloads)
+        self.contact.set_sleeping(None)
         v = np.zeros(self.model.nv)
         for obj, jid in zip(self.objects, self._object_joints):  # their initial twists
             i = self.model.idx_vs[jid]
@@ -713,7 +718,7 @@ class Simulator:
         self._s = Record(k=0, q=q, v=v, u=u, q_prev=q, v_prev=v, u_prev=u,
                          a=(v1 - v) * self._inv_dt, force=force, tau_applied=tau,
                          payloads=self._start_payloads, touch=touch,
-                         actuator=self.actuators.initial_state())
+                         actuator=self.actuators.initial_state(), sleep=self._awake)
         self._v_public = v
         if self._sensor_delay:  # the readings of the last n + 1 steps, the oldest first
             self._s.sensed = (self._readings(),) * (self._sensor_delay + 1)
@@ -937,14 +942,14 @@ class Simulator:
         if self._drives is not None:  # the drives' torque loop, envelope and heat
             applied, drive = self._drives.drive(drive, applied, self._joint_qv(s.q, s.v)[1])
         pushes = tuple((f, w) for f, w, _ in s.pushes) if s.pushes else ()
-        q_next, v_next, u_next, force = self._advance(s, applied, pushes)
+        q_next, v_next, u_next, force, sleep = self._advance(s, applied, pushes)
         if self.loop_closures is not None:
             self._closure_impulse = self.loop_closures.impulse
         touch = () if self.contact_sensors is None else \
             self.contact_sensors.next(s.touch, self._normal_forces(force))
         self._s = Record(s.k + 1, q_next, v_next, u_next, s.q, s.v, s.u, None, force, applied,
                          _pushes_left(s.pushes) if pushes else (), pushes, commands, s.sensed,
-                         s.payloads, touch, drive)
+                         s.payloads, touch, drive, sleep)
         self._v_public = None
         self._sense()
 
@@ -980,9 +985,30 @@ class Simulator:
         """(q', v', u', surface forces) of one step from the record ``s``, read-only; on
         DivergenceError the contact model is back where it was."""
         saved = self.contact.snapshot()
+        sleep = s.sleep
         try:
-            v_next, u_next, force = self._dynamics(s.q, s.v, s.u, applied, pushes)
-            q_next = pin.integrate(self._model_step, s.q, v_next * self._dt0)
+            if sleep:
+                labels = sleep[0]
+                if pushes:  # a push on a sleeping object wakes its island
+                    labels = self._woken_by_pushes(labels, pushes)
+                self.contact.set_sleeping(labels)
+            out = None
+            if sleep and self._reducible and (labels >= 0).all():
+                out = self._asleep_dynamics(s.q, s.v, s.u, applied, pushes)
+            v_next, u_next, force = out or self._dynamics(s.q, s.v, s.u, applied, pushes)
+            if sleep:
+                woken = self.contact.woken
+                if woken is not None:
+                    labels = np.where(woken, -1, labels)
+                sleep = self._sleep_step(s, labels, v_next)
+            if out is not None and (sleep[0] >= 0).all():  # the objects' poses held
+                q_next = s.q.copy()
+                nq, nv = self._nq_robot, self._nv_robot
+                q_next[:nq] = pin.integrate(self._rmodel, s.q[:nq], v_next[:nv] * self._dt0)
+            else:
+                q_next = pin.integrate(self._model_step, s.q, v_next * self._dt0)
+                if sleep:
+                    self._hold_poses(sleep[0], s.q, q_next)
             # q_next = integrate(q, h v_next) is finite whenever q and v_next are
             if not (v_next.dot(v_next) < _MAX_SPEED2  # also catches nan
                     and (self._no_points or self.contact.max_depth <= self._max_penetration)):
@@ -993,7 +1019,7 @@ class Simulator:
         q_next.setflags(write=False)
         v_next.setflags(write=False)
         applied.setflags(write=False)
-        return q_next, v_next, u_next, force
+        return q_next, v_next, u_next, force, sleep
 
     def _sense(self) -> None:
         """After a step: the IMU's next noise, and the readings a delayed sensor hands out
@@ -1709,6 +1735,9 @@ class Simulator:
                                f"state is untouched")
         if position is not None or quaternion is not None:
             obj = self.objects[self._object_index(call, name)]
+            if s.sleep:  # the trial meets its island awake, as the next step will
+                self.contact.set_sleeping(self._woken(s.sleep[0],
+                                                      [self._object_index(call, name)]))
             n = self.ground.normal
             depth = obj.lowest(n, R) - (float(q[iq:iq + 3] @ n) - self.ground.height)
             too_deep = (f"puts object {name!r} {depth * 1e3:.1f} mm under the ground"
@@ -1717,6 +1746,7 @@ class Simulator:
                 raise CommandError(f"{call}: position {q[iq:iq + 3].tolist()} {too_deep}; "
                                    f"the state is untouched: raise it")
         self._set_qv(q, v)
+        self._wake([self._object_index(call, name)])  # its island wakes
 
     def spawn_object(self, name: str, shape: str, size, mass: float, position, *,
                      rpy=None, quaternion=None, inertia=None,
@@ -1801,13 +1831,194 @@ class Simulator:
                        if self.model.existFrame(old_model.frames[f].name))
         self._s = dataclasses.replace(
             old_s, q=q, v=v, q_prev=q, v_prev=v, a=_frozen(np.zeros(self.model.nv)),
-            pushes=pushes, pushes_applied=())
+            pushes=pushes, pushes_applied=(), sleep=self._awake)
         self._v_public = None
         self.notes = notes
         for name, snap in components.items():
             if name in self._components:
                 self._components[name].restore(snap)
         self._restore_readings(self.contact.snapshot())
+
+    # ------------------------------------------------------------------ sleeping objects
+
+    def _init_sleep(self) -> None:
+        """objects.sleep: the record's initial sleep state (every object awake) and the
+        objects' rows in q and v."""
+        o = self.config.objects
+        n = len(self.objects)
+        if not (n and o.sleep):
+            self._awake, self._obj_qv, self._reducible = (), None, False
+            return
+        self._awake = (_frozen(np.full(n, -1, dtype=np.int64)), _frozen(np.zeros(n, dtype=np.int64)))
+        self._sleep_steps = max(1, math.ceil(o.sleep_time / self.dt - 1e-9))
+        self._sleep_speed2 = float(o.sleep_speed) ** 2
+        iq = np.array([self.model.idx_qs[j] for j in self._object_joints])
+        iv = np.array([self.model.idx_vs[j] for j in self._object_joints])
+        self._obj_qv = (iq[:, None] + np.arange(7), iv[:, None] + np.arange(6))
+        self._frame_object = {self.model.getFrameId(ob.name, pin.FrameType.BODY): k
+                              for k, ob in enumerate(self.objects)}
+        #: every object asleep: the robot stepped on its own model (_asleep_dynamics)
+        self._reducible = (self.loop_closures is None and self._gyroscopic is None
+                           and self._robot_njoints > 1)
+        self._rmodel = self._rdata = None
+
+    def _asleep_dynamics(self, q, v, u, tau_joints, pushes):
+        """:meth:`_dynamics` while every free object sleeps: the robot's ABA and M^-1 on
+        the robot's own stepping model (the objects' joints locked: bitwise the robot's
+        rows of the whole model's), the contact phases at every placement (one
+        kinematics pass of the whole model) and the laws over the robot's columns; the
+        objects' velocities 0. None when an awake body came within the margin of a
+        sleeping island (it woke: the whole step then)."""
+        model, data, act = self._model_step, self._data_step, self.actuation
+        if self._rmodel is None:
+            r = pin.buildReducedModel(model, list(range(self._robot_njoints, model.njoints)),
+                                      self.q0)
+            r.armature[:] = model.armature[:r.nv]
+            r.gravity = model.gravity
+            self._rmodel, self._rdata = r, new_data(r)
+        rm, rd = self._rmodel, self._rdata
+        nq, nv = self._nq_robot, self._nv_robot
+        if act.has_passive or act.limits_enabled:
+            qj, vj = self._joint_qv(q, v)
+            if act.has_passive:
+                tau_joints = tau_joints + act.passive_torques(qj, vj)
+            limits = act.limit_violations(qj)
+        else:
+            limits = None
+        tau = self._tau_gen
+        if self._contiguous:
+            tau[self._jv] = tau_joints
+        else:
+            tau[self.robot.idx_v] = tau_joints
+        pin.computeJointJacobians(model, data, q)  # every placement: the contact's phases
+        if pushes:
+            tau = tau.copy()
+            self._add_pushes(tau, pushes)
+        v_free = pin.aba(rm, rd, q[:nq], v[:nv], tau[:nv], pin.Convention.WORLD) * self._dt0
+        v_free += v[:nv]
+        v_all = np.zeros(model.nv)
+        v_all[:nv] = v_free
+        if self.contact.wake_near(v_all, self.dt) is not None:
+            return None
+        Minv_upper = pin.computeMinverse(rm, rd)
+        if limits is not None:
+            idx, d = limits
+            cols = self.robot.idx_v[idx]
+            block = _symmetric_block(Minv_upper, cols)
+            impulse = np.zeros(nv)
+            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+            v_free += upper_sym_mv(Minv_upper, impulse)
+        self.contact_points.update(model, data, None)
+        v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
+        v_all = np.zeros(model.nv)
+        v_all[:nv] = v_next
+        return v_all, u_next, force
+
+    def _woken_by_pushes(self, labels: np.ndarray, pushes: tuple) -> np.ndarray:
+        """``labels`` with the islands of the sleeping objects a push acts on awake."""
+        hit = [self._frame_object[f] for f, _ in pushes if f in self._frame_object]
+        return self._woken(labels, hit) if hit else labels
+
+    @staticmethod
+    def _woken(labels: np.ndarray, objects) -> np.ndarray:
+        """``labels`` with the islands of ``objects`` (indices; None: all) awake."""
+        if objects is None:
+            return np.full(len(labels), -1, dtype=np.int64)
+        mine = labels[list(objects)]
+        mine = mine[mine >= 0]
+        if not len(mine):
+            return labels
+        return np.where(np.isin(labels, mine), -1, labels)
+
+    def _sleep_step(self, s: Record, labels: np.ndarray, v_next: np.ndarray) -> tuple:
+        """After the step's dynamics: the sleeping objects' velocities made exactly 0 (in
+        ``v_next``, in place), each awake object's count of quiet steps, and the islands of
+        objects (linked by pair contacts, none touching a robot's link) whose every object
+        has been quiet for objects.sleep_time put to sleep; the next (labels, counts)."""
+        iq, iv = self._obj_qv
+        asleep = labels >= 0
+        if asleep.all():  # every object sleeps on: velocities 0, the state as it was
+            v_next[iv] = 0.0
+            return s.sleep if labels is s.sleep[0] else \
+                (_frozen(np.asarray(labels, dtype=np.int64)), s.sleep[1])
+        if asleep.any():
+            v_next[iv[asleep]] = 0.0
+        V = v_next[iv]
+        lin2 = np.einsum("ij,ij->i", V[:, :3], V[:, :3])
+        ang2 = np.einsum("ij,ij->i", V[:, 3:], V[:, 3:])
+        count = np.where((s.sleep[0] >= 0) & ~asleep, 0, s.sleep[1])  # the woken start again
+        quiet = (lin2 < self._sleep_speed2) & (ang2 < self._sleep_speed2)
+        count = np.where(asleep, count, np.where(quiet, count + 1, 0))
+        ready = ~asleep & (count >= self._sleep_steps)
+        if ready.any():
+            labels = self._fall_asleep(labels, ready)
+            now = (labels >= 0) & ~asleep
+            if now.any():
+                v_next[iv[now]] = 0.0
+        return _frozen(np.asarray(labels, dtype=np.int64)), _frozen(count)
+
+    def _fall_asleep(self, labels: np.ndarray, ready: np.ndarray) -> np.ndarray:
+        """``labels`` with every island of awake objects that are all ``ready`` asleep,
+        labelled by its first object; an island touching a robot's link stays awake."""
+        n = len(labels)
+        parent = list(range(n + 1))  # n: the robots' links
+
+        def root(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for a, b in zip(*self.contact.object_contacts()):
+            ra, rb = root(int(a) if a >= 0 else n), root(int(b) if b >= 0 else n)
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+        groups: dict[int, list[int]] = {}
+        for i in range(n):
+            if labels[i] < 0:
+                groups.setdefault(root(i), []).append(i)
+        out = np.array(labels, dtype=np.int64)
+        robot = root(n)
+        for r, members in groups.items():
+            if r != robot and all(ready[m] for m in members):
+                out[members] = min(members)
+        return out
+
+    def _hold_poses(self, labels: np.ndarray, q: np.ndarray, q_next: np.ndarray) -> None:
+        """The sleeping objects' coordinates in ``q_next`` (in place) those of ``q`` to
+        the bit (integrating a zero twist may round a quaternion)."""
+        asleep = labels >= 0
+        if asleep.any():
+            rows = self._obj_qv[0][asleep]
+            q_next[rows] = q[rows]
+
+    def _wake(self, objects=None) -> None:
+        """Wake the islands of the free objects ``objects`` (indices; None: all) now."""
+        sleep = self._s.sleep
+        if not sleep or not (sleep[0] >= 0).any():
+            return
+        labels = self._woken(sleep[0], objects)
+        if labels is not sleep[0]:
+            count = np.where((sleep[0] >= 0) & (labels < 0), 0, sleep[1])
+            self._s.sleep = (_frozen(labels), _frozen(count))
+
+    def sleeping_objects(self) -> tuple[str, ...]:
+        """The free objects asleep now (objects.sleep), in :attr:`objects` order."""
+        sleep = self._s.sleep
+        if not sleep:
+            return ()
+        return tuple(o.name for o, label in zip(self.objects, sleep[0]) if label >= 0)
+
+    def object_asleep(self, name: str) -> bool:
+        """Whether the free object ``name`` sleeps now (its velocity exactly 0, its pose
+        held; CommandError for an unknown name)."""
+        k = self._object_index("object_asleep", name)
+        return bool(self._s.sleep and self._s.sleep[0][k] >= 0)
+
+    def wake_objects(self, names=None) -> None:
+        """Wake the islands of the free objects ``names`` (default: every object) now."""
+        self._wake(None if names is None else
+                   [self._object_index("wake_objects", n) for n in names])
 
     # ------------------------------------------------------------------ payloads
 
@@ -1833,6 +2044,7 @@ class Simulator:
         apply_payloads((self.model, self._model_step), self._inertias0, self.robot,
                        self._payloads, payloads)
         self._payloads = payloads
+        self._rmodel = None  # the robot's own stepping model is built again with them
         if getattr(self, "_gyroscopic", None) is not None:  # it holds the root body's inertia
             self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt)
         if hasattr(self, "_weight"):

@@ -56,6 +56,10 @@ class Record:
     #: (6, m) the drives' state (wb_sim.actuators: torque loop N*m and N*m/s, winding
     #: temperature C, trip latch, the last step's current A and voltage V); None: ideal
     actuator: np.ndarray | None = None
+    #: objects.sleep: ((n,) each free object's sleeping island (its label, >= 0) or -1
+    #: awake, (n,) the steps in a row it has been slower than objects.sleep_speed); ()
+    #: without objects or sleeping
+    sleep: tuple = ()
 
 
 def _copied(x):

@@ -349,9 +349,11 @@ def _one_robot(world: Mapping, entry, path: Path, index: int
                     path.parent)
             params.update(flat)
             origin.update({k: f"world.{k}" for k in flat})
-    params = {k: v for k, v in params.items() if not k.startswith("objects.")}
+    params = {k: v for k, v in params.items()
+              if not k.startswith("objects.") or k.startswith("objects.sleep")}
     params.update(_objects(world.get("objects", []), path))
-    origin.update(dict.fromkeys((k for k in params if k.startswith("objects.")), "world.objects"))
+    origin.update(dict.fromkeys((k for k in params if k.startswith("objects.")
+                                 and not k.startswith("objects.sleep")), "world.objects"))
     try:
         load_config(params)
     except ConfigError as e:

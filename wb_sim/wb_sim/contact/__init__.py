@@ -115,6 +115,25 @@ class ContactModel(Protocol):
     def active(self) -> bool:
         """Whether anything can touch (False: the simulator skips the solve)."""
 
+    #: after :meth:`solve`: (n objects,) bool, the sleeping objects an awake body came
+    #: within the margin of (their islands woke for this solve); None: none
+    woken: np.ndarray | None
+
+    def set_sleeping(self, labels: np.ndarray | None) -> None:
+        """The free objects asleep for the next solves (``labels``: each object's island
+        label, -1 awake; None: all awake): their geometry is skipped by the phases and
+        the solve, an awake body within the margin wakes their island (:attr:`woken`)."""
+
+    def wake_near(self, v: np.ndarray, dt: float) -> np.ndarray | None:
+        """The sleeping islands an awake body is within the margin of, woken now, at the
+        placements the step's dynamics left and the velocity ``v`` (nv,): :attr:`woken`.
+        :meth:`solve` runs it first, unless it is given the robot's velocities only (every
+        object asleep: the simulator asked first)."""
+
+    def object_contacts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b) the last solve's pair contacts with a free object: the two sides'
+        object indices, -1 for a robot's link (the simulator's islands of objects)."""
+
     def deepest(self) -> tuple[str, float]:
         """(what, depth m) of the deepest point at the last solve, for an error
         message: "contact surface 'x'", "link 'y'", "links 'a' and 'b' (self-collision)"."""

@@ -30,6 +30,8 @@ class SurfaceContact:
     self_collision = None
     #: (J rows, their impulses or forces, scale) of the last solve, or None: nothing acted
     _generalized = None
+    #: the objects the last solve woke: none (a law over the surfaces holds no objects)
+    woken = None
 
     @property
     def surfaces(self):
@@ -81,6 +83,16 @@ class SurfaceContact:
     def link_normal_forces(self) -> np.ndarray:
         """(0,): no link meets the ground besides the surfaces."""
         return np.zeros(0)
+
+    def set_sleeping(self, labels) -> None:
+        """No free objects: nothing sleeps."""
+
+    def wake_near(self, v, dt) -> None:
+        """No free objects: nothing to wake."""
+
+    def object_contacts(self) -> tuple[np.ndarray, np.ndarray]:
+        """No free objects: no pair contact involves one."""
+        return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
 
     def signature(self) -> tuple:
         """((label, value), ...): what a snapshot of this model fits."""

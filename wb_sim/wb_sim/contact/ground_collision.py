@@ -450,6 +450,9 @@ class TerrainContacts:
         self._support = joint_support(model)
         self._bound_to = None
         self.dropped = 0
+        #: (G,) the geometries awake (free objects asleep are not: Simulator's
+        #: objects.sleep); None: all
+        self.awake: np.ndarray | None = None
         self.active = bool(boxes) or bool(len(self.meshes))
         # the meshes on the plane, all at once: their hulls' vertices in their joints' frames,
         # grouped by mesh, and each vertex's identity as a contact with the plane (item 0)
@@ -510,6 +513,8 @@ class TerrainContacts:
             rows = self._records(data)
             centres = self._Mc.dot(rows.reshape(-1)).reshape(-1, 3)
             close = box_distances(self.boxes, centres) < self._bound_margin[None, :]
+            if self.awake is not None:
+                close &= self.awake[None, :]
             for b, g in zip(*np.nonzero(close)):
                 pairs.append((int(g), 2 + int(b)))
         return pairs

@@ -492,6 +492,9 @@ class SelfCollision:
         self.slack = -math.inf  #: lower bound of every gap at the reference, m
         #: steps the quiet test settled, and those that ran the phases (statistics)
         self.quiet_steps = self.checked_steps = 0
+        #: (P,) the pairs of two sleeping geometries (free objects asleep, Simulator's
+        #: objects.sleep): left out of the narrow phase; None: none
+        self.asleep_pairs: np.ndarray | None = None
         self.clear()
 
     def clear(self) -> None:
@@ -565,7 +568,7 @@ class SelfCollision:
                 low = min(low, float(np.min(np.sqrt(d2) - rsum, initial=math.inf)))
         return low
 
-    def _quiet(self, v: np.ndarray, h: float) -> bool:
+    def _quiet(self, v: np.ndarray, h: float, margin: float = 0.0) -> bool:
         """Whether no gap can be closed now or after the step (:meth:`engage`'s test for
         pairs not in contact, with the rate bound of :func:`motion_weights`)."""
         diff, norm = self._li_diff, self._li_norm
@@ -575,7 +578,42 @@ class SelfCollision:
         np.sqrt(norm, out=norm)
         np.abs(v, out=self._abs_v)
         closing = self._w_flat.dot(self._li_norm_flat) + h * self._w_v.dot(self._abs_v)
-        return bool(self.slack - closing > 1e-9)
+        return bool(self.slack - closing > 1e-9 + margin)
+
+    def quiet_now(self, data: pin.Data, v: np.ndarray, h: float) -> bool:
+        """The quiet test (:meth:`contacts`') with the margin, at the placements in
+        ``data``: True when no gap of any pair can have come within the margin now or after
+        the step since the last reference; False when it cannot tell."""
+        if not len(self.pa):
+            return True
+        self._records(data)
+        return bool(self._li_rows is not None and self._quiet(v, h, self.margin))
+
+    def close_pairs(self, data: pin.Data) -> np.ndarray:
+        """The broad phase (:meth:`any_near`): (P,) bool, the pairs whose bounding spheres
+        are within the margin at the placements in ``data``."""
+        if not len(self.pa):
+            return np.zeros(0, dtype=bool)
+        self.any_near(data)
+        return self._d2 < 0.0
+
+    def near_geometries(self, data: pin.Data, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The narrow phase of the pairs ``pairs`` (indices into pa, pb, after
+        :meth:`close_pairs` at ``data``): (a, b) the geometries of each candidate (two
+        shapes within the margin of touching). It leaves the candidates of those pairs
+        (:meth:`contacts` finds the step's own)."""
+        d2 = self._d2
+        self._d2 = np.full(len(self.pa), np.inf)
+        self._d2[pairs] = -1.0
+        saved, self.asleep_pairs = self.asleep_pairs, None
+        try:
+            k = self.narrow(data)
+        finally:
+            self._d2, self.asleep_pairs = d2, saved
+        if not k:
+            return np.zeros(0, dtype=int), np.zeros(0, dtype=int)
+        g = self.sphere_geometry
+        return g[self.cand_a], g[self.cand_b]
 
     def any_near(self, data: pin.Data) -> bool:
         """The broad phase: whether the bounding spheres of a pair are within the margin,
@@ -635,7 +673,8 @@ class SelfCollision:
         sphere. Returns their number (0: none); :meth:`engage` makes contacts of them."""
         rows = self._records(data)
         self._data = data
-        close = np.flatnonzero(self._d2 < 0.0)
+        close = np.flatnonzero(self._d2 < 0.0 if self.asleep_pairs is None else
+                               (self._d2 < 0.0) & ~self.asleep_pairs)
         exact = close[self.exact_pair[close]]
         found = self._exact_candidates(exact, rows) if len(exact) else None
         self._exact_low = math.inf if found is None else found[-1]

@@ -132,6 +132,42 @@ class MergedPoints:
         return J.reshape(3, k, self.nv).transpose(1, 0, 2).reshape(-1, self.nv)
 
 
+class FirstColumns:
+    """A point set's rows over its first ``nv`` velocities only: the robot's, while every
+    free object sleeps (the objects' columns of every row in the solve are then zero, and
+    their velocities are held at zero). The rest of the point set reads through."""
+
+    def __init__(self, points, nv: int):
+        self._points, self.nv = points, nv
+
+    def __getattr__(self, name):
+        return getattr(self._points, name)
+
+    def jacobian_component_major(self, idx=None) -> np.ndarray:
+        return self._points.jacobian_component_major(idx)[:, :self.nv]
+
+    def jacobian_g(self, idx=None) -> np.ndarray:
+        return self._points.jacobian_g(idx)[:, :self.nv]
+
+    def torsion_jacobian(self, idx=None) -> np.ndarray:
+        return self._points.torsion_jacobian(idx)[:, :self.nv]
+
+    def normal_velocity(self, v: np.ndarray) -> np.ndarray:
+        full = np.zeros(self._points.nv)
+        full[:self.nv] = v
+        return self._points.normal_velocity(full)
+
+
+def _solve_first_columns(law, Minv_upper, v_free, u, dt):
+    """``law.solve`` over its points' first ``len(v_free)`` velocities (FirstColumns)."""
+    points = law.points
+    law.points = FirstColumns(points, len(v_free))
+    try:
+        return law.solve(Minv_upper, v_free, u, dt)
+    finally:
+        law.points = points
+
+
 # ----------------------------------------------------------------------------
 # The contact model with collision
 # ----------------------------------------------------------------------------
@@ -149,6 +185,9 @@ class WholeBodyContact:
     #: the free objects' names (their geometries are among the ground collision's; the
     #: robot's readings leave them out)
     object_names: frozenset = frozenset()
+    #: after :meth:`solve`: (n objects,) bool, the objects woken because an awake body
+    #: came within the margin of their island; None: none woke
+    woken: np.ndarray | None = None
 
     def __init__(self, feet_model, merged_model, collision: CollisionPoints | None,
                  merged_points: MergedPoints, data: pin.Data, self_collision=None,
@@ -173,7 +212,96 @@ class WholeBodyContact:
         self.LIVE_PARAMETERS = feet_model.LIVE_PARAMETERS
         self.max_penetration = feet_model.max_penetration
         self.nf = merged_points.nf
+        self.set_objects(())
         self.initial_state()
+
+    # -- sleeping free objects (the Simulator's objects.sleep)
+    def set_objects(self, names: tuple) -> None:
+        """The free objects' names in the simulator's order: each geometry's object
+        (its index, -1: a robot's link) for :meth:`set_sleeping` and
+        :meth:`object_contacts`."""
+        index = {n: i for i, n in enumerate(names)}
+        self._coll_obj = np.array([index.get(n, -1) for n in self._coll.link_names], dtype=int)
+        sc = self.self_collision
+        self._self_obj = np.zeros(0, dtype=int) if sc is None else \
+            np.array([index.get(n, -1) for n in sc.link_names], dtype=int)
+        self._labels = None  # (n,) island label of each sleeping object, -1 awake
+        self._sleep_key = None
+        self._self_asleep = None
+        self._touch = (np.zeros(0, dtype=int), np.zeros(0, dtype=int))
+
+    def set_sleeping(self, labels: np.ndarray | None) -> None:
+        """The islands asleep for the next solves: ``labels`` (n objects,) each sleeping
+        object's island label (>= 0), -1 for an awake one (None: all awake). A sleeping
+        object's geometry meets neither the ground, the terrain nor another sleeping
+        object; a pair with an awake body within the margin wakes its island
+        (:attr:`woken`)."""
+        self.woken = None
+        key = None if labels is None or not (labels >= 0).any() else labels.tobytes()
+        if key != self._sleep_key:
+            self._apply_sleep(None if key is None else labels)
+        self._sleep_key = key
+
+    def _apply_sleep(self, labels: np.ndarray | None) -> None:
+        tc, sc = self.terrain_contacts, self.self_collision
+        self._labels = labels
+        if labels is None:
+            self._coll_awake = self._self_asleep = None
+            if tc is not None:
+                tc.awake = None
+            if sc is not None:
+                sc.asleep_pairs = None
+            return
+        asleep = np.append(labels >= 0, False)  # index -1: a robot's link, awake
+        self._coll_awake = ~asleep[self._coll_obj]
+        if tc is not None:
+            tc.awake = self._coll_awake
+        if sc is not None:
+            ga = self._self_asleep = asleep[self._self_obj]
+            sc.asleep_pairs = ga[sc.pa] & ga[sc.pb]
+
+    def wake_near(self, v: np.ndarray, dt: float) -> np.ndarray | None:
+        """The proximity wake alone (:meth:`solve` runs it first), at the placements the
+        step's dynamics left and the velocity ``v`` (nv,): :attr:`woken`."""
+        if self._labels is not None:
+            self._wake_near(self._data, v, dt)
+        return self.woken
+
+    def _wake_near(self, data, v, dt) -> None:
+        """Wake every sleeping island a shape of an awake body (a link, an awake object) is
+        within the margin of touching (the pairs' broad and narrow phases), until none is;
+        :attr:`woken` says which."""
+        sc = self.self_collision
+        if sc is None or sc.quiet_now(data, v, dt):
+            return
+        close = sc.close_pairs(data)
+        labels = self._labels
+        woken = np.zeros(len(labels), dtype=bool)
+        while labels is not None:
+            ga = self._self_asleep
+            one = np.flatnonzero(close & (ga[sc.pa] != ga[sc.pb]))
+            if not len(one):
+                break
+            a, b = sc.near_geometries(data, one)
+            mixed = ga[a] != ga[b]
+            if not mixed.any():
+                break
+            a, b = a[mixed], b[mixed]
+            hit = np.where(ga[a], self._self_obj[a], self._self_obj[b])
+            island = np.isin(labels, labels[hit])
+            woken |= island
+            labels = labels.copy()
+            labels[island] = -1
+            self._apply_sleep(labels if (labels >= 0).any() else None)
+            labels = self._labels
+        if woken.any():
+            self.woken = woken if self.woken is None else (self.woken | woken)
+            self._sleep_key = None if labels is None else labels.tobytes()
+
+    def object_contacts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(a, b): the pairs of the last solve's pair contacts that involve a free
+        object, each side an object's index or -1 (a robot's link)."""
+        return self._touch
 
     # -- state
     def initial_state(self) -> np.ndarray:
@@ -280,14 +408,32 @@ class WholeBodyContact:
 
     # -- the step
     def solve(self, Minv_upper, v_free, u, dt):
+        """The ContactModel's; ``Minv_upper`` and ``v_free`` may cover the first velocities
+        only (the robot's, while every free object sleeps and :meth:`wake_near` woke none:
+        the phases then see the objects at rest, the laws the robot's columns)."""
         coll, selfc, data = self._coll, self.self_collision, self._data
         tc = self.terrain_contacts
+        reduced = len(v_free) != self.points.nv
+        v_law = v_free
+        if reduced:
+            v_free = np.zeros(self.points.nv)
+            v_free[:len(v_law)] = v_law
+        elif self._labels is not None:
+            self._wake_near(data, v_free, dt)
         near = coll.any_near(data)
+        if near and self._labels is not None:
+            coll.near &= self._coll_awake
+            near = bool(coll.near.any())
         ground = near and coll.narrow(data)
         terrain = tc is not None and tc.contacts(data, coll.near if near else None)
         held = self._dyn[-1][0] if selfc is not None else None
         touch = selfc is not None and selfc.contacts(data, v_free, dt,
                                                      self.merged.activation_margin, held)
+        if touch and len(self._self_obj):
+            g = selfc.sphere_geometry
+            self._touch = (self._self_obj[g[selfc.sphere_a]], self._self_obj[g[selfc.sphere_b]])
+        elif len(self._touch[0]):
+            self._touch = (np.zeros(0, dtype=int), np.zeros(0, dtype=int))
         if not (ground or terrain or touch):
             if self._merged_last:  # hand the warm start back
                 self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
@@ -297,7 +443,9 @@ class WholeBodyContact:
                 self._uc = np.zeros((2, coll.m))
             self._dyn = tuple(_NO_BLOCK for _ in self._blocks)
             if not self.nf:
-                return v_free, np.zeros((0, 3)), u
+                return v_law, np.zeros((0, 3)), u
+            if reduced:
+                return _solve_first_columns(self.feet, Minv_upper, v_law, u, dt)
             return self.feet.solve(Minv_upper, v_free, u, dt)
         if not ground:
             coll.clear()  # the last narrow phase's candidates are not this step's
@@ -311,8 +459,12 @@ class WholeBodyContact:
             self.merged.set_warm_start(self.feet.warm_start())
             self._merged_last = True
         parts = [u, self._uc, *self._blocks_before()]
-        v_next, force, u_next = self.merged.solve(Minv_upper, v_free,
-                                                  np.concatenate(parts, axis=1), dt)
+        if reduced:
+            v_next, force, u_next = _solve_first_columns(self.merged, Minv_upper, v_law,
+                                                         np.concatenate(parts, axis=1), dt)
+        else:
+            v_next, force, u_next = self.merged.solve(Minv_upper, v_free,
+                                                      np.concatenate(parts, axis=1), dt)
         nf, s0 = self.nf, pts.ns0
         self._uc = u_next[:, nf:s0]
         cand = coll.candidates
@@ -526,4 +678,5 @@ def build_whole_body_contact(robot, surfaces, cfg, feet_model, make_model, groun
                            coll if (cfg.enabled or objects) else None,
                            merged_points, data_step, selfc, tc)
     out.object_names = frozenset(objects)
+    out.set_objects(tuple(objects))
     return out

@@ -268,35 +268,75 @@ def object_boxes(count: int, dx: float) -> dict:
             "objects.positions": [v for x, y in xy for v in (x, y, 0.05)]}
 
 
+#: untimed steps from the reset before each timed run of the objects benchmark: the boxes
+#: settle and (objects.sleep) fall asleep (objects.sleep_time 0.5 s by default)
+OBJECT_SETTLE = 800
+
+
+def _run_settled(sim: Simulator, ctrl: PDGravityController, settle: int, steps: int,
+                 progress: Progress | None = None) -> float:
+    """Reset, ``settle`` steps untimed, then ``steps`` timed; the wall time of those, s."""
+    sim.reset()
+    for _ in range(settle):
+        sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+    step = sim.step
+    t0 = time.perf_counter()
+    for start in range(0, steps, CHUNK):
+        for _ in range(min(CHUNK, steps - start)):
+            step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+        if progress is not None:
+            progress.update(sim.t)
+    wall = time.perf_counter() - t0
+    if progress is not None:
+        progress.close(sim.t, f"{wall / steps * 1e6:.1f} us/step")
+    return wall
+
+
 def objects_cost(contact: str = "compliant", runs: int = 3, progress: bool = True,
-                 steps: int = OBJECT_STEPS) -> dict:
+                 steps: int = OBJECT_STEPS, sleep=(True,), settle: int = OBJECT_SETTLE) -> dict:
     """The default humanoid standing under its example controller (config/humanoid.yaml's
     wb_sim_pd_controller gains) with 0, 10 and 50 boxes resting on the ground beside it and
-    50 boxes 10 m away (:data:`OBJECT_CASES`); the timed runs (``steps`` steps each, from
-    the reset) interleaved case by case so that every case sees the same machine: the
-    median us/step of each and its ratio to the case without boxes."""
+    50 boxes 10 m away (:data:`OBJECT_CASES`), with each ``sleep`` setting (objects.sleep;
+    (False, True): before and after); each timed run (``steps`` steps after ``settle``
+    untimed ones from the reset) interleaved case by case and setting by setting so that
+    every one sees the same machine: the median us/step of each and its ratio to the case
+    without boxes (the first setting's as ``us_per_step``; all in ``by_sleep``)."""
     from ... import config_path
     from ...config import read_yaml_params
     gains = read_yaml_params(config_path("humanoid"), node_name="wb_sim_pd_controller")
-    sims, ctrls = [], []
-    for _, count, dx in OBJECT_CASES:
-        sims.append(Simulator.from_yaml(config_path("humanoid"), overrides={
-            "contact.model": contact, **object_boxes(count, dx)}))
-        ctrls.append(PDGravityController(sims[-1].robot, sims[-1].joint_positions.copy(),
-                                         gains["kp"], gains["kd"],
-                                         gravity=sims[-1].config.gravity))
-    times: list[list[float]] = [[] for _ in OBJECT_CASES]
+    sleep = tuple(sleep)
+    sims, ctrls, labels = [], [], []
+    for mode in sleep:
+        for label, count, dx in OBJECT_CASES:
+            sims.append(Simulator.from_yaml(config_path("humanoid"), overrides={
+                "contact.model": contact, "objects.sleep": bool(mode),
+                **object_boxes(count, dx)}))
+            ctrls.append(PDGravityController(sims[-1].robot, sims[-1].joint_positions.copy(),
+                                             gains["kp"], gains["kd"],
+                                             gravity=sims[-1].config.gravity))
+            labels.append(f"{label}, sleep {'on' if mode else 'off'}")
+    times: list[list[float]] = [[] for _ in sims]
+    asleep = [0] * len(sims)
     for r in range(runs):
-        for i, (label, _, _) in enumerate(OBJECT_CASES):
-            bar = Progress(steps * sims[i].dt, label=f"  run {r + 1}/{runs}, {label}",
+        for i, label in enumerate(labels):
+            bar = Progress((settle + steps) * sims[i].dt, label=f"  run {r + 1}/{runs}, {label}",
                            enabled=progress)
-            times[i].append(_run(sims[i], ctrls[i], steps, progress=bar))
+            times[i].append(_run_settled(sims[i], ctrls[i], settle, steps, progress=bar))
+            asleep[i] = len(sims[i].sleeping_objects())
     us = [statistics.median(t) / steps * 1e6 for t in times]
     moved = max((float(np.abs(s.object_poses()[:, :3] - [o.position for o in s.objects]).max())
                  for s in sims if s.objects), default=0.0)
+    n = len(OBJECT_CASES)
+    by_sleep = {mode: {"us_per_step": us[k * n:(k + 1) * n],
+                       "over_no_boxes": [u / us[k * n] for u in us[k * n:(k + 1) * n]],
+                       "runs_us_per_step": [[t / steps * 1e6 for t in ts]
+                                            for ts in times[k * n:(k + 1) * n]],
+                       "asleep": asleep[k * n:(k + 1) * n]}
+                for k, mode in enumerate(sleep)}
+    first = by_sleep[sleep[0]]
     return {"contact_model": contact, "cases": [c[0] for c in OBJECT_CASES],
-            "us_per_step": us, "over_no_boxes": [u / us[0] for u in us],
-            "runs_us_per_step": [[t / steps * 1e6 for t in ts] for ts in times],
+            "us_per_step": first["us_per_step"], "over_no_boxes": first["over_no_boxes"],
+            "runs_us_per_step": first["runs_us_per_step"], "by_sleep": by_sleep,
             "boxes_moved_m": moved, "robot_stands": all(s.q[2] > 0.5 for s in sims)}
 
 
@@ -311,6 +351,9 @@ def main(argv=None) -> int:
     parser.add_argument("--contact", default="compliant", choices=sorted(CONTACT_MODELS),
                         help="contact model (default: compliant)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs (median reported)")
+    parser.add_argument("--sleep", choices=["on", "off", "both"], default="both",
+                        help="objects: with objects.sleep on, off, or both (interleaved; "
+                             "default)")
     parser.add_argument("--steps", type=int, default=OBJECT_STEPS,
                         help=f"objects: timed steps per run and case (default {OBJECT_STEPS})")
     parser.add_argument("--peer", metavar="SCRIPT",
@@ -355,17 +398,21 @@ def main(argv=None) -> int:
               f"{'yes' if rep['identical_trajectories'] else 'NO'}")
         return 0 if rep["identical_trajectories"] and not rep["self_contact_solves"] else 1
     if args.scenario == "objects":
-        rep = objects_cost(args.contact, args.runs, steps=args.steps)
+        modes = {"on": (True,), "off": (False,), "both": (False, True)}[args.sleep]
+        rep = objects_cost(args.contact, args.runs, steps=args.steps, sleep=modes)
         import os
         blas = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
         print(f"humanoid standing, contact model '{args.contact}', {args.steps} steps of "
-              f"1 ms from the reset, median of {args.runs} interleaved runs "
-              f"(OPENBLAS_NUM_THREADS {blas}; load average "
+              f"1 ms after {OBJECT_SETTLE} untimed from the reset, median of {args.runs} "
+              f"interleaved runs (OPENBLAS_NUM_THREADS {blas}; load average "
               f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} before)")
-        for label, u, ratio, ts in zip(rep["cases"], rep["us_per_step"], rep["over_no_boxes"],
-                                       rep["runs_us_per_step"]):
-            print(f"{label + ':':32} {u:7.1f} us/step  x{ratio:.3f}  "
-                  f"(runs {', '.join(f'{t:.1f}' for t in ts)})")
+        for mode, part in rep["by_sleep"].items():
+            print(f"objects.sleep {'on' if mode else 'off'}:")
+            for label, u, ratio, ts, n in zip(rep["cases"], part["us_per_step"],
+                                              part["over_no_boxes"], part["runs_us_per_step"],
+                                              part["asleep"]):
+                print(f"  {label + ':':30} {u:8.1f} us/step  x{ratio:7.3f}  {n:2d} asleep  "
+                      f"(runs {', '.join(f'{t:.1f}' for t in ts)})")
         print(f"{'boxes moved at most:':32} {rep['boxes_moved_m'] * 1e3:.3f} mm")
         print(f"{'the robot stands:':32} {'yes' if rep['robot_stands'] else 'NO'}")
         return 0 if rep["robot_stands"] else 1
