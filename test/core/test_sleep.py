@@ -249,3 +249,34 @@ def test_the_humanoid_beside_a_sleeping_box_steps_as_it_does_alone(make_humanoid
     np.testing.assert_allclose(runs[1], runs[0], rtol=0.0,
                                atol=1e-12 if model == "compliant" else 1e-5)
 
+
+
+@pytest.mark.parametrize("model", ["compliant", "rigid"])
+def test_a_urdf_object_of_two_solids_sleeps_as_one_body_and_a_box_slid_into_it_wakes_it(model):
+    """A rigid URDF object (test_objects_urdf's slab with a block on it: one body of two
+    solids) sleeps like a box: held to the bit, its velocity exactly zero; a box slid along
+    the ground into it wakes it whole (the proximity wake goes through each of its solids),
+    and it is pushed away."""
+    from .test_objects_urdf import (A_EDGES, A_MASS, A_XYZ, B_MASS, B_XYZ, TWO_BOXES,
+                                    _parallel_axis, _urdf_objects)
+
+    _, com, _ = _parallel_axis([(A_MASS, A_XYZ, np.eye(3), np.eye(3)),
+                                (B_MASS, B_XYZ, np.eye(3), np.eye(3))])
+    rest = A_EDGES[2] / 2.0 + com[2] - A_XYZ[2]  # its centre of mass at rest, m
+    box = dict(name="box", shape="box", size=(0.1, 0.1, 0.1), mass=2.0,
+               position=(-0.6, 0.0, 0.05))
+    p = _urdf_objects(dict(name="pair", urdf=TWO_BOXES, position=(0.0, 0.0, rest + 0.01)),
+                      box, **{"contact.model": model, "objects.sleep": True})
+    sim = wb_sim.Simulator.from_params(p)
+    _asleep(sim, "pair")
+    _asleep(sim, "box")
+    x0 = sim.object_pose("pair").translation.copy()
+    for _ in range(200):
+        sim.step(np.zeros(sim.nj))
+    assert np.array_equal(sim.object_pose("pair").translation, x0)
+    assert not np.any(np.concatenate(sim.object_twist("pair")))
+    sim.set_object_state("box", linear_velocity=(3.0, 0.0, 0.0))
+    assert sim.object_asleep("pair")  # the box's own island woke, not the pair's
+    _run(sim, 600)
+    assert sim.object_pose("pair").translation[0] - x0[0] > 0.01, \
+        sim.object_pose("pair").translation
