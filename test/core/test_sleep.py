@@ -280,3 +280,29 @@ def test_a_urdf_object_of_two_solids_sleeps_as_one_body_and_a_box_slid_into_it_w
     _run(sim, 600)
     assert sim.object_pose("pair").translation[0] - x0[0] > 0.01, \
         sim.object_pose("pair").translation
+
+
+def test_a_world_file_sets_sleep_and_names_its_bad_keys(tmp_path):
+    """``world.sleep``: ``true``, or a mapping of enabled / speed / time, sets objects.sleep*
+    (the crate then sleeps after 0.2 s of rest); an unknown key is named."""
+    from wb_sim.errors import ConfigError
+    from wb_sim.world import load_world_robots
+
+    src = (tmp_path / "w.yaml")
+    body = ("world:\n  sleep: {sleep}\n  objects:\n    - {{name: crate, shape: box, size: [0.2, "
+            "0.2, 0.2], mass: 1.0, pose: {{position: [1.0, 0.0, 0.1]}}}}\n  robots:\n"
+            "    - {{name: h, robot: humanoid}}\n")
+    src.write_text(body.format(sleep="true"))
+    (params, _), = load_world_robots(src)
+    assert params["objects.sleep"] is True
+    src.write_text(body.format(sleep="{enabled: true, speed: 0.02, time: 0.2}"))
+    (params, _), = load_world_robots(src)
+    assert (params["objects.sleep"], params["objects.sleep_speed"],
+            params["objects.sleep_time"]) == (True, 0.02, 0.2)
+    sim = wb_sim.Simulator.from_world(src)
+    while not sim.object_asleep("crate"):
+        assert sim.t < 1.0, "the crate did not sleep by 1 s with sleep_time 0.2 s"
+        sim.step(np.zeros(sim.nj))
+    src.write_text(body.format(sleep="{enabled: true, sped: 0.02}"))
+    with pytest.raises(ConfigError, match=r"world.sleep.sped.*did you mean 'speed'"):
+        load_world_robots(src)

@@ -31,7 +31,11 @@ from .paths import robot_config_file
 from .robot import did_you_mean
 
 #: the keys of ``world:`` (the mappings are checked against the parameter table)
-WORLD_KEYS = ("gravity", "physics_rate_hz", "ground", "terrain", "contact", "objects", "robots")
+WORLD_KEYS = ("gravity", "physics_rate_hz", "ground", "terrain", "contact", "objects", "sleep",
+              "robots")
+#: ``world.sleep``'s keys -> the parameters they set (sleeping objects, docs/physics.md)
+SLEEP_KEYS = {"enabled": "objects.sleep", "speed": "objects.sleep_speed",
+              "time": "objects.sleep_time"}
 #: the keys of one entry of ``world.objects``
 OBJECT_KEYS = ("name", "shape", "size", "mass", "inertia", "pose", "velocity", "urdf")
 #: the keys of one entry of ``world.robots``
@@ -331,6 +335,16 @@ def load_world_robots(path: str | Path, one: bool = False
     return out
 
 
+def _sleep(value, path: Path) -> dict[str, Any]:
+    """``world.sleep``: ``true`` / ``false``, or a mapping of ``enabled``, ``speed`` (m/s and
+    rad/s) and ``time`` (s) -> ``objects.sleep``, ``objects.sleep_speed``,
+    ``objects.sleep_time``."""
+    if isinstance(value, bool):
+        return {"objects.sleep": value}
+    _known(_mapping(value, "world.sleep", path), tuple(SLEEP_KEYS), "world.sleep", path)
+    return {SLEEP_KEYS[k]: v for k, v in value.items()}
+
+
 def _one_robot(world: Mapping, entry, path: Path, index: int
                ) -> tuple[dict[str, Any], RobotInfo]:
     """One robot's parameters (the world's keys on top) and its :class:`RobotInfo`."""
@@ -352,6 +366,9 @@ def _one_robot(world: Mapping, entry, path: Path, index: int
     params = {k: v for k, v in params.items()
               if not k.startswith("objects.") or k.startswith("objects.sleep")}
     params.update(_objects(world.get("objects", []), path))
+    if "sleep" in world:
+        params.update(_sleep(world["sleep"], path))
+        origin.update({k: f"world.sleep.{n}" for n, k in SLEEP_KEYS.items()})
     origin.update(dict.fromkeys((k for k in params if k.startswith("objects.")
                                  and not k.startswith("objects.sleep")), "world.objects"))
     try:
