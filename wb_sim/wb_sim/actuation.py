@@ -80,6 +80,16 @@ class Actuation:
         self.has_passive = self.has_damping or self.has_friction
         self._tau_limit = cfg.limit_time_constant
         self._zeta_limit = cfg.limit_damping_ratio
+        #: per joint (nj,) limit time constant and damping ratio where several robots with
+        #: their own joints.* share one actuation (:func:`combine_actuation`); else None
+        self._tau_joints = self._zeta_joints = None
+
+    def _limit_constants(self, idx):
+        """(time constant, damping ratio) of the limits of the joints ``idx`` (scalars for
+        one robot, (k,) arrays for several robots, :func:`combine_actuation`)."""
+        if self._tau_joints is None or idx is None:
+            return self._tau_limit, self._zeta_limit
+        return self._tau_joints[idx], self._zeta_joints[idx]
 
     def step_armature(self) -> np.ndarray:
         """Armature of the stepping model: physical armature + h D (implicit damping)."""
@@ -123,7 +133,7 @@ class Actuation:
         return idx, d[idx]
 
     def limit_impulses(self, d: np.ndarray, v_free: np.ndarray, Minv: np.ndarray,
-                       dt: float) -> np.ndarray:
+                       dt: float, idx: np.ndarray | None = None) -> np.ndarray:
         """Impulses (k,) of the limit spring-dampers of the joints beyond a limit,
         signed like ``d``, by backward Euler with the current effective inertias.
 
@@ -131,6 +141,8 @@ class Actuation:
             d: (k,) signed distances back to the limits (:meth:`limit_violations`), rad or m.
             v_free: (k,) those joints' end-of-step velocities without the limits.
             Minv: (k, k) symmetric block of M^-1 on those joints.
+            idx: (k,) those joints' indices (joint order): their own limit constants
+                where several robots share the actuation (:func:`combine_actuation`).
         Per joint ``f = k d' - c qdot'`` along sign(d) with ``d' = d - h qdot'``,
         ``k = I / tau^2``, ``c = 2 zeta I / tau``, ``I = 1 / Minv_jj``; with
         ``qdot' = v_free + Minv p`` the impulses solve
@@ -140,8 +152,11 @@ class Actuation:
         The fast path of :meth:`limit_impulses_reference` (same numbers, tested): one
         joint in closed form with Python floats, several with one solve, the
         active-set loop only when an impulse pulls."""
-        tau, h, zeta = self._tau_limit, dt, self._zeta_limit
+        tau, zeta = self._limit_constants(idx)
+        h = dt
         if len(d) == 1:  # the common case: one joint on its stop
+            if self._tau_joints is not None and idx is not None:
+                tau, zeta = float(tau[0]), float(zeta[0])
             m = float(Minv[0, 0])
             d0 = float(d[0])
             s = 1.0 if d0 > 0.0 else -1.0
@@ -150,7 +165,7 @@ class Actuation:
             B = stiffness * h + 2.0 * zeta * inertia / tau
             p = (stiffness * abs(d0) / B - s * float(v_free[0])) / (m + 1.0 / (h * B))
             return np.array([s * p if p > 0.0 else 0.0])
-        A, rhs, sign = self._limit_system(d, v_free, Minv, dt)
+        A, rhs, sign = self._limit_system(d, v_free, Minv, dt, idx)
         p = np.linalg.solve(A, rhs)
         if p.min() >= 0.0:
             p *= sign
@@ -158,18 +173,19 @@ class Actuation:
         return self._limit_active_set(A, rhs, sign)
 
     def limit_impulses_reference(self, d: np.ndarray, v_free: np.ndarray, Minv: np.ndarray,
-                                 dt: float) -> np.ndarray:
+                                 dt: float, idx: np.ndarray | None = None) -> np.ndarray:
         """:meth:`limit_impulses` the plain way: the system for every joint beyond a limit,
         then the active-set loop (a joint whose impulse would pull leaves it)."""
-        return self._limit_active_set(*self._limit_system(d, v_free, Minv, dt))
+        return self._limit_active_set(*self._limit_system(d, v_free, Minv, dt, idx))
 
-    def _limit_system(self, d, v_free, Minv, dt):
+    def _limit_system(self, d, v_free, Minv, dt, idx=None):
         """(A, rhs, sign) of the limits' system ``A p = rhs`` in unsigned impulses."""
         sign = np.sign(d)
         inertia = 1.0 / np.diag(Minv)
-        tau, h = self._tau_limit, dt
+        tau, zeta = self._limit_constants(idx)
+        h = dt
         stiffness = inertia / tau**2
-        B = stiffness * h + 2.0 * self._zeta_limit * inertia / tau
+        B = stiffness * h + 2.0 * zeta * inertia / tau
         A = Minv * np.outer(sign, sign)
         A.flat[::len(d) + 1] += 1.0 / (h * B)
         rhs = stiffness * np.abs(d) / B - sign * v_free
@@ -201,3 +217,30 @@ class Actuation:
                     f"parameter '{key}': joint '{name}' starts at {x:.4g}, "
                     f"outside its limits [{lo:.4g}, {hi:.4g}] (set its initial position, or "
                     f"joints.position_limits: false)")
+
+
+def combine_actuation(parts: list[Actuation]) -> Actuation:
+    """One :class:`Actuation` over several robots' joints (wb_sim.multirobot), each robot's
+    own (its own ``joints.*`` on its own model, built alone) concatenated in the combined
+    joint order, the first robot's first: the same per-joint numbers each robot has alone.
+    A robot whose ``joints.position_limits`` is false gets no limits (its bounds infinite);
+    ``limit_time_constant`` and ``limit_damping_ratio`` become per joint."""
+    first = parts[0]
+    out = Actuation.__new__(Actuation)
+    out.dt = first.dt
+    for attr in ("armature", "effort_limit", "damping", "friction", "friction_velocity"):
+        setattr(out, attr, np.concatenate([getattr(p, attr) for p in parts]))
+    out.lower = np.concatenate([p.lower if p.limits_enabled else np.full(len(p.lower), -np.inf)
+                                for p in parts])
+    out.upper = np.concatenate([p.upper if p.limits_enabled else np.full(len(p.upper), np.inf)
+                                for p in parts])
+    out.limited = np.isfinite(out.lower) | np.isfinite(out.upper)
+    out.limits_enabled = any(p.limits_enabled for p in parts)
+    out.has_friction = bool(np.any(out.friction > 0))
+    out.has_damping = bool(np.any(out.damping > 0))
+    out.saturating = bool(np.any(np.isfinite(out.effort_limit)))
+    out.has_passive = out.has_damping or out.has_friction
+    out._tau_limit, out._zeta_limit = first._tau_limit, first._zeta_limit
+    out._tau_joints = np.concatenate([np.full(len(p.lower), p._tau_limit) for p in parts])
+    out._zeta_joints = np.concatenate([np.full(len(p.lower), p._zeta_limit) for p in parts])
+    return out

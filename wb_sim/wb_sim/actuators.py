@@ -332,6 +332,82 @@ class DcMotorActuators:
         return ActuatorReading(self.joint_names, out[0], out[1], out[2])
 
 
+class CombinedActuators:
+    """Several robots' drives in one physics (wb_sim.multirobot): each robot's own model
+    (its own ``actuators.*``, built alone on its own joints) on its slice of the combined
+    joint vector; the state is the active robots' states side by side (columns), each
+    robot's drive computed as it is alone."""
+
+    name = "combined"
+
+    def __init__(self, robot: RobotModel, drives: list, slices: list):
+        self.joint_names = tuple(robot.joint_names)
+        self.drives = tuple(drives)
+        self.slices = tuple(slices)
+        self.active = any(d.active for d in drives)
+        cols, c = [], 0
+        for d in drives:
+            s0 = d.initial_state()
+            m = 0 if s0 is None else s0.shape[1]
+            cols.append(slice(c, c + m) if s0 is not None else None)
+            c += m
+        self._cols = tuple(cols)
+
+    def initial_state(self) -> np.ndarray | None:
+        states = [d.initial_state() for d in self.drives if d.initial_state() is not None]
+        if not states:
+            return None
+        s = np.concatenate(states, axis=1)
+        s.setflags(write=False)
+        return s
+
+    def drive(self, state, tau, vj):
+        out = tau.copy()
+        nxt = []
+        for d, sl, cols in zip(self.drives, self.slices, self._cols):
+            if not d.active:
+                continue
+            out[sl], s_k = d.drive(None if cols is None else state[:, cols], tau[sl], vj[sl])
+            if s_k is not None:
+                nxt.append(s_k)
+        if not nxt:
+            return out, state
+        s = np.concatenate(nxt, axis=1)
+        s.setflags(write=False)
+        return out, s
+
+    def reflected_friction(self) -> tuple[np.ndarray, np.ndarray] | None:
+        nj = len(self.joint_names)
+        coulomb, viscous = np.zeros(nj), np.zeros(nj)
+        any_ = False
+        for d, sl in zip(self.drives, self.slices):
+            r = d.reflected_friction()
+            if r is not None:
+                coulomb[sl], viscous[sl] = r
+                any_ = True
+        return (coulomb, viscous) if any_ else None
+
+    def readings(self, state) -> ActuatorReading:
+        out = np.full((3, len(self.joint_names)), np.nan)
+        for d, sl, cols in zip(self.drives, self.slices, self._cols):
+            r = d.readings(None if cols is None else state[:, cols])
+            out[:, sl] = r.current, r.voltage, r.temperature
+        return ActuatorReading(self.joint_names, out[0], out[1], out[2])
+
+    def signature(self) -> tuple:
+        return tuple((f"robot {i}: {label}", value) for i, d in enumerate(self.drives)
+                     for label, value in d.signature())
+
+
+def combine_actuators(robot: RobotModel, drives: list, slices: list) -> ActuatorModel:
+    """The drives of several robots (``drives``: each robot's own, on its ``slices`` of the
+    combined joints): :class:`IdealActuators` where every robot's is ideal (skipped, as
+    for one robot), else :class:`CombinedActuators`."""
+    if not any(d.active for d in drives):
+        return IdealActuators(robot, None, 0.0)
+    return CombinedActuators(robot, drives, slices)
+
+
 #: actuators.model -> the class
 ACTUATOR_MODELS = {"ideal": IdealActuators, "dc_motor": DcMotorActuators}
 

@@ -53,7 +53,12 @@ from .robot import RobotModel, did_you_mean
 #: the parameters each robot has its own value of (its model, pose, surfaces)
 PER_ROBOT_KEYS = ("urdf_path", "robot_description", "floating_base", "max_joints",
                   "contact_surfaces")
-PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation", "imu")
+PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation", "imu", "joints", "actuators")
+#: per-robot groups' keys that stay one value for the whole set, with the reason
+ONE_VALUE_KEYS = {
+    "joints.command_delay_steps": "one command delay line carries the combined joint "
+                                  "vector (one pipe of whole-set torque vectors per step)",
+}
 #: the world's parameters: one value for every robot in one physics
 WORLD_KEYS = ("physics_rate_hz", "gravity")
 WORLD_GROUPS = ("ground", "terrain", "contact", "objects")
@@ -265,10 +270,17 @@ def check_part_config(name: str, index: int, config, config0, where: str = "") -
     mine, first = _flat(config), _flat(config0)
     for k in mine:
         head = k.partition(".")[0]
+        a, b = mine[k], first.get(k)
+        if k in ONE_VALUE_KEYS:
+            if _differs(a, b):
+                raise ConfigError(
+                    f"{at}: parameter '{k}' is {a!r} here but {b!r} for the first robot; it is "
+                    f"one value for every robot: {ONE_VALUE_KEYS[k]}: give it the same value "
+                    f"for every robot")
+            continue
         if k in PER_ROBOT_KEYS or head in PER_ROBOT_GROUPS or k == "surfaces" \
                 or k == "collision.srdf_path":  # srdf: read with self_collision only
             continue
-        a, b = mine[k], first.get(k)
         if head in ROBOT0_ONLY_GROUPS:
             if _differs(a, _DEFAULTS.get(k, () if k == "poses" else None)):
                 raise ConfigError(
@@ -280,8 +292,8 @@ def check_part_config(name: str, index: int, config, config0, where: str = "") -
             continue
         kind = ("belongs to the world: one value for every robot in one physics"
                 if k in WORLD_KEYS or head in WORLD_GROUPS else
-                "is the first robot's for the whole set for now (one actuation, sensor and "
-                "collision model over the combined joints)")
+                "is the first robot's for the whole set for now (one sensor and collision "
+                "model over the combined joints)")
         raise ConfigError(
             f"{at}: parameter '{k}' is {a!r} here but {b!r} for the first robot; it {kind}: "
             f"give it the same value for every robot")

@@ -44,8 +44,8 @@ from typing import Any, Mapping
 import numpy as np
 import pinocchio as pin
 
-from .actuation import Actuation
-from .actuators import ActuatorReading, make_actuators
+from .actuation import Actuation, combine_actuation
+from .actuators import ActuatorReading, combine_actuators, make_actuators
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
@@ -222,10 +222,13 @@ class Simulator:
         self.model = pin.Model(robot.model)
         self.model.gravity = pin.Motion(np.array(config.gravity), np.zeros(3))
         #: the joints' drives (wb_sim.actuators, actuators.model); inactive: ideal
-        self.actuators = make_actuators(robot, config.actuators, self.dt)
+        if isinstance(robot, CombinedRobot):  # each robot's own joints.* and actuators.*
+            self.actuators, self.actuation = self._fleet_actuation(robot, fleet)
+        else:
+            self.actuators = make_actuators(robot, config.actuators, self.dt)
+            self.actuation = Actuation(robot, config.joints, self.dt,
+                                       self.actuators.reflected_friction())
         self._drives = self.actuators if self.actuators.active else None
-        self.actuation = Actuation(robot, config.joints, self.dt,
-                                   self.actuators.reflected_friction())
         self._command_delay = config.joints.command_delay_steps
         self._sensor_delay = config.sensors.delay_steps
         self.model.armature[robot.idx_v] = self.actuation.armature
@@ -419,12 +422,19 @@ class Simulator:
                 raise ConfigError(f"robots[{i}]: two robots named {n!r}: each robot of one "
                                   f"physics needs a name of its own (its joints are prefixed "
                                   f"'{n}/')")
-        config0 = load_config(robots[0][1])
         if len(robots) == 1:
-            return cls(config0, robots=robot_cache, fleet=(names[0], ()))
+            return cls(load_config(robots[0][1]), robots=robot_cache, fleet=(names[0], ()))
+
+        def config_of(i, name, params):  # a bad value names the robot
+            try:
+                return load_config(params)
+            except ConfigError as e:
+                raise type(e)(f"robot '{name}' (robots[{i}]): {e}") from None
+
+        config0 = config_of(0, *robots[0])
         others = []
         for i, (name, params) in enumerate(robots[1:], start=1):
-            config = load_config(params)
+            config = config_of(i, name, params)
             check_part_config(name, i, config, config0)
             others.append((name, config))
         check_first_config(config0)
@@ -468,6 +478,24 @@ class Simulator:
                       for p in combined.parts)
         object.__setattr__(combined, "parts", parts)
         return combined, tuple(surfaces)
+
+    def _fleet_actuation(self, robot: CombinedRobot, fleet) -> tuple:
+        """(the drives, the actuation) of several robots (wb_sim.multirobot): each robot's
+        built alone from its own ``actuators.*`` and ``joints.*`` on its own model, then
+        joined in the combined joint order (:func:`~wb_sim.actuators.combine_actuators`,
+        :func:`~wb_sim.actuation.combine_actuation`); an error names the robot."""
+        configs = [self.config] + [cfg for _, cfg in fleet[1]]
+        drives, actuations = [], []
+        for part, cfg in zip(robot.parts, configs):
+            try:
+                d = make_actuators(part.robot, cfg.actuators, self.dt)
+                actuations.append(Actuation(part.robot, cfg.joints, self.dt,
+                                            d.reflected_friction()))
+            except (ConfigError, ModelError) as e:
+                raise type(e)(f"robot '{part.name}' (robots[{part.index}]): {e}") from None
+            drives.append(d)
+        return (combine_actuators(robot, drives, [p.joints for p in robot.parts]),
+                combine_actuation(actuations))
 
     def robot_part(self, name: str) -> RobotPart:
         """The robot ``name`` of :attr:`robots` (ConfigError naming the known ones)."""
@@ -868,7 +896,7 @@ class Simulator:
             cols = self.robot.idx_v[idx]
             block = _symmetric_block(Minv_upper, cols)
             impulse = np.zeros(model.nv)
-            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
             v_free += upper_sym_mv(Minv_upper, impulse)
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
@@ -900,8 +928,9 @@ class Simulator:
             if free.any():
                 if not free.all():
                     cols, d, block = cols[free], d[free], block[np.ix_(free, free)]
+                    idx = idx[free]
                 after = np.zeros(model.nv)
-                after[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+                after[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
                 v_free = v_free + Minv_c @ after
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
@@ -1906,7 +1935,7 @@ class Simulator:
             cols = self.robot.idx_v[idx]
             block = _symmetric_block(Minv_upper, cols)
             impulse = np.zeros(nv)
-            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt)
+            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
             v_free += upper_sym_mv(Minv_upper, impulse)
         self.contact_points.update(model, data, None)
         v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
