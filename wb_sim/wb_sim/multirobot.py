@@ -28,16 +28,24 @@ separate simulators do (test/core/test_multirobot.py gives the figure).
 What is per robot and what is the world's. Per robot: its model (``urdf_path`` /
 ``robot_description``, ``floating_base``, ``xacro.*``, ``perturbation.*``), its initial
 pose (``initial.*``: base and joints), its contact surfaces (``contact_surfaces`` and their
-groups, frames prefixed), its joint limits and URDF dynamics (read from its model), its IMU
-(``imu.*``, frame prefixed: :meth:`~wb_sim.Simulator.robot_imu`), its controller (outside
-the simulator, one per robot).
+groups, frames prefixed), its joint limits and URDF dynamics (read from its model), its
+actuation (``joints.*``: damping, friction and its smoothing velocity, armature, effort
+limits, position limits and their time constant and damping ratio, ``urdf_dynamics``,
+``mimic``) and its drives (``actuators.*``: a ``dc_motor`` robot beside an ``ideal`` one),
+its IMU (``imu.*``, frame prefixed: :meth:`~wb_sim.Simulator.robot_imu`), its controller
+(outside the simulator, one per robot). Its actuation and drives are built alone on its
+own model from its own configuration and joined in the combined joint order, robot 0's
+first (:func:`~wb_sim.actuation.combine_actuation`,
+:class:`~wb_sim.actuators.CombinedActuators`): each robot gets the per-joint numbers it has
+alone, and a one-robot run takes the single-robot path unchanged.
 The world's, one for all: ``physics_rate_hz``, ``gravity``, ``ground.*``, ``terrain.*``,
-``contact.*``, ``objects.*``. The rest is robot 0's and applies to the whole set for now
-(``joints.*`` of the actuation model, ``collision.*``, ``actuators.*``, ``sensors.*``): a robot
-``k >= 1`` whose parameter differs from robot 0's there is refused
-(:func:`check_part_config`), never silently overridden, as are the sensors and features
-that are robot 0's only for now (``ft_sensors``, ``contact_sensors``, ``payloads``,
-``loop_closures``, named ``poses``, ``collision.self_collision``).
+``contact.*``, ``objects.*``. One value for every robot (:data:`ONE_VALUE_KEYS`):
+``joints.command_delay_steps`` (one delay line carries the combined torque vector). The
+rest is robot 0's and applies to the whole set for now (``collision.*``, ``sensors.*``,
+``sensors.delay_steps`` included): a robot ``k >= 1`` whose parameter differs from robot 0's
+there is refused (:func:`check_part_config`), never silently overridden, as are the
+sensors and features that are robot 0's only for now (``ft_sensors``, ``contact_sensors``,
+``payloads``, ``loop_closures``, named ``poses``, ``collision.self_collision``).
 """
 
 from __future__ import annotations
