@@ -8,8 +8,10 @@ humanoid (independent systems: the combined step is two separate simulators' to 
 humanoid pushed into the other on a frictionless ground moves it, the horizontal linear
 momentum of the pair conserved through the contact; an ANYmal beside the humanoid, both
 stand; a fixed-base Panda beside it moves as alone; robot b's own IMU reads as the
-humanoid alone; snapshots, spawn_object and reset keep every robot; the refusals name the
-robot, the key and the fix; a world file with two robots builds headless and the node's
+humanoid alone; each robot's own joints.* and actuators.* (a DC-motor humanoid beside an
+ideal one with its own friction, damping, armature, effort and position limits) move it as
+its own single simulator does; snapshots, spawn_object and reset keep every robot; the
+refusals name the robot, the key and the fix; a world file with two robots builds headless and the node's
 loader (wb_sim_run --world) refuses it in one line.
 """
 
@@ -409,7 +411,43 @@ def test_world_file_with_two_robots(tmp_path):
     path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}") + "      robto: x\n")
     with pytest.raises(ConfigError, match=r"unknown key 'world.robots\[1\].robto'"):
         Simulator.from_world(path)
+    # the second robot's own joints.* and actuators.* from its entry's parameters
+    path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}, joints: {damping: "
+                                 "[0.5]}, actuators: {model: dc_motor}"))
+    sim = Simulator.from_world(path)
+    alpha, beta = sim.robots
+    np.testing.assert_array_equal(sim.actuation.damping[beta.joints], 0.5)
+    np.testing.assert_array_equal(sim.actuation.damping[alpha.joints],
+                                  Simulator.from_params(HUMANOID).actuation.damping)
+    assert np.isnan(sim.actuator_readings.current[alpha.joints]).all()
+    assert not np.isnan(sim.actuator_readings.temperature[beta.joints]).any()
+    path.write_text(WORLD.format(second="beta", params="joints: {friction: [-1.0]}"))
+    with pytest.raises(ConfigError, match=r"'joints.friction': every entry must be >= 0.*"
+                                          r"world.robots\[1\].parameters.joints.friction"):
+        Simulator.from_world(path)
+    path.write_text(WORLD.format(second="beta", params="joints: {command_delay_steps: 3}"))
+    with pytest.raises(ConfigError, match=r"'world.robots\[1\]' \('beta'\): parameter "
+                                          r"'joints.command_delay_steps'.*one command delay"):
+        Simulator.from_world(path)
     path.write_text(WORLD.format(second="beta", params="physics_rate_hz: 500.0"))
     with pytest.raises(ConfigError, match=r"'world.robots\[1\].parameters.physics_rate_hz' "
                                           r"belongs to the world"):
         Simulator.from_world(path)
+
+
+def test_node_parameters_keep_each_robots_joints(tmp_path):
+    """On the node (wb_sim.ros.robots.fleet_params) the others' parameters come from the
+    world file: a robot's own joints.* stay its own, while the node's override of a
+    one-value key (joints.command_delay_steps) reaches every robot (else it would refuse)."""
+    from wb_sim.ros.robots import fleet_params
+    from wb_sim.world import load_world_robots
+    path = tmp_path / "two.yaml"
+    path.write_text(WORLD.format(second="beta", params="imu: {frame: ''}, joints: {damping: "
+                                 "[0.5]}"))
+    flat0 = dict(load_world_robots(path)[0][0], **{"joints.command_delay_steps": 3,
+                                                   "joints.damping": [0.2]})
+    (_, alpha), (_, beta) = fleet_params(str(path), flat0)
+    assert (alpha["joints.damping"], beta["joints.damping"]) == ([0.2], [0.5])
+    assert beta["joints.command_delay_steps"] == 3
+    sim = Simulator.from_robots([("alpha", alpha), ("beta", beta)])
+    np.testing.assert_array_equal(sim.actuation.damping, [0.2] * 23 + [0.5] * 23)

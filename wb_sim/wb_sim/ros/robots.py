@@ -34,7 +34,7 @@ from std_msgs.msg import String
 
 from ..config import PARAMETER_BY_KEY
 from ..errors import ConfigError
-from ..multirobot import PER_ROBOT_GROUPS, PER_ROBOT_KEYS, ROBOT0_ONLY_GROUPS
+from ..multirobot import ONE_VALUE_KEYS, PER_ROBOT_GROUPS, PER_ROBOT_KEYS, ROBOT0_ONLY_GROUPS
 from . import conversions as cv
 from . import rclpy_shim
 from .frames import FrameTree
@@ -79,8 +79,10 @@ def fleet_params(world_file: str, flat0: Mapping[str, Any]) -> list[tuple[str, d
     if len(robots) < 2:
         return None
     shared = {k: v for k, v in flat0.items()
-              if k not in PER_ROBOT_KEYS and k.partition(".")[0] not in PER_ROBOT_GROUPS
-              and k.partition(".")[0] not in ROBOT0_ONLY_GROUPS and k != "collision.srdf_path"
+              if (k in ONE_VALUE_KEYS  # one value for every robot (its own joints.* else)
+                  or k not in PER_ROBOT_KEYS and k.partition(".")[0] not in PER_ROBOT_GROUPS
+                  and k.partition(".")[0] not in ROBOT0_ONLY_GROUPS
+                  and k != "collision.srdf_path")
               and k in PARAMETER_BY_KEY}
     out = [(robots[0][1].name, dict(flat0))]
     for params, info in robots[1:]:
