@@ -6,6 +6,7 @@ and the packages' own names (``core.test_physics``) resolve the same way whether
 runs from the repository root, from a subdirectory or on one file.
 """
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,45 @@ if TEST_DIR not in sys.path:
 #: cores with each other; the physics and tool tests fill the other workers beside them
 SERIAL_GROUP = "wall_clock"
 SERIAL_PATHS = ("ros/", "tools/test_viewer.py", "repo/test_packaging.py")
+
+
+#: the niceness of the workers' other tests while the wall-clock group runs beside them
+BACKGROUND_NICE = 19
+
+
+def _can_renice_back() -> bool:
+    """Whether a worker may go from niceness 19 back to 0 (root, or CAP_SYS_NICE; an
+    ordinary user may not): tried in a child process, so a refusal costs nothing here."""
+    import subprocess
+
+    probe = ("import os; os.setpriority(os.PRIO_PROCESS, 0, 19); "
+             "os.setpriority(os.PRIO_PROCESS, 0, 0)")
+    try:
+        return subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+_renice = {"ok": None}
+
+
+def pytest_runtest_setup(item):
+    """On a pytest-xdist worker, a test outside the wall-clock group runs at niceness 19 and
+    one inside it at 0 (its node processes inherit it), so the physics tests take only the
+    cores the real-time scene leaves: it meets a machine as busy as a developer's, not one
+    shared half and half. Where the worker cannot go back to 0 (not root, no CAP_SYS_NICE)
+    nothing changes: every test runs at the worker's own niceness."""
+    if "PYTEST_XDIST_WORKER" not in os.environ or not hasattr(os, "setpriority"):
+        return
+    if _renice["ok"] is None:
+        _renice["ok"] = _can_renice_back()
+    if not _renice["ok"]:
+        return
+    serial = any(m.args and m.args[0] == SERIAL_GROUP for m in item.iter_markers("xdist_group"))
+    want = 0 if serial else BACKGROUND_NICE
+    if os.getpriority(os.PRIO_PROCESS, 0) != want:
+        os.setpriority(os.PRIO_PROCESS, 0, want)
 
 
 def pytest_collection_modifyitems(config, items):
