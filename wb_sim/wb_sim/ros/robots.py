@@ -355,4 +355,5 @@ def check_fleet_cfg(cfg: NodeConfig) -> None:
         raise ConfigError("parameter 'controller.callable': with several robots (world_file) "
                           "each robot's controller runs over its own topics (<name>/"
                           "joint_commands); an in-process controller is for one robot: "
-                          "leave it empty")
+                          "leave it empty (headless, python -m wb_sim --world FILE runs one "
+                          "in-process controller per robot)")
