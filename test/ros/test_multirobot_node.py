@@ -14,6 +14,11 @@ Numbers checked:
 * a push on ``/alice/external_wrench`` acts on alice's link, another robot's link refused;
 * bob's controller killed at t ~ 1 s: only bob's watchdog trips (its log line names bob,
   alice's never), bob's gate alone is lost; alice still stands 2 s of simulated time later;
+* each robot's own watchdog (``<name>.command.timeout_s``, ``<name>.command.timeout_action``):
+  alice damps after 0.2 s, bob holds after the node-wide 0.1 s, each log line names its robot;
+* wb_sim_record of the node records each robot's topics under its name; the bag reads back
+  per robot (its joints, its base standing where the world puts it, its weight on its feet)
+  and wb_sim_plot plots each;
 * one robot: the node's topics are exactly the single robot's, un-namespaced (a test that
   fails if a name changes).
 """
@@ -271,6 +276,97 @@ def test_a_dead_controller_trips_only_its_robots_watchdog(tmp_path):
         assert run.procs["controller_alice"].alive()
     finally:
         run.close()
+
+
+def test_each_robot_has_its_own_watchdog(tmp_path):
+    """<name>.command.timeout_s / timeout_action, by default the node-wide values: alice
+    damps after 0.2 s, bob (node-wide 0.1 s) holds its last command; both controllers
+    killed, each log line names the robot, its timeout and its action; the node-wide
+    watchdog is refused live, naming the robots' own; bob's is live."""
+    run = FleetRun(tmp_path, 0.0, "sync.timeout_s:=3.0", "alice.command.timeout_s:=0.2",
+                   "bob.command.timeout_action:=hold")
+    try:
+        ros = run.ros
+        p = ros.get_parameters("alice.command.timeout_s", "bob.command.timeout_s",
+                               "alice.command.timeout_action", "bob.command.timeout_action")
+        assert p == {"alice.command.timeout_s": 0.2, "bob.command.timeout_s": 0.1,
+                     "alice.command.timeout_action": "damp",
+                     "bob.command.timeout_action": "hold"}, p
+        r = ros.set_parameter("command.timeout_action", "zero")
+        assert not r.successful and "own watchdog" in r.reason and \
+            "'alice.command.timeout_action', 'bob.command.timeout_action'" in r.reason, r.reason
+        r = ros.set_parameter("bob.command.timeout_action", "sleep")
+        assert not r.successful, r.reason
+        run.run_until(1.0)
+        for n in ROBOTS:
+            run.procs[f"controller_{n}"].kill()
+        run.run_until(3.0)
+        log = run.node.log()
+        assert re.search(r"robot 'alice': no valid command for 0\.2 s of simulated time: joint "
+                         r"damping \(20 N\*m\*s/rad\) \(command.timeout_action: damp\)", log), \
+            log[-3000:]
+        assert re.search(r"robot 'bob': no valid command for 0\.1 s of simulated time: holding "
+                         r"the last command \(command.timeout_action: hold\)", log), log[-3000:]
+        assert len(re.findall(r"robot '\w+': no valid command", log)) == 2, log[-3000:]
+        # measured at 3 s: alice damped sank backwards (base 0.178 m high); bob, holding its
+        # last efforts (gravity compensation and all), still stands (0.6938 m)
+        bases = {n: run.base(n).tolist() for n in ROBOTS}
+        assert run.base("alice")[2] < 0.5 and abs(run.base("bob")[2] - Z0) < 5e-3, bases
+    finally:
+        run.close()
+
+
+def test_wb_sim_record_and_plot_of_both_robots(tmp_path):
+    """wb_sim_record of the two-humanoid node records each robot's namespaced topics (and no
+    single robot's un-namespaced ones); the bag reads back per robot
+    (history_from_bag(bag, robot=...)): each its own 23 joints, its base where the world puts
+    it and standing, its feet carrying its weight; wb_sim_plot plots each robot."""
+    import sys
+
+    from wb_sim.tools.bag import bag_robots, bag_topics, history_from_bag
+    from wb_sim.tools.plot import main as plot_main
+    from wb_sim.tools.recording import RecordingError
+
+    bag = tmp_path / "fleet_bag"
+    run = FleetRun(tmp_path, 0.0, "sync.timeout_s:=10.0")
+    try:
+        run.run_until(0.2)
+        rec = run._start("record", [sys.executable, "-m", "wb_sim.ros.record", "-o", str(bag),
+                                    "--duration", "1", "--wait", str(STARTUP_TIMEOUT)])
+        code = rec.popen.wait(STARTUP_TIMEOUT + 60)
+        log = rec.log()
+    finally:
+        run.close()
+    assert code == 0, log
+    topics = bag_topics(bag)
+    for n in ROBOTS:
+        for t in ("joint_states", "odom/ground_truth", "robot_description",
+                  "contact_wrench/left_foot", "contact_wrench/right_foot"):
+            assert topics.get(f"/{n}/{t}", ("", 0))[1] > 0, (n, t, topics, log)
+        # its commands: subscribed (their count depends on when the recorder discovers the
+        # controllers, on a loaded machine possibly after its 1 s)
+        assert f"/{n}/joint_commands" in topics and f"/{n}/external_wrench" in topics
+    assert "/joint_states" not in topics and "/robot_description" not in topics
+    assert bag_robots(bag) == ["alice", "bob"]
+    with pytest.raises(RecordingError, match=r"records 2 robots \(alice, bob\)"):
+        history_from_bag(bag)
+    with pytest.raises(RecordingError, match="no robot named 'carol'"):
+        history_from_bag(bag, robot="carol")
+    for n in ROBOTS:
+        h = history_from_bag(bag, robot=n)
+        assert h.n > 50 and len(h.joint_names) == 23 and "l_knee" in h.joint_names
+        assert h.surface_names == ("left_foot", "right_foot")
+        assert abs(h.base_position[-1, 0] - X0[n]) < 1e-2 and \
+            abs(h.base_position[-1, 2] - Z0) < 5e-3, (n, h.base_position[-1])
+        fz = h.contact_force[:, -1, 2].sum()  # world z, N
+        assert abs(fz / (h.mass * 9.81) - 1.0) < 0.1, (n, fz, h.mass)
+    a, b = (history_from_bag(bag, robot=n) for n in ROBOTS)
+    assert not np.array_equal(a.base_position[:, 0], b.base_position[:, 0])
+    out = tmp_path / "plots"
+    assert plot_main([str(bag), "-o", str(out)]) == 0
+    for n in ROBOTS:
+        pngs = sorted(p.name for p in (out / n).glob("*.png"))
+        assert "base_com.png" in pngs and "joint_tracking.png" in pngs, (n, pngs)
 
 
 #: the single robot's node, default humanoid: every topic it publishes or takes, exactly

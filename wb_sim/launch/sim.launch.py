@@ -22,7 +22,9 @@ runs it inside the node), ``sync`` and ``viewer`` when given. A ``world`` file
 parameter file) and its robot's controller is the default of ``controller``. A world of
 several robots: the node serves them all (``world_file``: each robot under its name as
 namespace) and each robot whose ``controller`` is ``pd`` gets its own example controller in
-the namespace ``/<name>`` (``controller:=none``: none of them).
+the namespace ``/<name>`` (``controller:=none``: none of them), and ``rviz:=true`` opens a
+configuration generated from ``rviz/wb_sim.rviz`` beside the launch's logs that shows every
+robot (``wb_sim.ros.rviz_config``: one RobotModel per robot, "TF Prefix" ``<name>``).
 
 The processes are one unit: when one of them ends, the launch shuts the others
 down, and exits non-zero if that process failed.
@@ -157,8 +159,16 @@ def _nodes(context, *args, **kwargs):
                             parameters=[robot_file] + user + [{"use_sim_time": use_sim_time}],
                             on_exit=on_exit))
     if rviz:
+        rviz_file = os.path.join(share, "rviz", "wb_sim.rviz")
+        if fleet is not None:  # every robot shown: generated beside the world's parameters
+            from launch.logging import launch_config
+
+            from wb_sim.ros.rviz_config import fleet_rviz_config
+            rviz_file = str(fleet_rviz_config(
+                rviz_file, [(i.name, list(p.get("contact_surfaces", ()))) for p, i in fleet],
+                os.path.join(launch_config.log_dir, "wb_sim_world.rviz")))
         actions.append(Node(package="rviz2", executable="rviz2", name="rviz2", output="log",
-                            arguments=["-d", os.path.join(share, "rviz", "wb_sim.rviz")],
+                            arguments=["-d", rviz_file],
                             parameters=[{"use_sim_time": use_sim_time}], on_exit=on_exit))
     return actions
 

@@ -142,3 +142,53 @@ class ControllerLoop:
             self._tau = tau
             self.calls += 1
         return self._tau
+
+
+class RobotView:
+    """One robot of a several-robot simulator (wb_sim.multirobot) as a controller factory
+    sees a single robot's simulator: ``robot`` is its own
+    :class:`~wb_sim.robot.RobotModel`, ``q``, ``v``, ``joint_positions``,
+    ``joint_velocities`` its slices of the whole state (``sim.robots[k]``: its own model's
+    layout), ``imu()`` its own IMU; ``t``, ``dt``, ``step_count`` and ``config`` (gravity,
+    sensors) the world's. A :class:`ControllerLoop` on it gives that robot's torques
+    (:class:`RobotsLoop` joins them). Robot k >= 1's IMU is read without
+    ``sensors.delay_steps`` (as :meth:`wb_sim.Simulator.robot_imu`)."""
+
+    def __init__(self, sim, part):
+        self.sim, self.part, self.name = sim, part, part.name
+        self.robot, self.nj, self.joint_names = part.robot, part.nj, part.joint_names
+        self.config, self.dt = sim.config, sim.dt
+        self.imu_sensor = sim.imu_sensor if part.index == 0 else sim.robot_imus.get(part.name)
+
+    t = property(lambda self: self.sim.t)
+    step_count = property(lambda self: self.sim.step_count)
+    q = property(lambda self: self.sim.q[self.part.q_slice])
+    v = property(lambda self: self.sim.v[self.part.v_slice])
+    joint_positions = property(lambda self: self.sim.joint_positions[self.part.joints])
+    joint_velocities = property(lambda self: self.sim.joint_velocities[self.part.joints])
+
+    @property
+    def sensed_state(self) -> Observation:
+        """Its slice of ``sim.sensed_state`` (t, q, v, joint positions and velocities)."""
+        st, p = self.sim.sensed_state, self.part
+        return Observation(st.t, st.q[p.q_slice], st.v[p.v_slice],
+                           st.joint_positions[p.joints], st.joint_velocities[p.joints], None)
+
+    def imu(self):
+        return self.sim.robot_imu(self.name)
+
+    def sensed_imu(self):
+        return self.sim.sensed_imu() if self.part.index == 0 else self.imu()
+
+
+class RobotsLoop:
+    """One :class:`ControllerLoop` per robot of a several-robot simulator, each on its
+    :class:`RobotView` (None: that robot's torques are zero, ``controller: none``):
+    :meth:`torques` joins theirs into the whole joint vector ``sim.step`` takes."""
+
+    def __init__(self, sim, loops):
+        self.sim, self.loops = sim, list(loops)
+
+    def torques(self) -> np.ndarray:
+        return self.sim.join_joints([np.zeros(p.nj) if loop is None else loop.torques()
+                                     for loop, p in zip(self.loops, self.sim.robots)])

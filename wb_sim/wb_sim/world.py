@@ -452,3 +452,20 @@ def controller_loop(sim, info: RobotInfo):
     ref = PD_FACTORY if info.controller == "pd" else info.controller
     return ControllerLoop(sim, ref, dict(info.controller_params),
                           key="world.robots[0].controller")
+
+
+def controller_loops(sim, infos):
+    """Several robots' controllers closing the loop headless in one physics
+    (:class:`~wb_sim.control.RobotsLoop`): robot k's (``infos[k]``, ``pd`` or
+    ``module:factory``) built on its own model and reading its slices
+    (:class:`~wb_sim.control.RobotView` of ``sim.robots[k]``); ``none``: zero torques."""
+    from .control import ControllerLoop, RobotView, RobotsLoop
+    loops = []
+    for k, (info, part) in enumerate(zip(infos, sim.robots)):
+        if info.controller == "none":
+            loops.append(None)
+            continue
+        ref = PD_FACTORY if info.controller == "pd" else info.controller
+        loops.append(ControllerLoop(RobotView(sim, part), ref, dict(info.controller_params),
+                                    key=f"world.robots[{k}].controller"))
+    return RobotsLoop(sim, loops)

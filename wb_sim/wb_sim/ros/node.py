@@ -63,7 +63,7 @@ from .parameters import (controller_params, core_keys, declare_all, load_node_co
 from .publishers import DiagnosticsPublisher, StatePublishers, start_viewer
 from .rclpy_shim import PolledNodeMixin, RCLError
 from .robots import (ROBOT_LIVE_KEYS, FleetPublishers, RobotChannel, check_fleet_cfg,
-                     fleet_params, node_cfg_for_world)
+                     fleet_params, node_cfg_for_world, ros_value)
 from .streams import STREAMS, StreamTable
 from .services import NodeServices
 from .snapshots import NodeSnapshot, nbytes
@@ -315,7 +315,7 @@ class SimNode(PolledNodeMixin, Node):
                 r.cfg = r.overlay(self.cfg)
                 r.gate.cfg = r.cfg
             for k, v in upd.items():
-                self.get_logger().info(f"parameter '{r.name}.{k}' set to {list(v)!r}")
+                self.get_logger().info(f"parameter '{r.name}.{k}' set to {ros_value(v)!r}")
         if new_node is not None:
             if new_node["real_time_factor"] != self.cfg["real_time_factor"]:
                 self.pacer.unsuspend()  # real-time priority may be tried again
@@ -329,8 +329,9 @@ class SimNode(PolledNodeMixin, Node):
 
     def _robot_updates(self, params) -> tuple[list, dict]:
         """A live change split into the node's and the robots' own (``<name>.command.kp``,
-        ``<name>.command.kd``: {RobotChannel: {key: value}}); ConfigError for the node-wide
-        drive gains with several robots (each robot has its own)."""
+        ``<name>.command.kd``, ``<name>.command.timeout_s``, ``<name>.command.timeout_action``:
+        {RobotChannel: {key: value}}); ConfigError for the node-wide drive gains and watchdog
+        with several robots (each robot has its own)."""
         if self.robots is None:
             return list(params), {}
         rest, per_robot = [], {}
@@ -338,12 +339,13 @@ class SimNode(PolledNodeMixin, Node):
         for prm in params:
             name, _, key = prm.name.partition(".")
             if name in by_name and key in ROBOT_LIVE_KEYS:
-                value = list(prm.value) if prm.value is not None else []
+                value = ros_value(prm.value) if prm.value is not None else []
                 per_robot.setdefault(by_name[name], {})[key] = \
                     load_node_config({key: value})[key]
             elif prm.name in ROBOT_LIVE_KEYS:
+                what = "drive gains" if prm.name in ("command.kp", "command.kd") else "watchdog"
                 raise ConfigError(f"parameter '{prm.name}': with several robots each has its "
-                                  f"own drive gains: set '<robot>.{prm.name}' ("
+                                  f"own {what}: set '<robot>.{prm.name}' ("
                                   + ", ".join(f"'{n}.{prm.name}'" for n in by_name) + ")")
             else:
                 rest.append(prm)

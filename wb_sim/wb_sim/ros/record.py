@@ -20,6 +20,11 @@ records, under the names the parameters give them:
   diagnostic_msgs is not installed);
 * the inputs: ``joint_commands``, ``effort_commands``, ``external_wrench``.
 
+A node serving several robots (``world_file``): each robot's streams under its name
+(``/<name>/joint_states``, ``/<name>/odom/ground_truth``, ``/<name>/imu/data``,
+``/<name>/contact_wrench/<S>``, ``/<name>/robot_description``, its command topics), the
+world's (``/tf``, ``/clock``, ...) as ever (:func:`fleet_robots`).
+
 While it records, it asks every node that publishes on the recorded command
 topics (the controllers, which usually start after the recorder) for all its
 parameters, and writes them, one JSON message per node, on
@@ -116,16 +121,56 @@ def message_class(msgtype: str):
         raise RecordError(f"message type '{msgtype}' is not importable: {e}") from None
 
 
+#: the streams each robot of several has under its name (``<name>/joint_states``, ...;
+#: contact_wrench handled apart: one topic per surface)
+ROBOT_STREAMS = ("joint_states", "imu", "odom", "robot_description", "joint_commands",
+                 "effort_commands", "external_wrench")
+
+
+def fleet_robots(params: dict[str, Any]) -> list[tuple[str, list[str]]]:
+    """The robots of a node serving several (parameter ``world_file``, docs/ros.md "Several
+    robots"): ``[(name, its contact surfaces)]``, the first robot first; [] for one robot
+    (:func:`wb_sim.tools.bag.fleet_names`). Each robot's surfaces are read from the world
+    file where it can be read here, else taken to be the first robot's
+    (``contact_surfaces``)."""
+    from ..tools.bag import fleet_names
+    names = fleet_names(params)
+    if not names:
+        return []
+    surfaces = {n: list(params.get("contact_surfaces") or []) for n in names}
+    try:
+        from ..world import load_world_robots
+        robots = load_world_robots(params["world_file"])
+    except Exception:  # noqa: BLE001 - another machine's path: the first robot's surfaces
+        robots = []
+    for p, info in robots:
+        if info.name in surfaces:
+            surfaces[info.name] = list(p.get("contact_surfaces") or [])
+    return [(n, surfaces[n]) for n in names]
+
+
 def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[tuple[str, str, str]]:
     """``[(topic, type, stream)]`` to record, from the simulator's parameters; ``only``
-    restricts them to these topic names (leading '/' optional)."""
+    restricts them to these topic names (leading '/' optional). A node serving several
+    robots: each robot's streams under its name (``/<name>/joint_states``,
+    ``/<name>/contact_wrench/<surface>``, ...: :func:`fleet_robots`), the world's as ever."""
+    from ..tools.bag import robot_topic
     out = []
+    fleet = fleet_robots(params)
     for key, msgtype in STREAM_TYPES.items():
         name = params.get(f"topics.{key}", DEFAULT_TOPICS[key])
-        if name:  # '' = stream off in the simulator
+        if not name:  # '' = stream off in the simulator
+            continue
+        if fleet and key in ROBOT_STREAMS:
+            out += [(robot_topic(n, name), msgtype, key) for n, _ in fleet]
+        else:
             out.append((absolute(str(name)), msgtype, key))
     prefix = params.get("topics.contact_wrench", DEFAULT_TOPICS["contact_wrench"])
-    if prefix:
+    if prefix and fleet:
+        for n, surfaces in fleet:
+            out += [(robot_topic(n, f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench")
+                    for s in surfaces]
+    elif prefix:
         for s in params.get("contact_surfaces") or []:
             out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "contact_wrench"))
         if params.get("collision.enabled"):  # the other links' total wrench

@@ -17,7 +17,9 @@ Per robot, node parameters under ``<name>.``: read-only ``floating_base``,
 ``initial.joint_names``, ``initial.joint_positions``, ``initial.base_position``,
 ``initial.base_rpy`` (what a controller reads, as the example controller does with
 ``robot:=<name>``), and live ``command.kp``, ``command.kd`` (the drive gains of its
-joints, in its own joint order or one value; ``[]``: derived from the robot).
+joints, in its own joint order or one value; ``[]``: derived from the robot),
+``command.timeout_s`` and ``command.timeout_action`` (its watchdog; by default the
+node-wide values).
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ from .frames import FrameTree
 from .parameters import NODE_PARAMETER_BY_KEY, NodeConfig, descriptor
 from .urdf import urdf_for_ros
 
-#: the per-robot parameters a controller reads (read-only), and the per-robot drive gains
+#: the per-robot parameters a controller reads (read-only), and the per-robot live ones:
+#: the drive gains and the watchdog (each declared with the node-wide value as its default;
+#: the node-wide ones are then refused live, each robot having its own)
 ROBOT_READ_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positions",
                    "initial.base_position", "initial.base_rpy")
-ROBOT_LIVE_KEYS = ("command.kp", "command.kd")
+ROBOT_LIVE_KEYS = ("command.kp", "command.kd", "command.timeout_s", "command.timeout_action")
 #: the node's own streams that become per robot (off in the world's StatePublishers)
 PER_ROBOT_STREAMS = ("joint_states", "odom", "imu", "contact_wrench", "tf", "tf_static",
                      "robot_description")
@@ -90,6 +94,13 @@ def fleet_params(world_file: str, flat0: Mapping[str, Any]) -> list[tuple[str, d
     return out
 
 
+def ros_value(value):
+    """A parameter value as rclpy declares it: a list for a sequence (a tuple, a ROS double
+    array), the value itself otherwise."""
+    return value if isinstance(value, (str, bool, int, float)) or value is None \
+        else list(value)
+
+
 class RobotChannel:
     """One robot of several on the node: its part of the physics, its namespace, its
     configuration (the node's with its own drive gains), its command gate (set by the
@@ -104,7 +115,7 @@ class RobotChannel:
         self.cfg = self.overlay(node_cfg)
 
     def overlay(self, node_cfg: NodeConfig) -> NodeConfig:
-        """The node's configuration with this robot's drive gains."""
+        """The node's configuration with this robot's drive gains and watchdog."""
         return NodeConfig({**node_cfg.values, **self.gains})
 
     def topic(self, key: str, node_cfg: NodeConfig) -> str:
@@ -131,9 +142,10 @@ class RobotChannel:
                                    ignore_override=True)
         for k in ROBOT_LIVE_KEYS:
             p = NODE_PARAMETER_BY_KEY[k]
-            value = node.declare_parameter(f"{self.name}.{k}", list(self.gains[k]),
+            value = node.declare_parameter(f"{self.name}.{k}", ros_value(self.gains[k]),
                                            descriptor(f"{self.name}.{k}", p)).value
-            self.gains[k] = p.coerce([] if value is None else value, f"{self.name}.{k}")
+            self.gains[k] = p.coerce([] if value is None else ros_value(value),
+                                     f"{self.name}.{k}")
 
 
 class FleetPublishers:
@@ -345,4 +357,5 @@ def check_fleet_cfg(cfg: NodeConfig) -> None:
         raise ConfigError("parameter 'controller.callable': with several robots (world_file) "
                           "each robot's controller runs over its own topics (<name>/"
                           "joint_commands); an in-process controller is for one robot: "
-                          "leave it empty")
+                          "leave it empty (headless, python -m wb_sim --world FILE runs one "
+                          "in-process controller per robot)")

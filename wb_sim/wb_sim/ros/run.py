@@ -153,7 +153,9 @@ def main(argv=None) -> int:
                                  f"{args.controller or info.controller!r}: with several "
                                  f"robots each robot's controller is 'pd' (the example "
                                  f"controller, its own process in the namespace /<name>) or "
-                                 f"'none' (yours, on <name>/joint_commands)")
+                                 f"'none' (yours, on <name>/joint_commands); headless, "
+                                 f"python -m wb_sim --world FILE runs a 'module:factory' "
+                                 f"per robot in process")
             # the node's mode: lockstep with an example controller among them
             args.controller = args.controller or (
                 "pd" if any(i.controller == "pd" for _, i in robots) else "none")

@@ -305,21 +305,99 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
     return out
 
 
-def _read(path: Path) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
+#: the streams each robot of several has under its name on the node (``<name>/joint_states``)
+ROBOT_STREAMS = ("joint_states", "imu", "odom", "robot_description", "joint_commands",
+                 "effort_commands", "external_wrench", "contact_wrench")
+#: each robot's own read-only parameters on the node (``<name>.floating_base``, ...)
+ROBOT_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positions",
+              "initial.base_position", "initial.base_rpy")
+
+
+def fleet_names(params: dict[str, Any]) -> list[str]:
+    """The robots of a node serving several (its parameter ``world_file``; docs/ros.md
+    "Several robots"), from its parameters ``<name>.initial.joint_names``: [] for one robot.
+    The first robot is the one whose ``initial.joint_names`` are the node's own."""
+    if not params.get("world_file"):
+        return []
+    names = [k.partition(".")[0] for k in params
+             if k.endswith(".initial.joint_names") and k.count(".") == 2]
+    if len(names) < 2:
+        return []
+    own = params.get("initial.joint_names")
+    first = [n for n in names if params.get(f"{n}.initial.joint_names") == own
+             and params.get(f"{n}.initial.base_position") == params.get("initial.base_position")]
+    return first[:1] + [n for n in names if n not in first[:1]]
+
+
+def robot_topic(name: str, topic: str) -> str:
+    """``topic`` of robot ``name`` on a node serving several, absolute (the node's
+    ``wb_sim.ros.robots.robot_topic``, relative to a node in the root namespace); '' stays ''."""
+    if not topic:
+        return ""
+    return absolute(f"/{name}{topic}" if topic.startswith("/") else f"{name}/{topic}")
+
+
+def robot_params(params: dict[str, Any], robot: str) -> dict[str, Any]:
+    """The recorded node parameters as those of robot ``robot`` alone: its topics under its
+    name, its ``floating_base`` and ``initial.*``; its contact surfaces those found in the bag
+    (the node's ``contact_surfaces`` are the first robot's); the world's contact truth and the
+    first robot's own sensors (force-torque, drives) left out for the others."""
+    names = fleet_names(params)
+    if robot not in names:
+        raise RecordingError(f"no robot named {robot!r} in the recording; its robots: "
+                             f"{', '.join(names) or 'one, unnamed (leave robot out)'}")
+    out = dict(params)
+    for k in ROBOT_STREAMS:
+        if f"topics.{k}" in params or k in DEFAULT_TOPICS:
+            out[f"topics.{k}"] = robot_topic(robot, str(params.get(f"topics.{k}",
+                                                                   DEFAULT_TOPICS.get(k))))
+    for k in ROBOT_KEYS:
+        if f"{robot}.{k}" in params:
+            out[k] = params[f"{robot}.{k}"]
+    out["topics.contact_state"] = ""
+    if robot != names[0]:
+        out.pop("contact_surfaces", None)
+        out["topics.ft"] = out["topics.actuators"] = ""
+    out["robot_name"] = robot
+    return out
+
+
+def bag_robots(path: str | Path) -> list[str]:
+    """The robots of a bag of a node serving several ([] for one robot: the bag is read as
+    ever); :func:`history_from_bag` ``robot=`` reads each."""
+    with open_bag(Path(path)) as reader:
+        return fleet_names(_parameters(reader, typestore(reader), Path(path)))
+
+
+def _parameters(reader, ts, path: Path) -> dict[str, Any]:
+    """The recorded node parameters ({} where the bag has none)."""
+    params: dict[str, Any] = {}
+    pconns = [c for c in reader.connections if c.topic == PARAMETERS_TOPIC]
+    # (rosbags reads every topic when given no connections)
+    for c, _, raw in reader.messages(pconns) if pconns else ():
+        try:
+            doc = json.loads(ts.deserialize_cdr(raw, c.msgtype).data)
+            params = dict(doc.get("parameters", doc))
+        except (ValueError, AttributeError, TypeError) as e:
+            raise RecordingError(f"'{path}': unreadable '{PARAMETERS_TOPIC}': {e}") from None
+    return params
+
+
+def _read(path: Path, robot: str | None = None
+          ) -> tuple[dict[str, list], dict[str, str], dict[str, Any]]:
     """Deserialized messages of the topics we use: ``({topic: [(log_ns, msg)]},
-    {topic: type}, parameters)``."""
+    {topic: type}, parameters)``; ``robot``: that robot's of several (:func:`robot_params`)."""
     with open_bag(path) as reader:
         ts = typestore(reader)
         types = {c.topic: c.msgtype for c in reader.connections}
-        params: dict[str, Any] = {}
-        pconns = [c for c in reader.connections if c.topic == PARAMETERS_TOPIC]
-        # (rosbags reads every topic when given no connections)
-        for c, _, raw in reader.messages(pconns) if pconns else ():
-            try:
-                doc = json.loads(ts.deserialize_cdr(raw, c.msgtype).data)
-                params = dict(doc.get("parameters", doc))
-            except (ValueError, AttributeError, TypeError) as e:
-                raise RecordingError(f"'{path}': unreadable '{PARAMETERS_TOPIC}': {e}") from None
+        params = _parameters(reader, ts, path)
+        names = fleet_names(params)
+        if robot is not None:
+            params = robot_params(params, robot)
+        elif names:
+            raise RecordingError(f"'{path}' records {len(names)} robots ({', '.join(names)}): "
+                                 f"read one with history_from_bag(path, robot=NAME) "
+                                 f"(wb_sim_plot plots each)")
         topics = {k: absolute(str(params.get(f"topics.{k}", d)))
                   for k, d in DEFAULT_TOPICS.items()}
         wanted = {topics[k] for k in ("joint_states", "odom", "robot_description",
@@ -369,14 +447,16 @@ def _effort_limits(robot, params: dict[str, Any]) -> np.ndarray:
         raise RecordingError(f"recorded parameters: {e}") from None
 
 
-def history_from_bag(path: str | Path) -> History:
+def history_from_bag(path: str | Path, robot: str | None = None) -> History:
     """The :class:`~wb_sim.tools.recording.History` of a bag of the node's topics (see the
-    module docstring); :class:`RecordingError` naming what is missing."""
+    module docstring); :class:`RecordingError` naming what is missing. A bag of a node
+    serving several robots: ``robot``, the name of the one to read (:func:`bag_robots`)."""
     from ..pin_views import new_data
     from ..robot import RobotModel
 
     path = Path(path)
-    data, types, params = _read(path)
+    robot_name = robot
+    data, types, params = _read(path, robot_name)
     topics = data["topics"]
 
     def need(key: str) -> list:
@@ -455,6 +535,8 @@ def history_from_bag(path: str | Path) -> History:
         wt = np.array([_stamp(m) for _, m in msgs], dtype=np.int64)
         f = np.array([[m.wrench.force.x, m.wrench.force.y, m.wrench.force.z] for _, m in msgs])
         frame = msgs[-1][1].header.frame_id
+        if robot_name is not None:  # its TF frames are '<robot>/<link>'
+            frame = frame.removeprefix(f"{robot_name}/")
         try:
             fid = robot.frame_id(frame)
         except WbSimError:

@@ -4,7 +4,8 @@ PD + gravity-compensation controller, headless, with progress and final figures.
 ``--robot`` picks another ready configuration (config/<robot>.yaml), ``--config``
 any YAML file; the controller gains come from its ``wb_sim_pd_controller`` block.
 ``--world FILE`` runs a world file instead (docs/world.md: ground, terrain, free
-objects, the robot and its controller).
+objects, the robot and its controller); with several robots, each under its own
+controller in one physics, one verdict per robot (exit 1 if any falls).
 ``--record FILE.npz`` saves the run's history (:mod:`wb_sim.tools.recording`, with the
 PD reference as reference positions), ``--plot DIR`` writes its plots
 (:mod:`wb_sim.tools.plot`, needs matplotlib) after the run. ``--viewer meshcat``
@@ -27,7 +28,7 @@ from ..errors import ConfigError, WbSimError
 from .progress import Progress
 from .recording import Recorder
 from ..simulator import Simulator
-from ..world import controller_loop, load_world
+from ..world import controller_loop, controller_loops, load_world, load_world_robots
 from .stand import StandMonitor
 
 
@@ -55,6 +56,9 @@ def main(argv=None) -> int:
     try:
         if args.world:
             path = args.world
+            robots = load_world_robots(path)
+            if len(robots) > 1:
+                return _run_robots(args, robots)
             flat, info = load_world(path)
         else:
             path = robot_config_file(args.robot or "humanoid")
@@ -160,6 +164,73 @@ def main(argv=None) -> int:
     if rec is not None and not _save_outputs(rec.history(), args.record, args.plot):
         return 2
     return 0 if verdict.stands else 1
+
+
+def _run_robots(args, robots) -> int:
+    """Several robots of one world file in one physics, each under its own controller
+    (its ``controller``: ``pd``, ``module:factory`` or ``none``, built on its own model:
+    :func:`wb_sim.world.controller_loops`); one verdict per robot, exit 1 if any falls."""
+    if args.config or args.record or args.plot or args.viewer != "none":
+        print("wb_sim: --config, --record, --plot and --viewer take one robot; a world of "
+              f"{len(robots)} robots runs without them (or serve it on the node: wb_sim_run "
+              "--world FILE, wb_sim_record)", file=sys.stderr)
+        return 2
+    try:
+        sim = Simulator.from_robots([(info.name, p) for p, info in robots])
+        loop = controller_loops(sim, [info for _, info in robots])
+    except WbSimError as e:
+        print(f"wb_sim: {e}", file=sys.stderr)
+        return 2
+    steps = int(round(args.duration / sim.dt))
+    names = ", ".join(f"{p.name} ({p.robot.model.name}, {p.nj} joints, "
+                      f"controller {info.controller})" for p, (_, info) in zip(sim.robots, robots))
+    print(f"wb_sim: {args.world}: {len(sim.robots)} robots: {names}; contact "
+          f"'{sim.config.contact.model}', dt = {sim.dt * 1e3:g} ms, {args.duration:g} s")
+    limits = sim.actuation.effort_limit
+    monitors = [StandMonitor(p.joint_names, limits[p.joints], p.floating_base)
+                for p in sim.robots]
+    surfaces = list(sim.contact_points.surface_names)
+    mine = [[surfaces.index(s) for s in p.surfaces] for p in sim.robots]
+    bar = Progress(steps * sim.dt, label=f"{len(sim.robots)} robots")
+    t0 = time.perf_counter()
+    try:
+        for _ in range(steps):
+            sim.step(loop.torques())
+            feet = _surface_positions(sim) if sim.step_count % 10 == 0 else None
+            q, tau = sim.q, sim.applied_torques
+            for p, m, idx in zip(sim.robots, monitors, mine):
+                m.update(sim.t, float(q[p.q_slice][2]) if p.floating_base else 0.0,
+                         tau[p.joints], None if feet is None or not idx else feet[idx])
+            bar.update(sim.t, "")
+    except WbSimError as e:
+        bar.close()
+        print(f"wb_sim: simulation stopped: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"wb_sim: interrupted at t = {sim.t:.3f} s", file=sys.stderr)
+        return 130
+    bar.close()
+    wall = time.perf_counter() - t0
+    print(f"done: {steps} steps in {wall:.2f} s ({wall / steps * 1e6:.1f} us/step, "
+          f"real-time factor {sim.t / wall:.1f})")
+    stands = True
+    for p, m in zip(sim.robots, monitors):
+        verdict = m.verdict()
+        stands &= verdict.stands
+        base = sim.robot_base_pose(p.name).translation
+        print(f"robot '{p.name}': base at ({base[0]:.4f}, {base[1]:.4f}, {base[2]:.4f}) m; "
+              f"result: {verdict.summary()}")
+    return 0 if stands else 1
+
+
+def _surface_positions(sim) -> np.ndarray:
+    """The world positions (S, 3) of every contact surface's frame now."""
+    import pinocchio as pin
+    model, data = sim.model, sim._data
+    pin.forwardKinematics(model, data, sim.q)
+    return np.array([pin.updateFramePlacement(model, data, sim.robot.frame_id(f)).translation
+                     for f in sim.contact_points.surface_frames])
 
 
 def _controller_gains(path) -> dict:

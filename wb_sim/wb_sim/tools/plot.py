@@ -629,15 +629,40 @@ def main(argv=None) -> int:
     out = Path(args.output) if args.output else \
         src.with_name((src.stem if src.suffix in (".npz", ".mcap") else src.name) + "_plots")
     try:
-        history = load_input(src)
-        paths = plot_history(history, out)
+        robots = _bag_robots(src)
+        # a bag of several robots: each robot's plots in OUT_DIR/<name>/
+        runs = [("", load_input(src), out)] if not robots else \
+            [(r, _robot_history(src, r), out / r) for r in robots]
+        for robot, history, where in runs:
+            paths = plot_history(history, where)
+            name = f"robot '{robot}': " if robot else ""
+            print(f"wb_sim_plot: {name}{history.n} samples, "
+                  f"{history.t[-1] - history.t[0] if history.n else 0:.3f} s of simulated time "
+                  f"-> {len(paths)} figures in {where}/: {', '.join(p.name for p in paths)}")
     except (WbSimError, ImportError) as e:
         print(f"wb_sim_plot: {e}", file=sys.stderr)
         return 2
-    print(f"wb_sim_plot: {history.n} samples, {history.t[-1] - history.t[0] if history.n else 0:.3f}"
-          f" s of simulated time -> {len(paths)} figures in {out}/: "
-          f"{', '.join(p.name for p in paths)}")
     return 0
+
+
+def _bag_robots(path: Path) -> list[str]:
+    """The robots of a bag of a node serving several ([] otherwise: a history, one robot)."""
+    if not path.exists():
+        return []
+    if path.is_file() and path.suffix != ".mcap":
+        with open(path, "rb") as f:
+            if not f.read(5) == b"\x89MCAP":
+                return []
+    from .bag import bag_robots  # rosbags: only for bags
+    return bag_robots(path)
+
+
+def _robot_history(path: Path, robot: str) -> History:
+    """Robot ``robot``'s history of a bag of several, labelled ``<name> (<model>)``."""
+    from .bag import history_from_bag
+    h = history_from_bag(path, robot=robot)
+    h.robot = f"{robot} ({h.robot})"
+    return h
 
 
 if __name__ == "__main__":
