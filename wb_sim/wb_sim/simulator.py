@@ -851,13 +851,11 @@ class Simulator:
             return q[self._jq], v[self._jv]
         return self.robot.joint_positions(q), v[self.robot.idx_v]
 
-    def _dynamics(self, q, v, u, tau_joints, pushes=()):
-        """End-of-step velocity (stepping coordinates), next contact state and contact
-        forces from (q, v) and the surfaces' deformation ``u``, with the external
-        wrenches ``pushes`` ((frame id, wrench) pairs); see the module docstring for
-        the sequence."""
-        model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
-            self.actuation
+    def _generalized_torques(self, q, v, tau_joints):
+        """(tau, limits): the joint torques plus the passive ones (damping, friction) in the
+        step's generalized-force buffer (its base rows stay zero), and the joint-limit
+        violations (None without limits); both dynamics paths start here."""
+        act = self.actuation
         if act.has_passive or act.limits_enabled:
             qj, vj = self._joint_qv(q, v)
             if act.has_passive:
@@ -867,9 +865,19 @@ class Simulator:
             limits = None
         tau = self._tau_gen
         if self._contiguous:
-            tau[self._jv] = tau_joints  # the base rows stay zero
+            tau[self._jv] = tau_joints
         else:
             tau[self.robot.idx_v] = tau_joints
+        return tau, limits
+
+    def _dynamics(self, q, v, u, tau_joints, pushes=()):
+        """End-of-step velocity (stepping coordinates), next contact state and contact
+        forces from (q, v) and the surfaces' deformation ``u``, with the external
+        wrenches ``pushes`` ((frame id, wrench) pairs); see the module docstring for
+        the sequence."""
+        model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
+            self.actuation
+        tau, limits = self._generalized_torques(q, v, tau_joints)
         h = self._dt0
         if pushes:
             pin.computeJointJacobians(model, data, q)
@@ -1907,18 +1915,7 @@ class Simulator:
             self._rmodel, self._rdata = r, new_data(r)
         rm, rd = self._rmodel, self._rdata
         nq, nv = self._nq_robot, self._nv_robot
-        if act.has_passive or act.limits_enabled:
-            qj, vj = self._joint_qv(q, v)
-            if act.has_passive:
-                tau_joints = tau_joints + act.passive_torques(qj, vj)
-            limits = act.limit_violations(qj)
-        else:
-            limits = None
-        tau = self._tau_gen
-        if self._contiguous:
-            tau[self._jv] = tau_joints
-        else:
-            tau[self.robot.idx_v] = tau_joints
+        tau, limits = self._generalized_torques(q, v, tau_joints)
         pin.computeJointJacobians(model, data, q)  # every placement: the contact's phases
         if pushes:
             tau = tau.copy()
