@@ -272,6 +272,11 @@ def test_refusals():
                                                        "sensors.delay_steps": 2}))])
     with pytest.raises(ConfigError, match="'collision.self_collision': not supported"):
         Simulator.from_robots(_pair(**{"collision.self_collision": True}))
+    with pytest.raises(ConfigError, match="'sensors.delay_steps' is 2: not supported with "
+                                          "several robots.*set it 0"):
+        Simulator.from_robots([("a", _humanoid(0.0, **{"sensors.delay_steps": 2})),
+                               ("b", _humanoid(1.5, **{"imu.frame": "",
+                                                       "sensors.delay_steps": 2}))])
     sim = Simulator.from_robots(_pair())
     with pytest.raises(ConfigError, match="no robot named 'nobody'.*robots: a, b"):
         sim.robot_part("nobody")
@@ -282,6 +287,27 @@ _DRIVEN = {"joints.damping": [0.8], "joints.armature": [0.02], "actuators.model"
            "actuators.bandwidth": [150.0], "actuators.viscous_friction": [1e-4]}
 _DRAGGED = {"joints.friction": [0.6], "joints.damping": [0.3], "joints.armature": [0.05],
             "joints.effort_limit": [15.0], "joints.friction_velocity": 0.02}
+
+
+def test_a_recording_of_several_robots_names_each_robots_drives():
+    """A Recorder of two robots, the second (b) with DC motors: its drive table lists b's
+    joints under their combined names ('b/...') with b's constants, the ones b has alone
+    (it raised AttributeError on the combined drives)."""
+    from wb_sim.tools.recording import Recorder, drive_parameters
+
+    pa, pb = _humanoid(0.0), _humanoid(1.5, **{"imu.frame": "", **_DRIVEN})
+    sim = Simulator.from_robots([("a", pa), ("b", pb)])
+    model, names, constants = drive_parameters(sim.actuators)
+    alone_model, alone_names, alone_constants = drive_parameters(
+        Simulator.from_params(pb).actuators)
+    assert model == alone_model == "dc_motor"
+    assert names == tuple(f"b/{n}" for n in alone_names) and len(names) == 23
+    np.testing.assert_array_equal(constants, alone_constants)
+    rec = Recorder(sim)
+    for _ in range(3):
+        sim.step(np.zeros(sim.nj))
+        rec.record()
+    assert np.isfinite(sim.q).all()
 
 
 def test_each_robot_its_own_joints_and_actuators():

@@ -303,6 +303,9 @@ def test_a_world_file_sets_sleep_and_names_its_bad_keys(tmp_path):
     while not sim.object_asleep("crate"):
         assert sim.t < 1.0, "the crate did not sleep by 1 s with sleep_time 0.2 s"
         sim.step(np.zeros(sim.nj))
+    src.write_text(body.format(sleep="{time: 0.3}"))  # a mapping asks for sleeping
+    (params, _), = load_world_robots(src)
+    assert (params["objects.sleep"], params["objects.sleep_time"]) == (True, 0.3)
     src.write_text(body.format(sleep="{enabled: true, sped: 0.02}"))
     with pytest.raises(ConfigError, match=r"world.sleep.sped.*did you mean 'speed'"):
         load_world_robots(src)

@@ -289,7 +289,7 @@ PARAMETERS: tuple[Param, ...] = (
           "slower than objects.sleep_speed for objects.sleep_time sleeps: its velocities "
           "exactly 0, its pose held, skipped by the collision phases and the contact solve "
           "(its contact forces are not reported), with every object asleep the robot "
-          "stepped on its own model; an awake body within collision.margin of it, a push, "
+          "stepped on its own model (if it has joints and no loop closures); an awake body within collision.margin of it, a push, "
           "set_object_state, a live contact parameter or a spawn / delete wakes the island. "
           "false: every object simulated every step (the plain reference)."),
     Param("objects.sleep_speed", "float", 0.01, "m/s, rad/s",

@@ -46,6 +46,8 @@ rest is robot 0's and applies to the whole set for now (``collision.*``, ``senso
 there is refused (:func:`check_part_config`), never silently overridden, as are the
 sensors and features that are robot 0's only for now (``ft_sensors``, ``contact_sensors``,
 ``payloads``, ``loop_closures``, named ``poses``, ``collision.self_collision``).
+``sensors.delay_steps`` must be 0 with several robots (:func:`check_first_config`): the
+robots after the first read their IMU undelayed.
 """
 
 from __future__ import annotations
@@ -313,6 +315,11 @@ def check_first_config(config0) -> None:
         raise ConfigError("parameter 'collision.self_collision': not supported with several "
                           "robots in one physics yet (their links meet the other robots', the "
                           "objects' and the ground, not their own): set it false")
+    if config0.sensors.delay_steps:
+        raise ConfigError(f"parameter 'sensors.delay_steps' is {config0.sensors.delay_steps}: "
+                          f"not supported with several robots in one physics yet (the joint "
+                          f"states of all of them would be delayed but the IMU of the robots "
+                          f"after the first not): set it 0")
 
 
 def unknown_robot(name, parts) -> ConfigError:

@@ -336,13 +336,13 @@ def load_world_robots(path: str | Path, one: bool = False
 
 
 def _sleep(value, path: Path) -> dict[str, Any]:
-    """``world.sleep``: ``true`` / ``false``, or a mapping of ``enabled``, ``speed`` (m/s and
-    rad/s) and ``time`` (s) -> ``objects.sleep``, ``objects.sleep_speed``,
-    ``objects.sleep_time``."""
+    """``world.sleep``: ``true`` / ``false``, or a mapping of ``enabled`` (default true: a
+    mapping asks for sleeping), ``speed`` (m/s and rad/s) and ``time`` (s) ->
+    ``objects.sleep``, ``objects.sleep_speed``, ``objects.sleep_time``."""
     if isinstance(value, bool):
         return {"objects.sleep": value}
     _known(_mapping(value, "world.sleep", path), tuple(SLEEP_KEYS), "world.sleep", path)
-    return {SLEEP_KEYS[k]: v for k, v in value.items()}
+    return {"objects.sleep": True, **{SLEEP_KEYS[k]: v for k, v in value.items()}}
 
 
 def _one_robot(world: Mapping, entry, path: Path, index: int

@@ -225,6 +225,9 @@ class WholeBodyContact:
         sc = self.self_collision
         self._self_obj = np.zeros(0, dtype=int) if sc is None else \
             np.array([index.get(n, -1) for n in sc.link_names], dtype=int)
+        #: an object among the pair geometries (else the pairs are a robot's links' alone,
+        #: self-collision without objects, and no step records which objects touched)
+        self._pairs_have_objects = bool((self._self_obj >= 0).any())
         self._labels = None  # (n,) island label of each sleeping object, -1 awake
         self._sleep_key = None
         self._self_asleep = None
@@ -429,7 +432,7 @@ class WholeBodyContact:
         held = self._dyn[-1][0] if selfc is not None else None
         touch = selfc is not None and selfc.contacts(data, v_free, dt,
                                                      self.merged.activation_margin, held)
-        if touch and len(self._self_obj):
+        if touch and self._pairs_have_objects:
             g = selfc.sphere_geometry
             self._touch = (self._self_obj[g[selfc.sphere_a]], self._self_obj[g[selfc.sphere_b]])
         elif len(self._touch[0]):

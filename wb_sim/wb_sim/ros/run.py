@@ -147,6 +147,8 @@ def main(argv=None) -> int:
         args.world_loaded = robots[0]
         if len(robots) > 1:
             args.world_robots = robots
+            #: --controller pd / none given: every robot's, over each one's world entry
+            args.controller_for_all = args.controller
             for _, info in robots:
                 if (args.controller or info.controller) not in ("pd", "none"):
                     return _fail(f"robot '{info.name}': controller "
@@ -297,7 +299,7 @@ def _run(args, params: dict, bag: Path | None, info: dict | None = None) -> int:
             judges[info.name] = RunJudge(load_config(params_k).floating_base
                                          if info.name != args.world_robots[0][1].name else
                                          floating_base, robot=info.name)
-            if (args.controller if args.controller == "none" else info.controller) != "pd":
+            if (args.controller_for_all or info.controller) != "pd":
                 continue
             gains = Path(workdir.name) / f"controller_{info.name}.yaml"
             gains.write_text(yaml.safe_dump(pd_controller_document(info, f"/{info.name}")))

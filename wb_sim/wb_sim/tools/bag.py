@@ -358,6 +358,8 @@ def robot_params(params: dict[str, Any], robot: str) -> dict[str, Any]:
     if robot != names[0]:
         out.pop("contact_surfaces", None)
         out["topics.ft"] = out["topics.actuators"] = ""
+        for k in [k for k in out if k.startswith("actuators.")]:  # the first robot's drives,
+            del out[k]  # not this one's (its own are in the world file, not in the bag)
     out["robot_name"] = robot
     return out
 

@@ -280,6 +280,16 @@ def drive_parameters(actuators) -> tuple[str, tuple[str, ...], np.ndarray]:
     NaN constants for a model without them."""
     if not actuators.active:
         return actuators.name, (), np.empty((0, len(DRIVE_COLUMNS)))
+    if hasattr(actuators, "drives"):  # several robots (CombinedActuators): each robot's own
+        names, rows, models = [], [], set()
+        for d, sl in zip(actuators.drives, actuators.slices):
+            if d.active:
+                model, _, constants = drive_parameters(d)
+                own = actuators.joint_names[sl]  # its joints' names in the combined model
+                names += [own[i] for i in np.asarray(d.idx, dtype=int)]
+                rows.append(constants)
+                models.add(model)
+        return (models.pop() if len(models) == 1 else "combined"), tuple(names), np.vstack(rows)
     idx = np.asarray(actuators.idx, dtype=int)
     names = tuple(actuators.joint_names[i] for i in idx)
     table = {"torque_constant": "kt", "resistance": "R", "supply_voltage": "V",
