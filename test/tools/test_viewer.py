@@ -384,7 +384,12 @@ def test_free_objects_in_the_browser(tmp_path):
             from core.test_objects_urdf import TWO_BOXES
             pair = sim.spawn_object("pair", "urdf", None, None, [0.8, -0.8, 0.4], urdf=TWO_BOXES)
             viewer.show(sim.q[:nq], *contact_arrows(sim), sim.objects, sim.object_poses())
-            browser.wait_for(f"Object.keys({node('pair')}.children).length == 2")
+            # the parts arrive, then their placements (a busy machine showed them in between)
+            placed = " && ".join(
+                f"Math.abs({node('pair')}.children['part_{k}'].object.matrix.elements[{i}] - "
+                f"{float(solid.placement().translation[j])!r}) < 1e-6"
+                for k, solid in enumerate(pair.parts) for i, j in ((12, 0), (13, 1), (14, 2)))
+            browser.wait_for(f"Object.keys({node('pair')}.children).length == 2 && {placed}")
             for k, solid in enumerate(pair.parts):
                 m = np.array(browser.evaluate(f"Array.from({node('pair')}.children['part_{k}']"
                                               f".object.matrix.elements)"),
