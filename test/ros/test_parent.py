@@ -51,3 +51,26 @@ def test_a_process_that_arms_it_gets_sigterm_when_its_parent_is_killed():
     else:
         os.kill(int(pid), signal.SIGKILL)
         pytest.fail("the child outlived its parent by 5 s")
+
+
+def test_exit_after_ends_a_process_that_does_not_stop_by_itself():
+    """The deadline behind a stop signal (node and example controller): a process stuck
+    after its signal (here a sleep that ignores it) ends at the deadline with the code
+    given, and says so."""
+    child = ("import time\nfrom wb_sim.ros.parent import exit_after\n"
+             "exit_after(0.3, 'stuck', lambda: 3)\ntime.sleep(30)\n")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 3, out.stderr
+    assert 0.3 <= time.monotonic() - t0 < 15.0
+    assert "[stuck] not stopped cleanly within 0.3 s of the signal" in out.stderr
+
+
+def test_exit_after_leaves_a_clean_stop_alone():
+    """A process that ends before the deadline keeps its own exit code."""
+    child = ("import sys\nfrom wb_sim.ros.parent import exit_after\n"
+             "exit_after(5.0, 'quick', lambda: 3)\nsys.exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=20)
+    assert out.returncode == 0 and "not stopped cleanly" not in out.stderr, out.stderr

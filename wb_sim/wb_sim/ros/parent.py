@@ -15,6 +15,9 @@ import ctypes
 import os
 import signal
 import sys
+import threading
+import time
+from typing import Callable
 
 #: prctl option: the signal sent to this process when its parent dies (linux/prctl.h)
 PR_SET_PDEATHSIG = 1
@@ -35,3 +38,20 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     if armed and os.getppid() != parent:  # the parent died between fork and prctl
         os.kill(os.getpid(), sig)
     return armed
+
+
+def exit_after(seconds: float, who: str, code: Callable[[], int] = lambda: 0) -> None:
+    """After SIGINT / SIGTERM: a daemon thread that ends the process ``seconds`` from now
+    with ``code()`` if it still runs then (a callback that does not return, a middleware
+    call that hangs, an executor that does not come back to Python), saying so on stderr.
+    A clean stop within ``seconds`` ends the process first and the thread with it."""
+    def body():
+        time.sleep(seconds)
+        try:
+            sys.stderr.write(f"[{who}] not stopped cleanly within {seconds:g} s of the "
+                             f"signal: exiting now (exit code {code()})\n")
+            sys.stderr.flush()
+            sys.stdout.flush()
+        finally:
+            os._exit(code())
+    threading.Thread(target=body, daemon=True, name=f"{who}-exit-after").start()

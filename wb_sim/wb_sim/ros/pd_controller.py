@@ -64,12 +64,14 @@ from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
 from .controller_io import JointCommandWriter, RobotStateIntake
-from .parent import die_with_parent
+from .parent import die_with_parent, exit_after
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 STATE_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 COMMAND_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+#: after SIGINT / SIGTERM the controller exits within this many seconds, cleanly or not [s]
+STOP_DEADLINE_S = 2.0
 
 #: the simulator parameters the controller reads
 SIM_KEYS = ("floating_base", "gravity", "initial.joint_names", "initial.joint_positions",
@@ -280,12 +282,16 @@ def main(args=None) -> int:
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     die_with_parent()  # end with the launch that started us, whatever signal ended it
     stop = threading.Event()
-    stopped = Future()  # the same, for the executor: it spins until this is done
+    never = Future()  # the executor spins in slices of 0.1 s, looking at `stop` between
 
     def on_signal(*_):
-        stop.set()
-        if not stopped.done():
-            stopped.set_result(None)
+        # nothing of rclpy here: the handler runs between two bytecodes of the main thread,
+        # which may be inside a callback of the executor, and completing a future there
+        # re-enters it. Once in CI (test_launch, SIGTERM just after the first command) the
+        # controller outlived the launch by more than 5 s: the deadline ends it regardless.
+        if not stop.is_set():
+            stop.set()
+            exit_after(STOP_DEADLINE_S, "wb_sim_pd_controller")
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     node = None
@@ -298,7 +304,7 @@ def main(args=None) -> int:
         # events taken in the executor's own loop (the EventsExecutor's is C++: no return
         # to Python between messages), back here every 0.1 s to look at rclpy.ok()
         while not stop.is_set() and rclpy.ok():
-            executor.spin_until_future_complete(stopped, timeout_sec=0.1)
+            executor.spin_until_future_complete(never, timeout_sec=0.1)
     except SetupError as e:
         rclpy.logging.get_logger("wb_sim_pd_controller").fatal(str(e))
         return 2

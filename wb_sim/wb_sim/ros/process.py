@@ -23,7 +23,6 @@ joints.kp:=[1,a]``) included (:func:`init_ros`).
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import sys
@@ -38,7 +37,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
 from .node import SimNode, refuse_duplicate_name
-from .parent import die_with_parent
+from .parent import die_with_parent, exit_after
 
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
@@ -152,8 +151,8 @@ def main(args=None) -> int:
     def on_signal(*_):
         if not stop_requested.is_set():
             stop_requested.set()
-            threading.Thread(target=_exit_after, args=(STOP_DEADLINE_S, lambda: node),
-                             daemon=True).start()
+            exit_after(STOP_DEADLINE_S, "wb_sim",
+                       lambda: getattr(node, "exit_code", 0) if node is not None else 0)
         if node is not None:
             node.stop()
 
@@ -235,21 +234,6 @@ def ros_args_error(message: str) -> str:
 def params_files(argv) -> tuple[str, ...]:
     """The ``--params-file`` arguments of a command line, in order."""
     return tuple(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--params-file")
-
-
-def _exit_after(seconds: float, get_node) -> None:
-    """Thread body after SIGINT / SIGTERM: if the process still runs ``seconds`` later (a
-    callback that does not return, a middleware call that hangs), exit at once."""
-    time.sleep(seconds)
-    node = get_node()
-    code = getattr(node, "exit_code", 0) if node is not None else 0
-    try:
-        sys.stderr.write(f"[wb_sim] not stopped cleanly within {seconds:g} s of the signal: "
-                         f"exiting now (exit code {code})\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-    finally:
-        os._exit(code)
 
 
 def _spin(executor, node, stop: threading.Event) -> None:
