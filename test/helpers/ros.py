@@ -356,8 +356,11 @@ class RosClient:
 
     def publisher(self, msg_type, topic: str, wait_for_subscribers: int = 1, timeout=10.0):
         from rclpy.qos import QoSProfile, ReliabilityPolicy
+        # depth 10: messages published back to back all reach the node; with 1 the second
+        # replaced the first in the writer's history before the node's reader had matched
+        # it (its match is not ours), and the first was lost (CI at f597724)
         pub = self.node.create_publisher(msg_type, topic, QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.RELIABLE))
+            depth=10, reliability=ReliabilityPolicy.RELIABLE))
         ok = self.spin_until(lambda: pub.get_subscription_count() >= wait_for_subscribers,
                              timeout)
         assert ok, f"no subscriber on '{topic}' within {timeout} s"
