@@ -417,9 +417,15 @@ class Simulator:
         """Build from a world file (docs/world.md, :func:`wb_sim.world.load_world`): its
         ground, terrain, objects and its one robot. Its controller:
         ``wb_sim.world.controller_loop(sim, load_world(path)[1])``."""
-        from .world import load_world_robots
-        return cls.from_robots([(info.name, params) for params, info in
-                                load_world_robots(path)])
+        from .world import load_world_robots, locate_robot_error
+        robots = load_world_robots(path)
+        try:
+            return cls.from_robots([(info.name, params) for params, info in robots])
+        except (ConfigError, ModelError) as e:  # a robot's: say where the file set it
+            located = locate_robot_error(e, robots)
+            if located is None:
+                raise
+            raise located from None
 
     @classmethod
     def from_robots(cls, robots, robot_cache: RobotCache | None = None) -> "Simulator":
@@ -472,6 +478,13 @@ class Simulator:
             r = self._robots.robot(robot_arguments(cfg)) if self._robots is not None else \
                 RobotModel.from_urdf(**robot_arguments(cfg))
             parts.append((name, r, _stepping_tree(r)))
+            try:  # its frames named as in its own model, checked there (the names it knows)
+                for s in cfg.surfaces:
+                    r.frame_id(s.frame, key=f"{s.name}.frame")
+                if cfg.imu.frame:
+                    r.frame_id(cfg.imu.frame, key="imu.frame")
+            except ModelError as e:
+                raise ConfigError(f"robot '{name}' (robots[{len(parts) - 1}]): {e}") from None
             surfaces += [SurfaceConfig({**dict(s), "name": f"{name}/{s.name}",
                                         "frame": f"{name}/{s.frame}"}) for s in cfg.surfaces]
             q = pin.neutral(r.model)
