@@ -157,7 +157,8 @@ class StatePublishers:
         self.notes: list[str] = []
         #: per force-torque sensor its TF frame; the static transforms of the new ones
         self.ft_frames, self._ft_static = [], []
-        if sim.ft_sensors is not None:
+        # (several robots: both topics off here, each robot's are wb_sim.ros.robots')
+        if sim.ft_sensors is not None and (topics["ft"] or topics["tf_static"]):
             self.ft_frames, self._ft_static, self.notes = ft_sensor_frames(
                 sim.ft_sensors, sim.robot.description_urdf, {cfg["world_frame"]})
         if "ft" in self.streams:
