@@ -11,6 +11,9 @@ Numbers checked:
   world file puts them (x = -0.5 and +0.5 m);
 * both stand 3 s of simulated time: each base within 5 mm of its initial height and 1 cm
   of its place; two runs give bit-identical joint states of both robots at t = 3 s;
+* each robot's own force-torque sensors on ``/<name>/ft/<sensor>`` (frames ``<name>/<link>``)
+  hold its weight less its feet's at t = 3 s, bob's contact sensors on ``/bob/contact_sensors``
+  (alice's off: none) show both feet touching, labelled with its own names;
 * a push on ``/alice/external_wrench`` acts on alice's link, another robot's link refused;
 * bob's controller killed at t ~ 1 s: only bob's watchdog trips (its log line names bob,
   alice's never), bob's gate alone is lost; alice still stands 2 s of simulated time later;
@@ -33,12 +36,13 @@ import pytest
 from helpers import PKG
 from helpers.extras import require_ros
 
-require_ros("sensor_msgs.msg", "nav_msgs.msg", "std_msgs.msg", "tf2_msgs.msg")
+require_ros("sensor_msgs.msg", "nav_msgs.msg", "std_msgs.msg", "tf2_msgs.msg", "geometry_msgs.msg")
 
+from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
-from std_msgs.msg import String  # noqa: E402
+from std_msgs.msg import Float64MultiArray, String  # noqa: E402
 from tf2_msgs.msg import TFMessage  # noqa: E402
 
 from helpers.ros import (STARTUP_TIMEOUT, Proc, RosClient, SimSetup,  # noqa: E402
@@ -54,10 +58,28 @@ LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-def _first_robot_params(tmp_path):
+#: the force-torque sensors each robot of :func:`_sensor_world` declares
+FT = ("left_ankle", "right_ankle")
+
+
+def _sensor_world(tmp_path):
+    """The two-humanoid world with a force-torque sensor on each ankle of both robots, their
+    own (ft_sensors.* per robot), and bob's contact sensors on (alice's off)."""
+    import yaml
+    doc = yaml.safe_load(WORLD.read_text())
+    for entry in doc["world"]["robots"]:
+        entry["parameters"] = {"ft_sensors": {"names": list(FT),
+                                              "joints": ["l_ankle_roll", "r_ankle_roll"]},
+                               "contact_sensors": {"active": entry["name"] == "bob"}}
+    path = tmp_path / "two_humanoids_sensors.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _first_robot_params(tmp_path, world=WORLD):
     """The node's own parameters: the world's first robot (as wb_sim_run --world writes)."""
     from wb_sim.world import load_world_robots, write_params_file
-    robots = load_world_robots(WORLD)
+    robots = load_world_robots(world)
     return write_params_file(*robots[0], tmp_path / "world_robot0.yaml"), robots
 
 
@@ -66,15 +88,16 @@ class FleetRun:
     example controller per robot in its namespace; this test's client records each
     robot's joint states and base pose."""
 
-    def __init__(self, tmp_path, stop_after_s: float, *overrides: str):
+    def __init__(self, tmp_path, stop_after_s: float, *overrides: str, world=WORLD):
         self.domain = fresh_domain_id()
         self.dir = tmp_path
-        params, robots = _first_robot_params(tmp_path)
+        self.world = world
+        params, robots = _first_robot_params(tmp_path, world)
         self.procs: dict[str, Proc] = {}
         self.ros = RosClient(self.domain)
         try:
             self.node = self._start("wb_sim", sim_node_argv(
-                f"world_file:={WORLD}", "sync.mode:=lockstep", "real_time_factor:=0.0",
+                f"world_file:={world}", "sync.mode:=lockstep", "real_time_factor:=0.0",
                 f"stop_after_s:={stop_after_s}", "publish.stats_period_s:=1.0",
                 "publish.imu_rate_hz:=100.0", "publish.contact_wrench_rate_hz:=100.0",
                 *overrides, params_file=params))
@@ -83,6 +106,13 @@ class FleetRun:
             self.odom = {n: self.ros.record(Odometry, f"/{n}/odom/ground_truth", STATE_QOS)
                          for n in ROBOTS}
             self.tf = self.ros.record(TFMessage, "/tf", STATE_QOS)
+            #: _sensor_world's: each robot's force-torque sensors, bob's contact sensors
+            self.ft, self.contact = {}, None
+            if world != WORLD:
+                self.ft = {(n, s): self.ros.record(WrenchStamped, f"/{n}/ft/{s}", STATE_QOS)
+                           for n in ROBOTS for s in FT}
+                self.contact = self.ros.record(Float64MultiArray, "/bob/contact_sensors",
+                                               STATE_QOS)
             assert self.ros.spin_until(lambda: all(r.msgs for r in self.js.values()),
                                        STARTUP_TIMEOUT), self.describe()
             for _, info in robots:
@@ -146,7 +176,9 @@ def _stands(run: FleetRun, robot: str) -> None:
 def first_run(tmp_path_factory):
     # paused at 3 s: the graph stays; a controller is lost only after 10 s of silence (a
     # loaded machine must not make one lost: the run would then depend on the host)
-    run = FleetRun(tmp_path_factory.mktemp("fleet_a"), 0.0, "sync.timeout_s:=10.0")
+    tmp = tmp_path_factory.mktemp("fleet_a")
+    run = FleetRun(tmp, 0.0, "sync.timeout_s:=10.0", "publish.ft_rate_hz:=100.0",
+                   "publish.contact_sensors_rate_hz:=100.0", world=_sensor_world(tmp))
     try:
         run.run_until(3.0)
         from std_srvs.srv import SetBool
@@ -212,6 +244,40 @@ def test_topics_frames_and_descriptions_are_per_robot(first_run):
     assert {"alice/l_sole", "bob/l_sole", "alice/imu_link", "bob/imu_link"} <= children, children
 
 
+def test_each_robots_force_torque_and_contact_sensors_under_its_name(first_run):
+    """Each robot's own ft_sensors on <name>/ft/<sensor> (WrenchStamped, frame <name>/<its
+    child link>), standing at t = 3 s: its two ankles hold its weight less its feet's (350.2
+    N less 19.6 N on the humanoid), as the same sensors of one robot do (the last readings,
+    paused after 3 s); bob's contact
+    sensors (alice's off) on bob/contact_sensors, labelled with its own names, both feet
+    touching with its weight between them; nothing un-namespaced."""
+    from wb_sim.ros.conversions import read_contact_sensors
+    run = first_run
+    topics = dict(run.ros.node.get_publisher_names_and_types_by_node("wb_sim", "/"))
+    for n in ROBOTS:
+        for s in FT:
+            assert topics.get(f"/{n}/ft/{s}") == ["geometry_msgs/msg/WrenchStamped"], \
+                (n, s, sorted(topics))
+    assert topics.get("/bob/contact_sensors") == ["std_msgs/msg/Float64MultiArray"]
+    for t in ("/alice/contact_sensors", "/contact_sensors", "/ft/left_ankle"):
+        assert t not in topics, t
+    for n in ROBOTS:
+        last = {s: run.ft[n, s].msgs[-1] for s in FT}
+        assert (last["left_ankle"].header.frame_id,
+                last["right_ankle"].header.frame_id) == (f"{n}/l_foot", f"{n}/r_foot")
+        (t_ns,) = {stamp_ns(m) for m in last.values()}  # one step's readings
+        assert t_ns >= 3 * NS, (n, t_ns)
+        fz = sum(m.wrench.force.z for m in last.values())  # the child's (the foot's) axes
+        assert 320.0 < -fz < 340.0, (n, fz)
+        for m in last.values():  # each foot its share, nearly half
+            assert 120.0 < -m.wrench.force.z < 210.0, (n, m.wrench.force.z)
+    _, rows = read_contact_sensors(run.contact.msgs[-1])
+    assert "left_foot" in rows and not any("/" in k for k in rows), sorted(rows)
+    assert rows["left_foot"][1:].tolist() == [1.0, 1.0] == rows["right_foot"][1:].tolist()
+    assert 340.0 < rows["left_foot"][0] + rows["right_foot"][0] < 360.0, rows
+    assert rows["head"].tolist() == [0.0, 0.0, 0.0]
+
+
 def test_each_robot_has_its_own_parameters(first_run):
     """<name>.initial.* (read-only) as the world file says, <name>.command.kp set by that
     robot's controller (its kp 1000 on its 23 joints), live per robot; the node-wide drive
@@ -234,7 +300,7 @@ def test_each_robot_has_its_own_parameters(first_run):
 
 
 def test_lockstep_runs_are_bit_identical_for_both_robots(first_run, tmp_path):
-    second = FleetRun(tmp_path, 0.0, "sync.timeout_s:=10.0")
+    second = FleetRun(tmp_path, 0.0, "sync.timeout_s:=10.0", world=first_run.world)
     try:
         second.run_until(3.0)
         assert "no answer from the controller" not in second.node.log()

@@ -307,6 +307,36 @@ def test_wb_sim_record_plans_the_sensors_topics():
     assert on["/contact_sensors"] == ("std_msgs/msg/Float64MultiArray", "contact_sensors")
 
 
+def test_wb_sim_record_plans_each_robots_sensors_under_its_name(tmp_path):
+    """A node serving several robots (world_file, <name>.initial.* parameters): each robot's
+    own force-torque sensors on /<name>/ft/<sensor> and, where its contact_sensors.active,
+    /<name>/contact_sensors (read from the world file for the robots after the first);
+    nothing un-namespaced."""
+    import yaml
+
+    from wb_sim.paths import share_dir
+    from wb_sim.ros.record import plan_topics
+    from wb_sim.world import load_world_robots
+    doc = yaml.safe_load((share_dir() / "config" / "worlds" / "two_humanoids.yaml").read_text())
+    for e, ft in zip(doc["world"]["robots"], (["l_ft"], ["l_ft", "r_ft"])):
+        e["parameters"] = {"ft_sensors": {"names": ft, "joints": ["l_ankle_roll", "r_ankle_roll"]
+                                          [:len(ft)]},
+                           "contact_sensors": {"active": e["name"] == "bob"}}
+    world = tmp_path / "w.yaml"
+    world.write_text(yaml.safe_dump(doc))
+    robots = load_world_robots(world)
+    params = {**robots[0][0], "world_file": str(world)}
+    for p, info in robots:  # what the node declares per robot
+        params[f"{info.name}.initial.joint_names"] = p.get("initial.joint_names", [])
+        params[f"{info.name}.initial.base_position"] = p.get("initial.base_position")
+    plan = {t: (m, s) for t, m, s in plan_topics(params) if s in ("ft", "contact_sensors")}
+    assert plan == {
+        "/alice/ft/l_ft": ("geometry_msgs/msg/WrenchStamped", "ft"),
+        "/bob/ft/l_ft": ("geometry_msgs/msg/WrenchStamped", "ft"),
+        "/bob/ft/r_ft": ("geometry_msgs/msg/WrenchStamped", "ft"),
+        "/bob/contact_sensors": ("std_msgs/msg/Float64MultiArray", "contact_sensors")}
+
+
 def test_wb_sim_record_plans_the_loop_closures_topic():
     """The closures' wrenches (one labelled Float64MultiArray) only where the robot has
     closures: the parameters' (loop_closures.frames_a) or an MJCF's (urdf_path .xml)."""

@@ -94,15 +94,34 @@ def gazebo_ft_sensors(urdf_xml: str) -> tuple[list[FTSpec], list[str]]:
     return specs, notes
 
 
+def _cut_joints(model: pin.Model) -> tuple[list[str], list[str]]:
+    """(the moving joints' names, the fixed joints' names) of ``model``: what a sensor may cut."""
+    names = [model.names[j] for j in range(1, model.njoints)]
+    fixed = [f.name for f in model.frames if f.type == pin.FrameType.FIXED_JOINT
+             and f.name != "universe"]
+    return names, fixed
+
+
+def check_ft_joints(model: pin.Model, specs: list[FTSpec]) -> None:
+    """ModelError (naming the sensor's ``origin``, with the closest names) for a sensor of
+    ``specs`` whose joint ``model`` does not have: a robot's sensors checked on its own model
+    before they cut the combined one (wb_sim.multirobot)."""
+    names, fixed = _cut_joints(model)
+    known = set(names) | set(fixed)
+    for spec in specs:
+        if spec.joint not in known:
+            raise ModelError(f"{spec.origin} ({spec.name}): joint '{spec.joint}' is not in its "
+                             f"model{did_you_mean(spec.joint, names + fixed)} (a force-torque "
+                             f"sensor cuts a moving or fixed joint)")
+
+
 class _Cut:
     """One sensor's cut of the model: the joint ``j`` whose body holds the cut, and for a
     fixed joint the frames, moving child joints and merged inertias on its child side."""
 
     def __init__(self, model: pin.Model, robot: RobotModel, spec: FTSpec):
         self.spec = spec
-        names = [model.names[j] for j in range(1, model.njoints)]
-        fixed = [f.name for f in model.frames if f.type == pin.FrameType.FIXED_JOINT
-                 and f.name != "universe"]
+        names, fixed = _cut_joints(model)
         if spec.joint in names:
             self.j = model.getJointId(spec.joint)
             self.fixed = False

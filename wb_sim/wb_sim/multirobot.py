@@ -32,7 +32,13 @@ groups, frames prefixed), its joint limits and URDF dynamics (read from its mode
 actuation (``joints.*``: damping, friction and its smoothing velocity, armature, effort
 limits, position limits and their time constant and damping ratio, ``urdf_dynamics``,
 ``mimic``) and its drives (``actuators.*``: a ``dc_motor`` robot beside an ``ideal`` one),
-its IMU (``imu.*``, frame prefixed: :meth:`~wb_sim.Simulator.robot_imu`), its controller
+its IMU (``imu.*``, frame prefixed: :meth:`~wb_sim.Simulator.robot_imu`), its
+force-torque sensors (``ft_sensors.*``, ``ft_sensors.from_urdf`` reading its own URDF: joints
+named as in its own model, checked there, cutting the combined model at the prefixed joint:
+:meth:`~wb_sim.Simulator.robot_ft_wrenches`), its contact sensors (``contact_sensors.*``: its
+own surfaces and, with ``collision.enabled``, its own links, with its threshold and debounce:
+:meth:`~wb_sim.Simulator.robot_contact_states`; the first robot's
+:attr:`~wb_sim.Simulator.contact_states` are its own surfaces' and links' only), its controller
 (outside the simulator, one per robot). Its actuation and drives are built alone on its
 own model from its own configuration and joined in the combined joint order, robot 0's
 first (:func:`~wb_sim.actuation.combine_actuation`,
@@ -44,10 +50,11 @@ The world's, one for all: ``physics_rate_hz``, ``gravity``, ``ground.*``, ``terr
 rest is robot 0's and applies to the whole set for now (``collision.*``, ``sensors.*``,
 ``sensors.delay_steps`` included): a robot ``k >= 1`` whose parameter differs from robot 0's
 there is refused (:func:`check_part_config`), never silently overridden, as are the
-sensors and features that are robot 0's only for now (``ft_sensors``, ``contact_sensors``,
-``payloads``, ``loop_closures``, named ``poses``, ``collision.self_collision``).
+features that are robot 0's only for now (``payloads``, ``loop_closures``, named ``poses``,
+``collision.self_collision``).
 ``sensors.delay_steps`` must be 0 with several robots (:func:`check_first_config`): the
-robots after the first read their IMU undelayed.
+robots after the first read their IMU undelayed (force-torque and contact sensors are never
+delayed).
 """
 
 from __future__ import annotations
@@ -63,7 +70,8 @@ from .robot import RobotModel, did_you_mean
 #: the parameters each robot has its own value of (its model, pose, surfaces)
 PER_ROBOT_KEYS = ("urdf_path", "robot_description", "floating_base", "max_joints",
                   "contact_surfaces")
-PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation", "imu", "joints", "actuators")
+PER_ROBOT_GROUPS = ("initial", "xacro", "perturbation", "imu", "joints", "actuators",
+                    "ft_sensors", "contact_sensors")
 #: per-robot groups' keys that stay one value for the whole set, with the reason
 ONE_VALUE_KEYS = {
     "joints.command_delay_steps": "one command delay line carries the combined joint "
@@ -73,8 +81,7 @@ ONE_VALUE_KEYS = {
 WORLD_KEYS = ("physics_rate_hz", "gravity")
 WORLD_GROUPS = ("ground", "terrain", "contact", "objects")
 #: robot 0's only for now: a robot k >= 1 may not set them (they are refused, not dropped)
-ROBOT0_ONLY_GROUPS = ("ft_sensors", "payloads", "loop_closures", "poses",
-                      "contact_sensors")
+ROBOT0_ONLY_GROUPS = ("payloads", "loop_closures", "poses")
 
 
 @dataclass(frozen=True)

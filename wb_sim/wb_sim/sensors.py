@@ -150,10 +150,22 @@ class ContactSensors:
         steps = np.where(flip, 0, steps)
         return _frozen(raw), _frozen(debounced), _frozen(steps), normal
 
-    def readings(self, state: tuple) -> dict[str, ContactState]:
+    def per_sensor(self, cfgs, dt: float) -> None:
+        """Each sensor its own ``contact_sensors`` group (``cfgs``, one per sensor: its
+        robot's, several robots in one physics): threshold and debounce steps per sensor."""
+        self.threshold = np.array([float(c.threshold) for c in cfgs])
+        self.n_on = np.array([int(round(c.t_on / dt)) for c in cfgs], dtype=int)
+        self.n_off = np.array([int(round(c.t_off / dt)) for c in cfgs], dtype=int)
+
+    def readings(self, state: tuple, rows=None, prefix: str = "") -> dict[str, ContactState]:
+        """By sensor name; ``rows``: those sensors only (one robot's of several), their
+        names without ``prefix``."""
         raw, debounced, _, normal = state
-        return {name: ContactState(kind, float(f), bool(r), bool(d)) for name, kind, f, r, d
-                in zip(self.names, self.kinds, normal, raw, debounced)}
+        if rows is None:
+            return {name: ContactState(kind, float(f), bool(r), bool(d)) for name, kind, f, r, d
+                    in zip(self.names, self.kinds, normal, raw, debounced)}
+        return {self.names[i].removeprefix(prefix): ContactState(
+            self.kinds[i], float(normal[i]), bool(raw[i]), bool(debounced[i])) for i in rows}
 
 
 def _frozen(x: np.ndarray) -> np.ndarray:

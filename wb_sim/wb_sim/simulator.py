@@ -49,7 +49,7 @@ from .actuators import ActuatorReading, combine_actuators, make_actuators
 from .config import SimConfig, load_config, read_yaml_params
 from .contact import STATUS_NAMES, Ground, make_contact
 from .errors import CommandError, ConfigError, DivergenceError, ModelError
-from .ft_sensors import FTSensors, FTSpec, WrenchReading, gazebo_ft_sensors
+from .ft_sensors import FTSensors, FTSpec, WrenchReading, check_ft_joints, gazebo_ft_sensors
 from .gyroscopic import RootGyroscopic
 from .linalg import upper_sym_mv
 from .loop_closures import LoopClosures
@@ -299,25 +299,44 @@ class Simulator:
                 imu_cfg = Group({**dict(cfg_k.imu), "frame": part.prefix + cfg_k.imu.frame})
                 self.robot_imus[name] = Imu(robot, imu_cfg, np.array(config.gravity),
                                             self._model_step)
-        #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active)
+        #: the contact sensors (wb_sim.sensors.ContactSensors), or None (contact_sensors.active);
+        #: with several robots one set over every robot's surfaces and links, each sensor
+        #: with its robot's contact_sensors.* (a robot reads its own rows:
+        #: :meth:`robot_contact_states`), None when no robot's is active
         self.contact_sensors = None
-        if config.contact_sensors.active:
+        #: several robots: each robot's rows of the contact sensors, by robot name (absent:
+        #: its contact_sensors.active is false); None with one robot
+        self._contact_rows: dict[str, np.ndarray] | None = None
+        configs = (config,) + tuple(c for _, c in fleet[1]) if fleet and fleet[1] else None
+        if config.contact_sensors.active or (
+                configs is not None and any(c.contact_sensors.active for c in configs)):
             # a link named as a contact surface reads as "<link> (link)"
-            links = tuple(f"{n} (link)" if n in self.surface_names else n
-                          for n in self.contact.collision_links())
+            raw_links = tuple(self.contact.collision_links())
+            links = tuple(f"{n} (link)" if n in self.surface_names else n for n in raw_links)
             self.contact_sensors = ContactSensors(
                 tuple(self.surface_names) + links,
                 ("surface",) * len(self.surface_names) + ("link",) * len(links),
                 config.contact_sensors, self.dt)
             self._surface_of_point = np.asarray(self.contact_points.surface_of_point, dtype=int)
+            if configs is not None:
+                self._contact_rows = self._fleet_contact_sensors(configs, raw_links)
         #: the force-torque sensors (wb_sim.ft_sensors.FTSensors), or None: none declared
+        #: (the first robot's with several robots: the others' are :attr:`robot_ft_sensors`)
         self.ft_sensors = self._build_ft_sensors()
+        #: the other robots' force-torque sensors (wb_sim.multirobot: ft_sensors.* is per
+        #: robot), by robot name: those of a robot that declares any
+        self.robot_ft_sensors: dict[str, FTSensors] = {}
+        for (name, cfg_k), part in zip(fleet[1] if fleet else (), self.robots[1:]):
+            ft = self._robot_ft_sensors(part, cfg_k)
+            if ft is not None:
+                self.robot_ft_sensors[name] = ft
         #: the components with evolving state of their own, each with snapshot()/restore():
         #: a snapshot holds theirs beside the record
         self._components = {name: c for name, c in (("contact", self.contact),
                                                    ("imu", self.imu_sensor),
                                                    ("ft", self.ft_sensors)) if c is not None}
         self._components.update({f"imu:{n}": c for n, c in self.robot_imus.items()})
+        self._components.update({f"ft:{n}": c for n, c in self.robot_ft_sensors.items()})
         self._init_sleep()
 
         floating = robot.floating_base
@@ -398,9 +417,15 @@ class Simulator:
         """Build from a world file (docs/world.md, :func:`wb_sim.world.load_world`): its
         ground, terrain, objects and its one robot. Its controller:
         ``wb_sim.world.controller_loop(sim, load_world(path)[1])``."""
-        from .world import load_world_robots
-        return cls.from_robots([(info.name, params) for params, info in
-                                load_world_robots(path)])
+        from .world import load_world_robots, locate_robot_error
+        robots = load_world_robots(path)
+        try:
+            return cls.from_robots([(info.name, params) for params, info in robots])
+        except (ConfigError, ModelError) as e:  # a robot's: say where the file set it
+            located = locate_robot_error(e, robots)
+            if located is None:
+                raise
+            raise located from None
 
     @classmethod
     def from_robots(cls, robots, robot_cache: RobotCache | None = None) -> "Simulator":
@@ -453,6 +478,13 @@ class Simulator:
             r = self._robots.robot(robot_arguments(cfg)) if self._robots is not None else \
                 RobotModel.from_urdf(**robot_arguments(cfg))
             parts.append((name, r, _stepping_tree(r)))
+            try:  # its frames named as in its own model, checked there (the names it knows)
+                for s in cfg.surfaces:
+                    r.frame_id(s.frame, key=f"{s.name}.frame")
+                if cfg.imu.frame:
+                    r.frame_id(cfg.imu.frame, key="imu.frame")
+            except ModelError as e:
+                raise ConfigError(f"robot '{name}' (robots[{len(parts) - 1}]): {e}") from None
             surfaces += [SurfaceConfig({**dict(s), "name": f"{name}/{s.name}",
                                         "frame": f"{name}/{s.frame}"}) for s in cfg.surfaces]
             q = pin.neutral(r.model)
@@ -740,6 +772,8 @@ class Simulator:
             imu.reset()
         if self.ft_sensors is not None:
             self.ft_sensors.reset()
+        for ft in self.robot_ft_sensors.values():
+            ft.reset()
         self.contact.clear_deformation()
         touch = () if self.contact_sensors is None else \
             self.contact_sensors.initial(self._normal_forces(force))
@@ -1068,6 +1102,9 @@ class Simulator:
                 imu.draw_noise()
         if self.ft_sensors is not None and self.ft_sensors.noisy:
             self.ft_sensors.draw_noise()
+        for ft in self.robot_ft_sensors.values():
+            if ft.noisy:
+                ft.draw_noise()
         if self._sensor_delay:
             self._s.sensed = self._s.sensed[1:] + (self._readings(),)
 
@@ -1189,6 +1226,8 @@ class Simulator:
         ``t_off``). Empty with ``contact_sensors.active: false``."""
         if self.contact_sensors is None:
             return {}
+        if self._contact_rows is not None:  # several robots: the first robot's own
+            return self.robot_contact_states(self.robots[0].name)
         return self.contact_sensors.readings(self._s.touch)
 
     def contact_sensor_array(self) -> np.ndarray:
@@ -1197,8 +1236,47 @@ class Simulator:
         :attr:`contact_states`); (0, 3) with ``contact_sensors.active: false``."""
         if self.contact_sensors is None:
             return np.zeros((0, 3))
+        if self._contact_rows is not None:  # several robots: the first robot's own
+            return self.robot_contact_sensor_array(self.robots[0].name)
         raw, debounced, _, normal = self._s.touch
         return np.column_stack([normal, raw, debounced]).astype(float)
+
+    def _fleet_contact_sensors(self, configs, links: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Several robots: each contact sensor takes its robot's ``contact_sensors.*``
+        (threshold, t_on, t_off); returns each robot's rows (robots whose
+        ``contact_sensors.active`` is true)."""
+        robot_of = {s: p.index for p in self.robots for s in p.surfaces}
+        owner = np.array([robot_of.get(s, 0) for s in self.surface_names]
+                         + [self.robot.link_robot.get(n, 0) for n in links], dtype=int)
+        self.contact_sensors.per_sensor([configs[k].contact_sensors for k in owner], self.dt)
+        return {p.name: np.flatnonzero(owner == p.index) for p in self.robots
+                if configs[p.index].contact_sensors.active}
+
+    def robot_contact_states(self, name: str) -> dict[str, ContactState]:
+        """:attr:`contact_states` of robot ``name`` (several robots in one physics): its own
+        contact surfaces, then with ``collision.enabled`` its links meeting the ground, named
+        as in its own configuration (unprefixed), read with its own ``contact_sensors.*``.
+        Empty when its ``contact_sensors.active`` is false."""
+        part = self.robot_part(name)
+        if self._contact_rows is None:  # one robot
+            return self.contact_states
+        rows = self._contact_rows.get(name)
+        if rows is None:
+            return {}
+        return self.contact_sensors.readings(self._s.touch, rows, part.prefix)
+
+    def robot_contact_sensor_array(self, name: str) -> np.ndarray:
+        """:meth:`contact_sensor_array` of robot ``name``: its rows, in
+        :meth:`robot_contact_states` order (a new array); (0, 3) when its
+        ``contact_sensors.active`` is false."""
+        self.robot_part(name)
+        if self._contact_rows is None:  # one robot
+            return self.contact_sensor_array()
+        rows = self._contact_rows.get(name)
+        if rows is None:
+            return np.zeros((0, 3))
+        raw, debounced, _, normal = self._s.touch
+        return np.column_stack([normal[rows], raw[rows], debounced[rows]]).astype(float)
 
     def _build_ft_sensors(self) -> FTSensors | None:
         """The sensors of ft_sensors.* and, with ft_sensors.from_urdf, the URDF's."""
@@ -1220,6 +1298,38 @@ class Simulator:
                 specs.append(spec)
         if not specs:
             return None
+        return FTSensors(self._model_step, self.robot, specs, cfg)
+
+    def _robot_ft_sensors(self, part: RobotPart, config) -> FTSensors | None:
+        """Robot ``part``'s (k >= 1) force-torque sensors: its ``ft_sensors.*`` (and with
+        ``ft_sensors.from_urdf`` its URDF's), joints named as in its own URDF, checked on its
+        own model (ConfigError naming the robot and the key), cutting the combined model at
+        its prefixed joints."""
+        cfg = config.ft_sensors
+        at = f"robot '{part.name}' (robots[{part.index}])"
+        specs = [FTSpec(name, cfg.joints[i], cfg.frames[i] if cfg.frames else "child",
+                        cfg.directions[i] if cfg.directions else "parent_to_child",
+                        origin=f"{at}: parameter 'ft_sensors.joints'")
+                 for i, name in enumerate(cfg.names)]
+        if cfg.from_urdf:
+            own = part.robot
+            if own not in _URDF_FT_SENSORS:  # read once per robot
+                _URDF_FT_SENSORS[own] = tuple(map(tuple, gazebo_ft_sensors(own.urdf_xml)))
+            found, notes = _URDF_FT_SENSORS[own]
+            self.notes.extend(f"{at}: {n}" for n in notes)
+            for spec in found:
+                if any(s.name == spec.name for s in specs):
+                    raise ConfigError(f"{at}: parameter 'ft_sensors.names': '{spec.name}' is "
+                                      f"the name of a force-torque sensor of its URDF too; "
+                                      f"rename it or set its ft_sensors.from_urdf: false")
+                specs.append(dataclasses.replace(spec, origin=f"{at}: {spec.origin}"))
+        if not specs:
+            return None
+        try:
+            check_ft_joints(part.robot.model, specs)
+        except ModelError as e:
+            raise ConfigError(str(e)) from None
+        specs = [dataclasses.replace(s, joint=part.prefix + s.joint) for s in specs]
         return FTSensors(self._model_step, self.robot, specs, cfg)
 
     def _external_wrenches(self) -> tuple[np.ndarray, np.ndarray, tuple]:
@@ -1273,6 +1383,11 @@ class Simulator:
         ft = self.ft_sensors
         if ft is None:
             return np.zeros((0, 6))
+        return self._ft_read(ft)
+
+    def _ft_read(self, ft: FTSensors) -> np.ndarray:
+        """The readings of the force-torque sensors ``ft`` (the first robot's or another's)
+        of the last step, with their noise and bias."""
         s = self._s
         frames, W, pushes = self._external_wrenches()
         payloads = [(self.robot.frame_id(p.link), p.spatial_inertia()) for p in s.payloads]
@@ -1291,6 +1406,30 @@ class Simulator:
         if self.ft_sensors is None:
             return {}
         return self.ft_sensors.readings(self.ft_wrench_array())
+
+    def robot_ft_wrench_array(self, name: str) -> np.ndarray:
+        """:meth:`ft_wrench_array` of robot ``name`` (several robots in one physics; the
+        first robot's is :meth:`ft_wrench_array`): its own ``ft_sensors.*`` (and its URDF's
+        with ``ft_sensors.from_urdf``), in its sensors' order; (0, 6) without sensors."""
+        part = self.robot_part(name)
+        if part.index == 0:
+            return self.ft_wrench_array()
+        ft = self.robot_ft_sensors.get(name)
+        if ft is None:
+            return np.zeros((0, 6))
+        return self._ft_read(ft)
+
+    def robot_ft_wrenches(self, name: str) -> dict[str, WrenchReading]:
+        """:attr:`ft_wrenches` of robot ``name``: by its sensors' names (as it declares
+        them), each reading's joint and link the combined model's (prefixed ``<name>/``, as
+        its IMU's frame); empty without sensors."""
+        part = self.robot_part(name)
+        if part.index == 0:
+            return self.ft_wrenches
+        ft = self.robot_ft_sensors.get(name)
+        if ft is None:
+            return {}
+        return ft.readings(self._ft_read(ft))
 
     def contact_wrenches(self) -> dict[str, ContactWrench]:
         """Per surface: the ground's force (N) and torque (N*m) about the surface
@@ -1644,6 +1783,9 @@ class Simulator:
                 ("force-torque sensors", () if self.ft_sensors is None else self.ft_sensors.names),
                 ("contact sensors", None if self.contact_sensors is None else
                  self.contact_sensors.names),
+                *((("the other robots' force-torque sensors",
+                    tuple((n, ft.names) for n, ft in self.robot_ft_sensors.items())),)
+                  if self.robot_ft_sensors else ()),
                 ("command delay (joints.command_delay_steps)", self._command_delay),
                 *self.actuators.signature(),
                 ("sensor delay (sensors.delay_steps)", self._sensor_delay),

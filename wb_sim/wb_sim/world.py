@@ -19,7 +19,7 @@ a world of one robot. Relative file paths are resolved beside the world file.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,6 +62,9 @@ class RobotInfo:
     controller_params: Mapping[str, Any] = field(default_factory=dict)
     robot_file: Path | None = None  #: the robot's configuration file, if ``robot:`` named one
     world_file: Path | None = None  #: the world file it came from
+    #: where in the files each of its parameters was set (key -> 'world.robots[1].parameters.
+    #: imu.frame', 'the robot file ...'): an error found building the simulator says it
+    origin: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 def _where(path: Path) -> str:
@@ -380,7 +383,28 @@ def _one_robot(world: Mapping, entry, path: Path, index: int
                                                     where.startswith("the robot file") else
                                                     f" (set at '{where}')" if where else
                                                     "")) from None
-    return params, info
+    return params, replace(info, origin=dict(origin))
+
+
+def _set_at(where: str | None) -> str:
+    if not where:
+        return ""
+    return f" (set at {where})" if where.startswith("the robot file") else f" (set at '{where}')"
+
+
+def locate_robot_error(e: Exception, robots) -> Exception | None:
+    """An error of :meth:`~wb_sim.Simulator.from_robots` that names a robot ("robot 'b'
+    (robots[1]): ... parameter 'ft_sensors.joints' ...", found building the simulator: a
+    sensor's joint or frame its model lacks) located in the world file of ``robots``
+    (:func:`load_world_robots`'s): the same error with the file and the key path where the
+    parameter was set; None for another error."""
+    m = re.match(r"robot '[^']*' \(robots\[(\d+)\]\): ", str(e))
+    if m is None or int(m[1]) >= len(robots):
+        return None
+    info = robots[int(m[1])][1]
+    named = re.search(r"parameter '([^']+)'", str(e))
+    where = info.origin.get(named[1]) if named else None
+    return type(e)(f"{_where(info.world_file)}: {e}{_set_at(where)}")
 
 
 def params_document(params: Mapping[str, Any], info: RobotInfo) -> dict[str, Any]:

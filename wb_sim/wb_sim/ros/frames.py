@@ -113,8 +113,8 @@ def _transform(parent: str, child: str, M: pin.SE3) -> Transform:
     return Transform(parent, child, M.translation.copy(), pin.Quaternion(M.rotation).coeffs().copy())
 
 
-def ft_sensor_frames(ft_sensors, urdf_xml: str, taken) -> tuple[list[str], list[Transform],
-                                                                 list[str]]:
+def ft_sensor_frames(ft_sensors, urdf_xml: str, taken, prefix: str = ""
+                     ) -> tuple[list[str], list[Transform], list[str]]:
     """The TF frame of each force-torque sensor (``ft_sensors``: the simulator's
     :class:`wb_sim.ft_sensors.FTSensors`, in its ``names`` order): (frame ids, the static
     transforms to add to ``/tf_static``, notes to log).
@@ -127,7 +127,8 @@ def ft_sensor_frames(ft_sensors, urdf_xml: str, taken) -> tuple[list[str], list[
 
     A new frame is named after its sensor, or ``<sensor>_frame`` where that name is a frame
     already (``taken``: the URDF's links and the world frame; noted); ConfigError when both
-    are.
+    are. ``prefix``: the robot's in the combined model of several robots (its sensors cut
+    ``<prefix><joint>``; ``urdf_xml`` is its own URDF): the frames are its own names.
     """
     root = ET.fromstring(urdf_xml)
     joints = {j.get("name"): j for j in root.findall("joint")}
@@ -135,14 +136,15 @@ def ft_sensor_frames(ft_sensors, urdf_xml: str, taken) -> tuple[list[str], list[
     ids, static, notes = [], [], []
     for cut in ft_sensors.cuts:
         spec = cut.spec
+        link = cut.link.removeprefix(prefix)
         if cut.frame_used == "child":
-            ids.append(cut.link)
+            ids.append(link)
             continue
         if cut.frame_used == "parent":
-            j = joints[spec.joint]
+            j = joints[spec.joint.removeprefix(prefix)]
             parent, M = j.find("parent").get("link"), _origin(j)
         else:  # sensor: the child side's frame (the child link's) moved by the pose
-            parent, M = cut.link, cut.pose
+            parent, M = link, cut.pose
         name = spec.name
         if name in taken:
             alt = f"{name}_frame"

@@ -188,7 +188,7 @@ class SimNode(PolledNodeMixin, Node):
             on = {s: bool(self.cfg[f"topics.{s}"]) for s, _ in STREAMS}
             self.fleet_out = FleetPublishers(self, sim, self.cfg, self.robots,
                                              StreamTable.from_config(self.cfg, 1.0 / self.dt, on))
-        for note in self.out.notes:
+        for note in self.out.notes + (self.fleet_out.notes if self.fleet_out else []):
             self.get_logger().info(note)
         #: the solver health on /diagnostics (docs/ros.md, "Solver health")
         self.diagnostics = DiagnosticsPublisher(self, sim, self.cfg, self.pacer.stats)

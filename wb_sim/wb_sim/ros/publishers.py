@@ -68,6 +68,18 @@ OUTPUT_TOPICS = ("joint_states", "imu", "contact_wrench", "ft", "contact_sensors
                  "robot_description", "contact_markers", "contact_state")
 
 
+def check_ft_topics(names, prefix: str) -> None:
+    """ConfigError for a force-torque sensor whose topic ``<prefix>/<name>`` is not a valid
+    ROS topic name."""
+    for name in names:
+        if not TOPIC_TOKEN.match(name):
+            raise ConfigError(
+                f"force-torque sensor '{name}' (ft_sensors.names or the URDF's "
+                f"<sensor name=...>): its topic {prefix}/{name} is not a valid "
+                f"ROS topic name (letters, digits and '_', not starting with a digit); "
+                f"rename it or set topics.ft: '' to publish none")
+
+
 class StatePublishers:
     """The node's publishers. ``gate.state_published(t_ns, wall)`` is told of every joint
     state (lockstep waits for its command; the latency statistics start there)."""
@@ -145,17 +157,12 @@ class StatePublishers:
         self.notes: list[str] = []
         #: per force-torque sensor its TF frame; the static transforms of the new ones
         self.ft_frames, self._ft_static = [], []
-        if sim.ft_sensors is not None:
+        # (several robots: both topics off here, each robot's are wb_sim.ros.robots')
+        if sim.ft_sensors is not None and (topics["ft"] or topics["tf_static"]):
             self.ft_frames, self._ft_static, self.notes = ft_sensor_frames(
                 sim.ft_sensors, sim.robot.description_urdf, {cfg["world_frame"]})
         if "ft" in self.streams:
-            for name in sim.ft_sensors.names:
-                if not TOPIC_TOKEN.match(name):
-                    raise ConfigError(
-                        f"force-torque sensor '{name}' (ft_sensors.names or the URDF's "
-                        f"<sensor name=...>): its topic {topics['ft']}/{name} is not a valid "
-                        f"ROS topic name (letters, digits and '_', not starting with a digit); "
-                        f"rename it or set topics.ft: '' to publish none")
+            check_ft_topics(sim.ft_sensors.names, topics["ft"])
             # one WrenchStamped per sensor; the reading (an RNEA pass over the step) is
             # computed once for all of them, only while one of them has a listener
             self._ft_raw = [(raw(pub("ft", WrenchStamped, f"{topics['ft']}/{name}", STATE_QOS)),

@@ -133,20 +133,27 @@ def fleet_robots(params: dict[str, Any]) -> list[tuple[str, list[str]]]:
     (:func:`wb_sim.tools.bag.fleet_names`). Each robot's surfaces are read from the world
     file where it can be read here, else taken to be the first robot's
     (``contact_surfaces``)."""
+    return [(n, list(p.get("contact_surfaces") or [])) for n, p in _fleet_params(params)]
+
+
+def _fleet_params(params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """``[(name, its parameters)]`` of a node serving several robots ([] for one): the first
+    robot's the node's own, the others' from the world file where it can be read here, else
+    the first robot's."""
     from ..tools.bag import fleet_names
     names = fleet_names(params)
     if not names:
         return []
-    surfaces = {n: list(params.get("contact_surfaces") or []) for n in names}
+    out = {n: params for n in names}
     try:
         from ..world import load_world_robots
         robots = load_world_robots(params["world_file"])
     except Exception:  # noqa: BLE001 - another machine's path: the first robot's surfaces
         robots = []
-    for p, info in robots:
-        if info.name in surfaces:
-            surfaces[info.name] = list(p.get("contact_surfaces") or [])
-    return [(n, surfaces[n]) for n in names]
+    for p, info in robots[1:]:
+        if info.name in out:
+            out[info.name] = p
+    return [(n, out[n]) for n in names]
 
 
 def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[tuple[str, str, str]]:
@@ -178,13 +185,19 @@ def plan_topics(params: dict[str, Any], only: list[str] | None = None) -> list[t
     prefix = params.get("topics.actuators", DEFAULT_TOPICS["actuators"])
     if prefix and params.get("actuators.model", "ideal") != "ideal":
         out += [(absolute(f"{prefix}/{r}"), ARRAY_TYPE, "actuators") for r in ACTUATOR_TOPICS]
+    # the force-torque and contact sensors: each robot's own under its name with several
+    robots = _fleet_params(params) if fleet else [("", params)]
     prefix = params.get("topics.ft", DEFAULT_TOPICS["ft"])
     if prefix:  # the parameters' force-torque sensors (not the URDF's: the URDF is not read)
-        for s in params.get("ft_sensors.names") or []:
-            out.append((absolute(f"{prefix}/{s}"), WRENCH_TYPE, "ft"))
+        for n, p in robots:
+            for s in p.get("ft_sensors.names") or []:
+                out.append((robot_topic(n, f"{prefix}/{s}") if n else absolute(f"{prefix}/{s}"),
+                            WRENCH_TYPE, "ft"))
     topic = params.get("topics.contact_sensors", DEFAULT_TOPICS["contact_sensors"])
-    if topic and params.get("contact_sensors.active"):
-        out.append((absolute(str(topic)), "std_msgs/msg/Float64MultiArray", "contact_sensors"))
+    for n, p in robots if topic else ():
+        if p.get("contact_sensors.active"):
+            out.append((robot_topic(n, str(topic)) if n else absolute(str(topic)),
+                        "std_msgs/msg/Float64MultiArray", "contact_sensors"))
     topic = params.get("topics.objects", DEFAULT_TOPICS["objects"])
     if topic and params.get("objects.names"):  # the free objects' markers (latched); their
         # frames are on /tf; objects spawned in a run without configured ones: /tf only

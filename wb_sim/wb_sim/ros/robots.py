@@ -7,10 +7,13 @@ simulates them in one physics (:mod:`wb_sim.multirobot`) and every robot, the fi
 included, gets its world-file ``name`` as namespace: ``<name>/joint_states``,
 ``<name>/joint_commands``, ``<name>/effort_commands``, ``<name>/external_wrench``,
 ``<name>/odom/ground_truth``, ``<name>/imu/data``, ``<name>/contact_wrench/<surface>``,
+``<name>/ft/<sensor>`` (its own ``ft_sensors.*``), ``<name>/contact_sensors`` (its own
+surfaces and links, labelled with its own names, with its ``contact_sensors.active``),
 ``<name>/robot_description`` (the robot's own URDF, latched), each relative to the
 node's namespace as the single robot's topics are. Its frames on ``/tf`` and
 ``/tf_static`` are ``<name>/<link>`` (robot_state_publisher's ``frame_prefix``, RViz's
-"TF Prefix"); the world frame, ``/clock``, the services and the free objects' topics stay
+"TF Prefix"; a force-torque sensor's own frame, ``<name>/<sensor>``, on ``/tf_static``);
+the world frame, ``/clock``, the services and the free objects' topics stay
 the world's. Its joint names on its topics are its own (its URDF's, unprefixed).
 
 Per robot, node parameters under ``<name>.``: read-only ``floating_base``,
@@ -32,15 +35,16 @@ import pinocchio as pin
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import Imu, JointState
-from std_msgs.msg import String
+from std_msgs.msg import Float64MultiArray, String
 
 from ..config import PARAMETER_BY_KEY
 from ..errors import ConfigError
 from ..multirobot import ONE_VALUE_KEYS, PER_ROBOT_GROUPS, PER_ROBOT_KEYS, ROBOT0_ONLY_GROUPS
 from . import conversions as cv
 from . import rclpy_shim
-from .frames import FrameTree
+from .frames import FrameTree, ft_sensor_frames
 from .parameters import NODE_PARAMETER_BY_KEY, NodeConfig, descriptor
+from .publishers import check_ft_topics
 from .urdf import urdf_for_ros
 
 #: the per-robot parameters a controller reads (read-only), and the per-robot live ones:
@@ -50,8 +54,8 @@ ROBOT_READ_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positi
                    "initial.base_position", "initial.base_rpy")
 ROBOT_LIVE_KEYS = ("command.kp", "command.kd", "command.timeout_s", "command.timeout_action")
 #: the node's own streams that become per robot (off in the world's StatePublishers)
-PER_ROBOT_STREAMS = ("joint_states", "odom", "imu", "contact_wrench", "tf", "tf_static",
-                     "robot_description")
+PER_ROBOT_STREAMS = ("joint_states", "odom", "imu", "contact_wrench", "ft", "contact_sensors",
+                     "tf", "tf_static", "robot_description")
 #: how often (wall, s) the streams look again whether anyone subscribes
 LISTENERS_REFRESH_S = 0.05
 
@@ -166,6 +170,8 @@ class FleetPublishers:
         self._publishers: dict[str, list] = {}
         self._heard: set[str] = {"joint_states"}
         self._refresh_at = 0.0
+        #: the notes to log once (a force-torque sensor's frame renamed to avoid a clash)
+        self.notes: list[str] = []
         for r in robots:
             p = r.part
             d: dict[str, Any] = {"robot": r}
@@ -196,6 +202,23 @@ class FleetPublishers:
                              f"{sim.surface_names[i].removeprefix(p.prefix)}", STATE_QOS)),
                      cv.wrench_template(r.frame(sim.contact_points.surface_frames[i])))
                     for i in rows]
+            ft = sim.ft_sensors if p.index == 0 else sim.robot_ft_sensors.get(r.name)
+            if "ft" in streams and ft is not None and cfg["topics.ft"]:
+                # its own sensors' frames (its URDF's names), prefixed as its links
+                ids, static, notes = ft_sensor_frames(ft, p.robot.description_urdf,
+                                                      {world}, prefix=p.prefix)
+                self.notes += [f"robot '{r.name}': {n}" for n in notes]
+                check_ft_topics(ft.names, r.topic("ft", cfg))
+                d["ft"] = [(raw(pub("ft", WrenchStamped, f"{r.topic('ft', cfg)}/{n}",
+                                    STATE_QOS)), cv.wrench_template(f"{r.name}/{i}"))
+                           for n, i in zip(ft.names, ids)]
+                d["ft_static"] = static
+            if "contact_sensors" in streams and cfg["topics.contact_sensors"] \
+                    and r.config.contact_sensors.active:
+                d["contact_sensors"] = (
+                    pub("contact_sensors", Float64MultiArray, r.topic("contact_sensors", cfg),
+                        STATE_QOS),
+                    cv.ContactSensorsMessage(list(sim.robot_contact_states(r.name))))
             base = pin.SE3(pin.rpy.rpyToMatrix(*r.config.initial.base_rpy),
                            np.array(r.config.initial.base_position))
             d["frames"] = FrameTree(p.robot, world, base)
@@ -247,6 +270,10 @@ class FleetPublishers:
                 parent = t.parent if t.parent == self._world else r.frame(t.parent)
                 tfs.append(cv.transform_msg(stamp, type(t)(parent, r.frame(t.child),
                                                            t.translation, t.rotation)))
+            for t in d.get("ft_static", ()):  # its own names: its links and sensors
+                tfs.append(cv.transform_msg(stamp, type(t)(f"{r.name}/{t.parent}",
+                                                           f"{r.name}/{t.child}",
+                                                           t.translation, t.rotation)))
         if self._tf_static is not None:
             self._tf_static.publish(TFMessage(transforms=tfs))
 
@@ -294,6 +321,18 @@ class FleetPublishers:
             for d in self._per:
                 for (publish, cdr), i in zip(d.get("wrench", ()), d.get("wrench_rows", ())):
                     publish(cdr.serialize(t_ns, w[i, :3], w[i, 3:]))
+        if "ft" in due and "ft" in heard:  # never delayed, with their noise and bias
+            for d in self._per:
+                if "ft" in d:
+                    w = sim.robot_ft_wrench_array(d["robot"].name)
+                    for (publish, cdr), row in zip(d["ft"], w):
+                        publish(cdr.serialize(t_ns, row[:3], row[3:]))
+        if "contact_sensors" in due and "contact_sensors" in heard:  # never delayed
+            for d in self._per:
+                if "contact_sensors" in d:
+                    publisher, msg = d["contact_sensors"]
+                    publisher.publish(msg(t_ns, sim.robot_contact_sensor_array(
+                        d["robot"].name)))
         if self._tf_raw is not None and "tf" in due and "tf" in heard:
             self._tf(t_ns)
 
