@@ -386,7 +386,8 @@ def test_wb_sim_record_and_plot_of_both_robots(tmp_path):
     """wb_sim_record of the two-humanoid node records each robot's namespaced topics (and no
     single robot's un-namespaced ones); the bag reads back per robot
     (history_from_bag(bag, robot=...)): each its own 23 joints, its base where the world puts
-    it and standing, its feet carrying its weight; wb_sim_plot plots each robot."""
+    it and standing, its feet carrying its weight, its ankle force-torque sensors their
+    share; wb_sim_plot plots each robot."""
     import sys
 
     from wb_sim.tools.bag import bag_robots, bag_topics, history_from_bag
@@ -394,7 +395,7 @@ def test_wb_sim_record_and_plot_of_both_robots(tmp_path):
     from wb_sim.tools.recording import RecordingError
 
     bag = tmp_path / "fleet_bag"
-    run = FleetRun(tmp_path, 0.0, "sync.timeout_s:=10.0")
+    run = FleetRun(tmp_path, 0.0, "sync.timeout_s:=10.0", world=_sensor_world(tmp_path))
     try:
         run.run_until(0.2)
         rec = run._start("record", [sys.executable, "-m", "wb_sim.ros.record", "-o", str(bag),
@@ -426,6 +427,11 @@ def test_wb_sim_record_and_plot_of_both_robots(tmp_path):
             abs(h.base_position[-1, 2] - Z0) < 5e-3, (n, h.base_position[-1])
         fz = h.contact_force[:, -1, 2].sum()  # world z, N
         assert abs(fz / (h.mass * 9.81) - 1.0) < 0.1, (n, fz, h.mass)
+        # its own force-torque sensors, read back from its ft/ (the first robot's moved
+        # under its name with several robots): its weight less its feet's, as on the node
+        assert h.ft_names == FT, (n, h.ft_names)
+        last = h.ft_wrench[-1]
+        assert np.isfinite(last).all() and 320.0 < -last[:, 2].sum() < 340.0, (n, last)
     a, b = (history_from_bag(bag, robot=n) for n in ROBOTS)
     assert not np.array_equal(a.base_position[:, 0], b.base_position[:, 0])
     out = tmp_path / "plots"

@@ -307,7 +307,8 @@ def bag_topics(path: str | Path) -> dict[str, tuple[str, int]]:
 
 #: the streams each robot of several has under its name on the node (``<name>/joint_states``)
 ROBOT_STREAMS = ("joint_states", "imu", "odom", "robot_description", "joint_commands",
-                 "effort_commands", "external_wrench", "contact_wrench")
+                 "effort_commands", "external_wrench", "contact_wrench", "ft",
+                 "contact_sensors")
 #: each robot's own read-only parameters on the node (``<name>.floating_base``, ...)
 ROBOT_KEYS = ("floating_base", "initial.joint_names", "initial.joint_positions",
               "initial.base_position", "initial.base_rpy")
@@ -339,9 +340,10 @@ def robot_topic(name: str, topic: str) -> str:
 
 def robot_params(params: dict[str, Any], robot: str) -> dict[str, Any]:
     """The recorded node parameters as those of robot ``robot`` alone: its topics under its
-    name, its ``floating_base`` and ``initial.*``; its contact surfaces those found in the bag
-    (the node's ``contact_surfaces`` are the first robot's); the world's contact truth and the
-    first robot's own sensors (force-torque, drives) left out for the others."""
+    name (its force-torque sensors' too), its ``floating_base`` and ``initial.*``; its contact
+    surfaces and force-torque sensors those found in the bag (the node's
+    ``contact_surfaces`` and ``ft_sensors.names`` are the first robot's); the world's contact
+    truth and the first robot's drives left out for the others."""
     names = fleet_names(params)
     if robot not in names:
         raise RecordingError(f"no robot named {robot!r} in the recording; its robots: "
@@ -357,7 +359,8 @@ def robot_params(params: dict[str, Any], robot: str) -> dict[str, Any]:
     out["topics.contact_state"] = ""
     if robot != names[0]:
         out.pop("contact_surfaces", None)
-        out["topics.ft"] = out["topics.actuators"] = ""
+        out.pop("ft_sensors.names", None)  # its sensors: every WrenchStamped under its ft/
+        out["topics.actuators"] = ""
         for k in [k for k in out if k.startswith("actuators.")]:  # the first robot's drives,
             del out[k]  # not this one's (its own are in the world file, not in the bag)
     out["robot_name"] = robot
