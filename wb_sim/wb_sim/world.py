@@ -379,14 +379,12 @@ def _one_robot(world: Mapping, entry, path: Path, index: int
     except ConfigError as e:
         named = re.search(r"parameter '([^']+)'", str(e))
         where = origin.get(named[1]) if named else None
-        raise ConfigError(f"{_where(path)}: {e}" + (f" (set at {where})" if where and
-                                                    where.startswith("the robot file") else
-                                                    f" (set at '{where}')" if where else
-                                                    "")) from None
+        raise ConfigError(f"{_where(path)}: {e}{_set_at(where)}") from None
     return params, replace(info, origin=dict(origin))
 
 
 def _set_at(where: str | None) -> str:
+    """' (set at KEY PATH)' (or the robot file's place) for an error message; '' if unknown."""
     if not where:
         return ""
     return f" (set at {where})" if where.startswith("the robot file") else f" (set at '{where}')"
