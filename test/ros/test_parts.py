@@ -878,6 +878,28 @@ def test_stats_lines_have_the_format_bench_and_soak_parse():
     assert int(m["sps"]) == 1000
 
 
+def test_the_observers_cost_is_measured_against_its_neighbour_windows_so_a_drift_cancels():
+    """``bench --observer-windows``: an observer that costs 10 % on a machine whose speed
+    drifts by 30 % over the run measures 10 %; the windows' plain means would not."""
+    from wb_sim.ros.bench.perf import window_costs
+    t0, window, period = 100.0, 4.0, 1.0
+    lines = []
+    for i in range(1, 49):  # a stats line a second, for 48 s: 12 windows, on first
+        end = t0 + 0.05 + i * period
+        k = int((end - t0) // window)
+        speed = 8.0 * (1.0 + 0.3 * (end - t0) / 48)  # the machine's drift
+        lines.append((end, period, speed * (0.9 if k % 2 == 0 else 1.0)))
+    r = window_costs(lines, t0, window)
+    assert len(r["pairs"]) == 5  # on windows 2, 4, ..., 10, between two off ones
+    assert r["pairs"] == [pytest.approx(0.1, abs=1e-9)] * 5 and r["cost"] == pytest.approx(0.1)
+    assert abs(1.0 - r["on"] / r["off"] - 0.1) > 0.015  # the plain means: misled by the drift
+    # a line reaching back over a switch (or less than the margin after it) is no window's
+    mixed = [(t0 + 4.1, 1.0, 1.0), (t0 + 7.5, 1.0, 5.0), (t0 + 8.3, 1.0, 1.0),
+             (t0 + 9.5, 1.0, 4.0), (t0 + 13.5, 1.0, 3.0)]
+    assert window_costs(mixed, t0, window)["pairs"] == [pytest.approx(1 - 4.0 / 4.0)]
+    assert window_costs(lines[:6], t0, window) == {}  # no on window between two off ones
+
+
 def test_a_negative_spin_margin_is_refused():
     with pytest.raises(ValueError, match="spin margin"):
         Pacer(1 * MS, clock=FakeClock(), spin_margin_s=-1.0)
