@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -119,7 +120,7 @@ def window_costs(lines: list[tuple[float, float, float]], t0: float, window: flo
         k = int((end - t0) // window)
         if end - period >= t0 + k * window + margin:
             per.setdefault(k, []).append(rtf)
-    means = {k: sum(v) / len(v) for k, v in per.items()}
+    means = {k: statistics.fmean(v) for k, v in per.items()}
     pairs = [1.0 - 2.0 * means[k] / (means[k - 1] + means[k + 1]) for k in sorted(means)
              if k % 2 == 0 and k - 1 in means and k + 1 in means
              and means[k - 1] + means[k + 1] > 0]
@@ -127,11 +128,8 @@ def window_costs(lines: list[tuple[float, float, float]], t0: float, window: flo
         return {}
     on = [m for k, m in means.items() if k % 2 == 0]
     off = [m for k, m in means.items() if k % 2 == 1]
-    ordered = sorted(pairs)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return {"on": sum(on) / len(on), "off": sum(off) / len(off), "pairs": pairs,
-            "cost": median}
+    return {"on": statistics.fmean(on), "off": statistics.fmean(off), "pairs": pairs,
+            "cost": statistics.median(pairs)}
 
 
 def run(robot: str, duration: float, rtf: float, controller: bool,
@@ -191,7 +189,6 @@ def run(robot: str, duration: float, rtf: float, controller: bool,
                 if now - started < duration:
                     continue
                 out.update(window_costs(windows, t0, observer_windows))
-                m = None  # the whole run's figures below: from the windows
                 wall = now - started
                 out["node_cpu_percent"] = 100 * (_cpu_seconds(node.pid) - cpu0) / wall
                 out.update(real_time_factor=sum(w[2] * w[1] for w in windows)
