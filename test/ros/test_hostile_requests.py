@@ -318,14 +318,19 @@ def test_of_two_nodes_of_one_name_started_close_together_the_first_goes_on(tmp_p
 
 # ----------------------------------------------------------------------------- floods
 
-def test_a_mixed_service_flood_leaves_the_clock_and_the_answers(s):
-    """As fast as one client can: up to 4 calls in flight per service, 5 services."""
+def _flood_clients(s) -> list[tuple]:
+    """(client, request) of the floods' five services, the parameters included."""
     kinds = [(si.GetSimulationState, "get_simulation_state", {}),
              (si.GetEntityState, "get_entity_state", {"entity": "wb_humanoid"}),
              (si.GetEntities, "get_entities", {}),
              (si.GetSimulatorFeatures, "get_simulator_features", {}),
              (GetParameters, "get_parameters", {"names": ["real_time_factor"]})]
-    clients = [(_client(s, k, n), k.Request(**f)) for k, n, f in kinds]
+    return [(_client(s, k, n), k.Request(**f)) for k, n, f in kinds]
+
+
+def test_a_mixed_service_flood_leaves_the_clock_and_the_answers(s):
+    """As fast as one client can: up to 4 calls in flight per service, 5 services."""
+    clients = _flood_clients(s)
     n0, sim0 = _clock_rate(s, 2.0)
     clock = s.ros.record(Clock, "/clock", STATE_QOS)
     inflight: list[list] = [[] for _ in clients]
@@ -376,12 +381,7 @@ def test_the_humanoid_stands_under_a_1_khz_mixed_service_flood(tmp_path):
                      f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"',
                      "real_time_factor:=1.0", "publish.stats_period_s:=1.0")
     try:
-        kinds = [(si.GetSimulationState, "get_simulation_state", {}),
-                 (si.GetEntityState, "get_entity_state", {"entity": "wb_humanoid"}),
-                 (si.GetEntities, "get_entities", {}),
-                 (si.GetSimulatorFeatures, "get_simulator_features", {}),
-                 (GetParameters, "get_parameters", {"names": ["real_time_factor"]})]
-        clients = [(_client(setup, k, n), k.Request(**f)) for k, n, f in kinds]
+        clients = _flood_clients(setup)
         clock = setup.ros.record(Clock, "/clock", STATE_QOS)
         setup.ros.spin_for(0.5)
         futures = []
