@@ -67,6 +67,22 @@ def test_exit_after_ends_a_process_that_does_not_stop_by_itself():
     assert "[stuck] not stopped cleanly within 0.3 s of the signal" in out.stderr
 
 
+def test_exit_after_ends_a_process_whose_interpreter_lock_is_held():
+    """A C call that hangs holding the interpreter lock (here libc's sleep through
+    ctypes.PyDLL, which keeps the lock) starves the deadline's thread; faulthandler's
+    watchdog ends the process LOCK_HELD_GRACE_S later, exit code 1, with the stacks."""
+    from wb_sim.ros.parent import LOCK_HELD_GRACE_S
+    child = ("import ctypes\nfrom wb_sim.ros.parent import exit_after\n"
+             "exit_after(0.3, 'held', lambda: 3)\nctypes.PyDLL(None).sleep(30)\n")
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=25)
+    took = time.monotonic() - t0
+    assert out.returncode == 1, out.stderr
+    assert 0.3 + LOCK_HELD_GRACE_S <= took < 20.0, took
+    assert "most recent call first" in out.stderr and "sleep(30)" not in out.stdout
+
+
 def test_exit_after_leaves_a_clean_stop_alone():
     """A process that ends before the deadline keeps its own exit code."""
     child = ("import sys\nfrom wb_sim.ros.parent import exit_after\n"

@@ -12,6 +12,7 @@ SIGKILL. Elsewhere than on Linux this does nothing (and says so by returning Fal
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -21,6 +22,9 @@ from typing import Callable
 
 #: prctl option: the signal sent to this process when its parent dies (linux/prctl.h)
 PR_SET_PDEATHSIG = 1
+#: :func:`exit_after`: how long after its deadline the process ends even if the interpreter
+#: lock is never given back (exit code 1, every thread's Python stack on stderr), s
+LOCK_HELD_GRACE_S = 1.0
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
@@ -44,7 +48,14 @@ def exit_after(seconds: float, who: str, code: Callable[[], int] = lambda: 0) ->
     """After SIGINT / SIGTERM: a daemon thread that ends the process ``seconds`` from now
     with ``code()`` if it still runs then (a callback that does not return, a middleware
     call that hangs, an executor that does not come back to Python), saying so on stderr.
-    A clean stop within ``seconds`` ends the process first and the thread with it."""
+    A clean stop within ``seconds`` ends the process first and the thread with it.
+
+    That thread needs the interpreter lock, which a C++ call that hangs while holding it
+    (a middleware teardown, say) never gives back: the example controller outlived a
+    SIGTERMed launch by more than 5 s once in CI, after this deadline of 2 s was in place.
+    So faulthandler's watchdog, a C thread that needs no lock, ends the process
+    :data:`LOCK_HELD_GRACE_S` later still: exit code 1, and every thread's Python stack on
+    stderr, which says where it hung."""
     def body():
         time.sleep(seconds)
         try:
@@ -55,3 +66,8 @@ def exit_after(seconds: float, who: str, code: Callable[[], int] = lambda: 0) ->
         finally:
             os._exit(code())
     threading.Thread(target=body, daemon=True, name=f"{who}-exit-after").start()
+    try:
+        faulthandler.dump_traceback_later(seconds + LOCK_HELD_GRACE_S, exit=True,
+                                          file=sys.__stderr__ or sys.stderr)
+    except (ValueError, OSError, RuntimeError, TypeError, AttributeError):
+        pass  # no stderr with a file descriptor (an embedding host): the thread alone
