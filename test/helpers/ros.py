@@ -175,6 +175,15 @@ class Proc:
         return f"--- {self.name} (pid {self.pid}, exit {self.popen.poll()}) log tail:\n{tail}"
 
 
+def pd_gains_param(params_file: Path = HUMANOID_YAML) -> str:
+    """``controller.params:=...`` with the example controller's gains from ``params_file``
+    (its ``wb_sim_pd_controller`` section): an in-process controller holding the robot as
+    the external one would."""
+    from wb_sim.config import read_yaml_params
+    g = read_yaml_params(params_file, node_name="wb_sim_pd_controller")
+    return f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"'
+
+
 def sim_node_argv(*overrides: str, params_file: Path = HUMANOID_YAML) -> list[str]:
     """``python -m wb_sim.ros.process --ros-args --params-file ... -p k:=v ...``."""
     argv = [sys.executable, "-m", "wb_sim.ros.process", "--ros-args", "--params-file", str(params_file)]

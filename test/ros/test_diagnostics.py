@@ -19,14 +19,12 @@ require_ros("diagnostic_msgs.msg")
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 
-from helpers.ros import HUMANOID_YAML, SimSetup, ros_env  # noqa: E402
-from wb_sim.config import read_yaml_params  # noqa: E402
+from helpers.ros import SimSetup, pd_gains_param, ros_env  # noqa: E402
 from wb_sim.ros.health import CHECKS  # noqa: E402
 
 PD = "wb_sim.controllers:pd_gravity"
-_G = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
-COMMON = (f"controller.callable:={PD}", f'controller.params:="{{kp: {_G["kp"]!r}, '
-          f'kd: {_G["kd"]!r}}}"', "real_time_factor:=0.0", "publish.diagnostics_rate_hz:=5.0")
+COMMON = (f"controller.callable:={PD}", pd_gains_param(), "real_time_factor:=0.0",
+          "publish.diagnostics_rate_hz:=5.0")
 
 
 def _arrays(s, n: int) -> list:

@@ -24,16 +24,11 @@ import wb_sim  # noqa: E402
 from wb_sim.config import read_yaml_params  # noqa: E402
 from wb_sim.control import ControllerLoop  # noqa: E402
 from helpers.ros import (HUMANOID_YAML, STARTUP_TIMEOUT, Proc, SimSetup,  # noqa: E402
-                         fresh_domain_id, sim_node_argv, stamp_ns)
+                         fresh_domain_id, pd_gains_param, sim_node_argv, stamp_ns)
 
 DT_NS = 1_000_000
 STATE_QOS = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
 PD = "wb_sim.controllers:pd_gravity"
-
-
-def _gains() -> str:
-    g = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
-    return f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"'
 
 
 def _headless(seconds: float) -> dict[int, tuple]:
@@ -50,7 +45,7 @@ def _headless(seconds: float) -> dict[int, tuple]:
 def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headless(tmp_path):
     # real time: the node steps from its start, and this test's reader matches seconds later
     # on a loaded machine; every state it gets must be the headless run's, the last included
-    s = SimSetup(tmp_path, f"controller.callable:={PD}", _gains(), "real_time_factor:=1.0",
+    s = SimSetup(tmp_path, f"controller.callable:={PD}", pd_gains_param(), "real_time_factor:=1.0",
                  "stop_after_s:=10.0", "publish.stats_period_s:=2.0")
     try:
         js = s.ros.record(JointState, "joint_states", STATE_QOS)
@@ -77,7 +72,7 @@ def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headl
 
 
 def test_commands_on_topics_are_refused_beside_an_in_process_controller(tmp_path):
-    s = SimSetup(tmp_path, f"controller.callable:={PD}", _gains(), "real_time_factor:=1.0",
+    s = SimSetup(tmp_path, f"controller.callable:={PD}", pd_gains_param(), "real_time_factor:=1.0",
                  "publish.stats_period_s:=0.5")
     try:
         pub = s.ros.publisher(JointState, "joint_commands")
@@ -124,7 +119,7 @@ def test_a_failing_in_process_controller_ends_the_node_with_exit_1(tmp_path):
 
 @pytest.mark.parametrize("case", ["lockstep", "not a factory"])
 def test_in_process_controllers_refuse_what_cannot_work_at_the_start(tmp_path, case):
-    args = {"lockstep": (f"controller.callable:={PD}", _gains(), "sync.mode:=lockstep"),
+    args = {"lockstep": (f"controller.callable:={PD}", pd_gains_param(), "sync.mode:=lockstep"),
             "not a factory": ("controller.callable:=wb_sim.controllers:nothing_here",)}[case]
     p = Proc("wb_sim", sim_node_argv(*args), fresh_domain_id(), tmp_path)
     try:

@@ -517,13 +517,10 @@ def test_spawn_beside_an_in_process_controller_keeps_the_robot_standing(tmp_path
     from nav_msgs.msg import Odometry
     from sensor_msgs.msg import JointState
 
-    from helpers.ros import ros_env
-    from wb_sim.config import read_yaml_params
+    from helpers.ros import pd_gains_param, ros_env
     (tmp_path / "watch_ctrl.py").write_text(WATCH_CTRL)
     path = ros_env(0).get("PYTHONPATH")
-    g = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
-    setup = SimSetup(tmp_path, "controller.callable:=watch_ctrl:make",
-                     f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"',
+    setup = SimSetup(tmp_path, "controller.callable:=watch_ctrl:make", pd_gains_param(),
                      "real_time_factor:=1.0",
                      env={"PYTHONPATH": str(tmp_path) + (f":{path}" if path else "")})
     try:

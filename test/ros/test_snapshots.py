@@ -195,11 +195,8 @@ def test_an_in_process_controller_continues_bit_identically(tmp_path):
     paused (saved mid-hold), 30 steps, restore, 30 steps: the same joint states bit for
     bit, because the snapshot carries the held torques (without them the steps up to the
     next call would apply the torques of the last call before the restore)."""
-    from helpers.ros import HUMANOID_YAML
-    from wb_sim.config import read_yaml_params
-    g = read_yaml_params(HUMANOID_YAML, node_name="wb_sim_pd_controller")
-    s = SimSetup(tmp_path, "controller.callable:=wb_sim.controllers:pd_gravity",
-                 f'controller.params:="{{kp: {g["kp"]!r}, kd: {g["kd"]!r}}}"',
+    from helpers.ros import pd_gains_param
+    s = SimSetup(tmp_path, "controller.callable:=wb_sim.controllers:pd_gravity", pd_gains_param(),
                  "controller.rate_hz:=100.0", "real_time_factor:=1.0")
     try:
         s.pause(True)
