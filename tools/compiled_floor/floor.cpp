@@ -1,0 +1,211 @@
+// The compiled floor of wb_sim's step: what pinocchio's dynamics and the compliant contact's
+// linear algebra cost when called from C++ rather than from Python. A measurement for issue 33
+// (tools/compiled_floor/run.py builds and runs it); nothing here is part of wb_sim.
+//
+// The model arrives serialized (pin.Model.saveToString of the simulator's stepping model), the
+// contact points as (joint id, offset in the joint frame), as wb_sim.contact.points has them.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <chrono>
+#include <vector>
+
+#include <pinocchio/multibody.hpp>
+#include <pinocchio/algorithm/aba.hpp>
+#include <pinocchio/algorithm/cholesky.hpp>
+#include <pinocchio/algorithm/crba.hpp>
+#include <pinocchio/algorithm/jacobian.hpp>
+#include <pinocchio/algorithm/joint-configuration.hpp>
+#include <pinocchio/algorithm/rnea.hpp>
+#include <pinocchio/serialization.hpp>
+
+namespace {
+using namespace pinocchio;
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+struct Floor {
+  Model model;
+  Data data;
+  std::vector<int> joint_of_point;
+  std::vector<Eigen::Vector3d> r_local;
+  std::vector<int> joints;  // distinct joints carrying points
+  std::vector<int> cols;    // velocity columns that move some point (the rest of J is zero)
+};
+Floor* g = nullptr;
+
+// load(model_bytes, [(joint_id, x, y, z), ...]) -> nv
+PyObject* load(PyObject*, PyObject* args) {
+  char* s;
+  Py_ssize_t n;
+  PyObject* pts;
+  if (!PyArg_ParseTuple(args, "y#O", &s, &n, &pts)) return nullptr;
+  auto* f = new Floor();
+  f->model.loadFromString(std::string(s, n));
+  f->data = Data(f->model);
+  PyObject* seq = PySequence_Fast(pts, "points must be a sequence");
+  if (!seq) return nullptr;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); ++i) {
+    int j;
+    double x, y, z;
+    if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iddd", &j, &x, &y, &z)) {
+      Py_DECREF(seq);
+      return nullptr;
+    }
+    f->joint_of_point.push_back(j);
+    f->r_local.emplace_back(x, y, z);
+    if (std::find(f->joints.begin(), f->joints.end(), j) == f->joints.end()) f->joints.push_back(j);
+  }
+  Py_DECREF(seq);
+  std::vector<bool> moves(f->model.nv, false);
+  for (int j : f->joints)
+    for (auto a : f->model.supports[j])
+      if (a > 0)
+        for (int k = 0; k < f->model.nvs[a]; ++k) moves[f->model.idx_vs[a] + k] = true;
+  for (int k = 0; k < f->model.nv; ++k)
+    if (moves[k]) f->cols.push_back(k);
+  delete g;
+  g = f;
+  return PyLong_FromLong(f->model.nv);
+}
+
+// The compliant law's all-sticking solve of wb_sim.contact.compliant (component-major rows:
+// all t1, all t2, all normal): A = J (h M^-1) J^T + diag, A f = rhs, v' = v_free + h M^-1 J^T f.
+// `sparse`: only the columns that move a point enter the products (J is zero elsewhere).
+void contact(Floor& f, const VectorXd& v_free, double h, bool sparse, MatrixXd& Jc, MatrixXd& MinvJt,
+             MatrixXd& A, VectorXd& rhs, Eigen::LLT<MatrixXd>& llt, MatrixXd& Jj, VectorXd& v_next) {
+  const Model& m = f.model;
+  Data& d = f.data;
+  const int n = static_cast<int>(f.joint_of_point.size());
+  for (size_t s = 0; s < f.joints.size(); ++s) {
+    auto Jblock = Jj.middleRows(6 * s, 6);
+    Jblock.setZero();
+    getJointJacobian(m, d, f.joints[s], WORLD, Jblock);
+  }
+  for (int i = 0; i < n; ++i) {
+    const int slot = static_cast<int>(
+        std::find(f.joints.begin(), f.joints.end(), f.joint_of_point[i]) - f.joints.begin());
+    const auto J = Jj.middleRows(6 * slot, 6);
+    const Eigen::Vector3d p = d.oMi[f.joint_of_point[i]].act(f.r_local[i]);
+    // the point's velocity v_o + w x p: rows J_lin - [p]x J_ang
+    Jc.row(i) = J.row(0) + p.z() * J.row(4) - p.y() * J.row(5);
+    Jc.row(n + i) = J.row(1) - p.z() * J.row(3) + p.x() * J.row(5);
+    Jc.row(2 * n + i) = J.row(2) + p.y() * J.row(3) - p.x() * J.row(4);
+  }
+  if (sparse) {
+    const int c = static_cast<int>(f.cols.size());
+    static thread_local MatrixXd Jg, Mg;
+    Jg.resize(3 * n, c);
+    Mg.resize(m.nv, c);
+    for (int k = 0; k < c; ++k) {
+      Jg.col(k) = Jc.col(f.cols[k]);
+      Mg.col(k) = d.Minv.col(f.cols[k]);
+    }
+    MinvJt.noalias() = h * (Mg * Jg.transpose());
+    A.noalias() = Jg * MinvJt(f.cols, Eigen::placeholders::all);
+  } else {
+    MinvJt.noalias() = h * (d.Minv * Jc.transpose());
+    A.noalias() = Jc * MinvJt;
+  }
+  A.diagonal().array() += 1.0e-3;
+  rhs.noalias() = -(Jc * v_free);
+  llt.compute(A);
+  llt.solveInPlace(rhs);
+  v_next = v_free;
+  v_next.noalias() += MinvJt * rhs;
+}
+
+// bench(N, variant) -> mean microseconds per call
+PyObject* bench(PyObject*, PyObject* args) {
+  long N;
+  int variant;
+  if (!PyArg_ParseTuple(args, "li", &N, &variant)) return nullptr;
+  if (!g) {
+    PyErr_SetString(PyExc_RuntimeError, "load() first");
+    return nullptr;
+  }
+  Floor& f = *g;
+  const Model& m = f.model;
+  Data& d = f.data;
+  const int n = static_cast<int>(f.joint_of_point.size());
+  const double h = 1e-3;
+  VectorXd q = neutral(m), v = VectorXd::Constant(m.nv, 0.05), tau = VectorXd::Zero(m.nv);
+  VectorXd a(m.nv), v_free(m.nv), v_next(m.nv), q_next(m.nq), rhs(3 * n);
+  MatrixXd Jc = MatrixXd::Zero(3 * n, m.nv), MinvJt(m.nv, 3 * n), A(3 * n, 3 * n);
+  MatrixXd Jj = MatrixXd::Zero(6 * f.joints.size(), m.nv);
+  Eigen::LLT<MatrixXd> llt(3 * n);
+  double sink = 0.0;
+  auto dynamics = [&]() {  // today's: ABA in the world convention, M^-1 from its factorization
+    aba(m, d, q, v, tau, Convention::WORLD);
+    computeMinverse(m, d);
+    d.Minv.triangularView<Eigen::StrictlyLower>() = d.Minv.transpose();
+    v_free = v + h * d.ddq;
+  };
+  if (variant == 3 || variant == 4) dynamics();  // the contact solve's inputs
+  const auto t0 = std::chrono::steady_clock::now();
+  for (long i = 0; i < N; ++i) {
+    switch (variant) {
+      case 0:  // ABA + M^-1
+        dynamics();
+        break;
+      case 1:  // the contact-dynamics floor without M^-1: CRBA, bias forces, sparse LDL, one solve
+        crba(m, d, q, Convention::WORLD);
+        nonLinearEffects(m, d, q, v);
+        cholesky::decompose(m, d);
+        a = tau - d.nle;
+        cholesky::solve(m, d, a);
+        break;
+      case 2:  // the benchmark controller's gravity torques
+        computeGeneralizedGravity(m, d, q);
+        break;
+      case 3:  // contact rows and the all-sticking implicit solve (after one ABA + M^-1 outside)
+        contact(f, v_free, h, false, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        break;
+      case 4:  // the same, on the columns that move the points only
+        contact(f, v_free, h, true, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        break;
+      case 5:  // a compiled step's work: gravity, ABA + M^-1, contact solve, integration
+        computeGeneralizedGravity(m, d, q);
+        dynamics();
+        contact(f, v_free, h, true, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        integrate(m, q, v_next * h, q_next);
+        break;
+      default:
+        PyErr_SetString(PyExc_ValueError, "variant is 0..5");
+        return nullptr;
+    }
+    sink += d.ddq[0] + v_next[0] + a[0];
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  if (sink == 1.2345e300) std::puts("");  // keep the work observable
+  return PyFloat_FromDouble(std::chrono::duration<double, std::micro>(t1 - t0).count() / N);
+}
+
+// contact_check(v) -> v' of the sparse and dense solves (same numbers to rounding: a test that
+// the sparse products are the dense ones)
+PyObject* contact_check(PyObject*, PyObject*) {
+  Floor& f = *g;
+  const Model& m = f.model;
+  Data& d = f.data;
+  const int n = static_cast<int>(f.joint_of_point.size());
+  VectorXd q = neutral(m), v = VectorXd::Constant(m.nv, 0.05), tau = VectorXd::Zero(m.nv);
+  aba(m, d, q, v, tau, Convention::WORLD);
+  computeMinverse(m, d);
+  d.Minv.triangularView<Eigen::StrictlyLower>() = d.Minv.transpose();
+  VectorXd v_free = v + 1e-3 * d.ddq, a(m.nv), b(m.nv), rhs(3 * n);
+  MatrixXd Jc = MatrixXd::Zero(3 * n, m.nv), MinvJt(m.nv, 3 * n), A(3 * n, 3 * n);
+  MatrixXd Jj = MatrixXd::Zero(6 * f.joints.size(), m.nv);
+  Eigen::LLT<MatrixXd> llt(3 * n);
+  contact(f, v_free, 1e-3, false, Jc, MinvJt, A, rhs, llt, Jj, a);
+  contact(f, v_free, 1e-3, true, Jc, MinvJt, A, rhs, llt, Jj, b);
+  return PyFloat_FromDouble((a - b).cwiseAbs().maxCoeff() / a.cwiseAbs().maxCoeff());
+}
+
+PyMethodDef methods[] = {{"load", load, METH_VARARGS, "load(model_bytes, points) -> nv"},
+                         {"bench", bench, METH_VARARGS, "bench(N, variant) -> us per call"},
+                         {"contact_check", contact_check, METH_NOARGS, "relative difference"},
+                         {nullptr, nullptr, 0, nullptr}};
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "floor", nullptr, -1, methods};
+}  // namespace
+
+PyMODINIT_FUNC PyInit_floor(void) { return PyModule_Create(&module); }
