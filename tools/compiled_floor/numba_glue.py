@@ -27,6 +27,8 @@ from wb_sim.controllers import PDGravityController
 from wb_sim.simulator import Simulator
 from wb_sim.tools.bench.physics import ICUB_STAND, KD, KP
 
+from run import _best  # this directory's run.py: the same timing as the C++ floor's
+
 
 @numba.njit(cache=False)
 def all_stick(Minv_upper, Jg, v_free, u, d, coef, target_t, target_n, mu2, h, Minv, MinvJt, A):
@@ -108,17 +110,8 @@ def main() -> int:
               np.abs(u_nb - u_py).max() / np.abs(u_py).max())
     assert err < 1e-9, f"numba's solve differs from wb_sim's: {err:.3g}"
 
-    def best(f, n=20000):
-        out = float("inf")
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                f()
-            out = min(out, (time.perf_counter() - t0) / n * 1e6)
-        return out
-
-    py = best(lambda: contact.solve(Minv_upper, v_free, u, h))
-    nb = best(lambda: all_stick(*args))
+    py = _best(lambda: contact.solve(Minv_upper, v_free, u, h), 20000)
+    nb = _best(lambda: all_stick(*args), 20000)
     print(f"icub_stand, {pts.n} points all sticking, nv {m.nv}; numba {numba.__version__}")
     print(f"wb_sim's CompliantContact.solve (numpy + BLAS):  {py:6.2f} us")
     print(f"the same solve as one numba function:            {nb:6.2f} us "

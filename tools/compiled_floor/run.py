@@ -2,9 +2,10 @@
 pinocchio and the contact solve are called from C++ instead of Python, next to the Python
 step and MuJoCo in the same run.
 
-    .venv/bin/python -m pip install cmeel-eigen        # Eigen's headers (pinocchio's build dependency)
+    .venv/bin/python -m pip install "libpinocchio[build]==$(.venv/bin/python -c 'import pinocchio; print(pinocchio.__version__)')"
     .venv/bin/python tools/compiled_floor/run.py [--avx2] [--peer ../shared/benchmarks/peers/mujoco_icub_stand.py]
 
+The ``[build]`` extra brings the headers pinocchio's CMake config asks for (Eigen, urdfdom).
 It builds ``floor.cpp`` with CMake against the pinocchio of the PyPI wheels (its CMake config
 in the cmeel prefix: the build path a compiled step would take), into
 ``~/.cache/wb_sim/compiled_floor`` (``--avx2``: AVX2 and FMA), loads the simulator's own stepping model into it
@@ -43,7 +44,8 @@ def build(avx2: bool) -> Path:
     prefix = _cmeel_prefix()
     if not (prefix / "share" / "eigen3" / "cmake" / "Eigen3Config.cmake").exists():
         sys.exit(f"compiled_floor: Eigen's CMake config is not in {prefix}: "
-                 f"`{sys.executable} -m pip install cmeel-eigen` (pinocchio's build dependency)")
+                 f"`{sys.executable} -m pip install 'libpinocchio[build]=={pin.__version__}'` "
+                 f"(pinocchio's build dependencies: Eigen's and urdfdom's headers)")
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     out = cache / "wb_sim" / ("compiled_floor_avx2" if avx2 else "compiled_floor")
     t0 = time.perf_counter()
