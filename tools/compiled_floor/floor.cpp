@@ -69,8 +69,10 @@ PyObject* load(PyObject*, PyObject* args) {
   return PyLong_FromLong(f->model.nv);
 }
 
-// The compliant law's all-sticking solve of wb_sim.contact.compliant (component-major rows:
-// all t1, all t2, all normal): A = J (h M^-1) J^T + diag, A f = rhs, v' = v_free + h M^-1 J^T f.
+// The work of the compliant law's all-sticking solve of wb_sim.contact.compliant (component-major
+// rows: all t1, all t2, all normal): A = J (h M^-1) J^T + diag, A f = rhs, v' = v_free + h M^-1 J^T f.
+// The products and the factorization are the law's; its diagonal and targets are placeholders
+// (a constant, none): this times the solve, it does not reproduce its forces.
 // `sparse`: only the columns that move a point enter the products (J is zero elsewhere).
 void contact(Floor& f, const VectorXd& v_free, double h, bool sparse, MatrixXd& Jc, MatrixXd& MinvJt,
              MatrixXd& A, VectorXd& rhs, Eigen::LLT<MatrixXd>& llt, MatrixXd& Jj, VectorXd& v_next) {
@@ -181,8 +183,8 @@ PyObject* bench(PyObject*, PyObject* args) {
   return PyFloat_FromDouble(std::chrono::duration<double, std::micro>(t1 - t0).count() / N);
 }
 
-// contact_check(v) -> v' of the sparse and dense solves (same numbers to rounding: a test that
-// the sparse products are the dense ones)
+// contact_check() -> the largest relative difference between v' of the sparse and the dense
+// solve (rounding only: the sparse products are the dense ones)
 PyObject* contact_check(PyObject*, PyObject*) {
   Floor& f = *g;
   const Model& m = f.model;
