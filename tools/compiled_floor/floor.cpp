@@ -7,7 +7,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include <pinocchio/multibody.hpp>
@@ -32,7 +34,7 @@ struct Floor {
   std::vector<int> joints;  // distinct joints carrying points
   std::vector<int> cols;    // velocity columns that move some point (the rest of J is zero)
 };
-Floor* g = nullptr;
+std::unique_ptr<Floor> g;  // the loaded model, or none
 
 // load(model_bytes, [(joint_id, x, y, z), ...]) -> nv
 PyObject* load(PyObject*, PyObject* args) {
@@ -40,8 +42,13 @@ PyObject* load(PyObject*, PyObject* args) {
   Py_ssize_t n;
   PyObject* pts;
   if (!PyArg_ParseTuple(args, "y#O", &s, &n, &pts)) return nullptr;
-  auto* f = new Floor();
-  f->model.loadFromString(std::string(s, n));
+  auto f = std::make_unique<Floor>();
+  try {
+    f->model.loadFromString(std::string(s, n));
+  } catch (const std::exception& e) {
+    PyErr_Format(PyExc_ValueError, "not a serialized pinocchio model: %s", e.what());
+    return nullptr;
+  }
   f->data = Data(f->model);
   PyObject* seq = PySequence_Fast(pts, "points must be a sequence");
   if (!seq) return nullptr;
@@ -50,6 +57,11 @@ PyObject* load(PyObject*, PyObject* args) {
     double x, y, z;
     if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "iddd", &j, &x, &y, &z)) {
       Py_DECREF(seq);
+      return nullptr;
+    }
+    if (j <= 0 || j >= f->model.njoints) {
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "point %zd: joint id %d is not a joint of the model", i, j);
       return nullptr;
     }
     f->joint_of_point.push_back(j);
@@ -64,9 +76,8 @@ PyObject* load(PyObject*, PyObject* args) {
         for (int k = 0; k < f->model.nvs[a]; ++k) moves[f->model.idx_vs[a] + k] = true;
   for (int k = 0; k < f->model.nv; ++k)
     if (moves[k]) f->cols.push_back(k);
-  delete g;
-  g = f;
-  return PyLong_FromLong(f->model.nv);
+  g = std::move(f);
+  return PyLong_FromLong(g->model.nv);
 }
 
 // The work of the compliant law's all-sticking solve of wb_sim.contact.compliant (component-major
@@ -186,6 +197,10 @@ PyObject* bench(PyObject*, PyObject* args) {
 // contact_check() -> the largest relative difference between v' of the sparse and the dense
 // solve (rounding only: the sparse products are the dense ones)
 PyObject* contact_check(PyObject*, PyObject*) {
+  if (!g) {
+    PyErr_SetString(PyExc_RuntimeError, "load() first");
+    return nullptr;
+  }
   Floor& f = *g;
   const Model& m = f.model;
   Data& d = f.data;

@@ -5,8 +5,9 @@ glue between pinocchio's calls in a standing step) as one numba function, agains
     .venv/bin/python -m pip install numba      # not a dependency of wb_sim
     .venv/bin/python tools/compiled_floor/numba_glue.py
 
-The inputs are those of icub_stand's step 2000 (standing, all 8 points sticking); the outputs
-are checked against the Python solve's (v', forces, deformation) before anything is timed.
+The inputs are the state after icub_stand's step 2000 (standing, all 8 points sticking), with
+zero joint torques for the free velocity; the outputs are checked against the Python solve's
+(v', forces, deformation) before anything is timed.
 A measurement, not part of wb_sim: docs/performance.md has its figures.
 """
 
