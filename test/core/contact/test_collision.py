@@ -172,6 +172,47 @@ def test_broad_and_narrow_phases_equal_their_plain_references(make_humanoid, ter
     assert seen_near > 10 and seen_far > 5 and points > 200
 
 
+def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_humanoid):
+    """The plane's narrow phase computes each slot's height from the broad phase's R^T n
+    (a rim's lowest point: rim cos(phi) rho) and places only the slots within the margin:
+    capsules (their ends out of and along the axis), cylinders, boxes and spheres on the
+    humanoid's links, off-centre and turned, held to the plain per-slot reference."""
+    import coal
+    from wb_sim.contact.geometry import link_geometry
+    from wb_sim.contact.ground_collision import CollisionPoints
+    sim = make_humanoid(**{"collision.enabled": True})
+    model = sim._model_step
+    shapes = [coal.Capsule(0.04, 0.3), coal.Cylinder(0.05, 0.2), coal.Box(0.2, 0.1, 0.05),
+              coal.Sphere(0.06), coal.Capsule(0.02, 0.1)]
+    rng = np.random.default_rng(11)
+    geometries = []
+    for j in range(1, model.njoints):
+        shape = shapes[j % len(shapes)]
+        M = pin.SE3(pin.exp3(rng.normal(size=3)), rng.uniform(-0.05, 0.05, 3))
+        g = pin.GeometryObject(f"g{j}", j, M, shape)
+        geometries.append(link_geometry(model.names[j], g, 8))
+    coll = CollisionPoints(model, geometries, sim.collision.ground, None, 0.02)
+    assert coll._has_caps and coll._has_rims
+    data, ref_data = model.createData(), model.createData()
+    points = ends = 0
+    for q in _random_configurations(sim, 60, rng):
+        pin.computeJointJacobians(model, data, q)
+        if not coll.any_near(data) or not coll.narrow(data):
+            continue
+        ref = reference_narrow(coll, model, ref_data, q)
+        expected = sorted(i for i in ref if coll.near[coll.point_geometry[i]])
+        assert coll.candidates.tolist() == expected
+        for row, i in enumerate(coll.candidates):
+            depth, p, B, J = ref[i]
+            assert coll.depth[i] == pytest.approx(depth, abs=1e-12)
+            np.testing.assert_allclose(coll.position[row], p, atol=1e-12)
+            np.testing.assert_allclose(coll.J_cm[:, row], J, atol=1e-10)
+            points += 1
+            R = ref_data.oMi[int(coll.point_joint[i])].rotation
+            ends += bool(coll.cap[i] and (R @ coll.axis_local[i])[2] <= 0.0)
+    assert points > 300 and ends > 20, (points, ends)
+
+
 def test_the_broad_phase_on_the_plane_allocates_nothing(make_humanoid):
     sim = make_humanoid(**{"collision.enabled": True})
     coll, data = sim.collision, sim._data_step

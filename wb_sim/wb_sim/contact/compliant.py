@@ -316,13 +316,14 @@ class CompliantContact(SurfaceContact):
             # instead of finding it deep in the ground a step later, with a spring loaded by
             # the late detection (a stiff contact then launched the body back up)
             d_free = d - h * pts.normal_velocity(v_free)
-            idx = np.flatnonzero((d > 0.0) | (d_free > 0.0))
+            # (take: a gather in a fraction of fancy indexing's time on these small arrays)
+            idx = ((d > 0.0) | (d_free > 0.0)).nonzero()[0]
             k = len(idx)
             if k == 0:
                 return self._nothing(n, v_free)
             Jg = pts.jacobian_component_major(idx)
-            dk, uk = d[idx], u[:, idx]
-            ds = np.where(dk > 0.0, dk, d_free[idx])
+            dk, uk = d.take(idx), u.take(idx, axis=1)
+            ds = np.where(dk > 0.0, dk, d_free.take(idx))
         r = 3
         if torsion:  # the twist rows l w_n after the normal rows
             r = 4

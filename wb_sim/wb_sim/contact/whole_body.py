@@ -65,25 +65,34 @@ class MergedPoints:
         #: the rigid model's impulse unit is one point's share of the weight: the feet's
         self.reference_count = max(feet.n, 1)
         self.depth = np.full(self.n, -np.inf)
-        self._row = np.full(coll.m, -1, dtype=int)
         self._ks = [0] * len(self.blocks)
+        self._rows = np.zeros((3, 0, self.nv))  # (refresh's: no point has rows yet)
+        self._index = np.zeros(0, dtype=np.intp)
+        self._row = np.full(self.n, -1, dtype=np.intp)
 
     def refresh(self) -> None:
-        """After the feet's update and the narrow phases."""
-        self.depth = np.concatenate([self.feet.depth, self.coll.depth,
+        """After the feet's update and the narrow phases: the depths of all points, and
+        the rows of those that can enter a solve (the feet's, the collision candidates',
+        the blocks' slots in use) gathered in one (3, r, nv) array, component-major, with
+        each point's row in it (-1: none), so that a solve's rows are one gather."""
+        coll = self.coll
+        self.depth = np.concatenate([self.feet.depth, coll.depth,
                                      *(b.slot_depth for b in self.blocks)])
         self._ks = [b.k for b in self.blocks]
-        self._row = np.full(self.coll.m, -1, dtype=int)
-        self._row[self.coll.candidates] = np.arange(len(self.coll.candidates))
+        parts = [self.feet.jacobian_component_major().reshape(3, self.nf, self.nv), coll.J_cm]
+        index = [np.arange(self.nf), self.nf + coll.candidates]
+        for b, start, k in zip(self.blocks, self.starts, self._ks):
+            if k:
+                parts.append(b.J_cm)
+                index.append(np.arange(start, start + k))
+        self._rows = np.concatenate(parts, axis=1)
+        self._index = np.concatenate(index)  # the point of each row
+        self._row = np.full(self.n, -1, dtype=np.intp)
+        self._row[self._index] = np.arange(len(self._index))
 
     def normal_velocity(self, v: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n)
-        if self.nf:
-            out[:self.nf] = self.feet.normal_velocity(v)
-        out[self.nf + self.coll.candidates] = self.coll.J_cm[2].dot(v)
-        for b, start, k in zip(self.blocks, self.starts, self._ks):
-            if k:
-                out[start:start + k] = b.J_cm[2].dot(v)
+        out[self._index] = self._rows[2].dot(v)
         return out
 
     def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
@@ -92,27 +101,13 @@ class MergedPoints:
         (``None``, the plain references' call) the rows of the others are zero."""
         if idx is None:
             J = np.zeros((3, self.n, self.nv))
-            if self.nf:
-                J[:, :self.nf] = self.feet.jacobian_component_major(
-                    np.arange(self.nf)).reshape(3, self.nf, self.nv)
-            J[:, self.nf + self.coll.candidates] = self.coll.J_cm
-            for b, start, k in zip(self.blocks, self.starts, self._ks):
-                if k:
-                    J[:, start:start + k] = b.J_cm
+            J[:, self._index] = self._rows
             return J.reshape(-1, self.nv)
-        idx = np.asarray(idx)
-        f = idx[idx < self.nf]
-        c = self._row[idx[(idx >= self.nf) & (idx < self.ns0)] - self.nf]
-        if np.any(c < 0):
-            raise AssertionError("a collision point outside the margin entered the solve")
-        parts = [self.feet.jacobian_component_major(f).reshape(3, len(f), self.nv),
-                 self.coll.J_cm[:, c]]
-        for b, start, k in zip(self.blocks, self.starts, self._ks):
-            sl = idx[(idx >= start) & (idx < start + b.capacity)] - start
-            if np.any(sl >= k):
-                raise AssertionError("a free block slot entered the solve")
-            parts.append(b.J_cm[:, sl])
-        return np.concatenate(parts, axis=1).reshape(-1, self.nv)
+        rows = self._row.take(idx)
+        if len(rows) and rows.min() < 0:
+            raise AssertionError("a collision point outside the margin or a free block slot "
+                                 "entered the solve")
+        return self._rows.take(rows, axis=1).reshape(-1, self.nv)
 
     def torsion_jacobian(self, idx: np.ndarray | None = None) -> np.ndarray:
         """(k, nv) the spin rows of the points ``idx`` (default: all): the contact
