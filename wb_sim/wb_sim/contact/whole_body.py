@@ -499,7 +499,12 @@ class WholeBodyContact:
     def _blocks_before(self) -> list[np.ndarray]:
         """(2, capacity) per block: its contacts' tangential deformation for this step's
         slots, and their warm start set in ``merged``: each contact's from the last step
-        (by its identity, turned onto its new tangent plane), zeros for new ones."""
+        (by its identity, turned onto its new tangent plane), zeros for new ones. Without
+        blocks the merged model's own warm start stays as its last solve left it (a round
+        trip through set_warm_start would drop the compliant model's slip compliances and
+        the rigid one's spin: their solvers' start, which the feet-alone model keeps)."""
+        if not self._blocks:
+            return []
         warm = np.array(self.merged.warm_start(), dtype=float)
         out = []
         for block, start, st in zip(self._blocks, self.points.starts, self._dyn):
