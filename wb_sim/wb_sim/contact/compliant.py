@@ -300,14 +300,17 @@ class CompliantContact(SurfaceContact):
         pts = self.points
         n, h = pts.n, dt
         self.depth = d = pts.depth  # a new array each update: snapshots keep the old
-        depths = d.tolist()
-        self._max_depth = max(depths)
+        if n <= 32:  # Python's min and max over a list: cheaper than numpy's for a few points
+            depths = d.tolist()
+            self._max_depth, shallowest = max(depths), min(depths)
+        else:
+            self._max_depth, shallowest = float(d.max()), float(d.min())
         if h != self._coef_dt:
             self._coefficients(h)
         if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
             return self._nothing(n, v_free)
         torsion = self._frictional and self.mu_t > 0.0
-        if min(depths) > 0.0:  # every point touches: the common case of standing
+        if shallowest > 0.0:  # every point touches: the common case of standing
             idx, k, Jg, dk, uk = None, n, pts.jacobian_component_major(), d, u
             ds = dk
         else:
