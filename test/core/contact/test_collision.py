@@ -275,6 +275,30 @@ def test_with_nothing_near_the_ground_the_trajectory_is_the_one_without_collisio
 # ----------------------------------------------------------------------------- lying down
 
 
+def test_a_body_sliding_on_its_links_starts_newton_from_the_last_steps_slip(make_humanoid):
+    """The merged contact problem (feet and collision points, no pair blocks) keeps its
+    solver's warm start from one step to the next, as the feet alone do: a slipping
+    contact's compliance from the last step starts the next step's Newton (the code before
+    dropped it every step, in a round trip through set_warm_start)."""
+    sim = _lying(make_humanoid)
+    merged = sim.contact.merged
+    starts = []
+    active_set = merged._active_set
+
+    def recording(A, rhs, k, r, p=None, warm=None):
+        starts.append(warm is not None and bool((warm > 0.0).any()))
+        return active_set(A, rhs, k, r, p, warm)
+
+    merged._active_set = recording
+    zero = np.zeros(sim.nj)
+    for _ in range(300):  # lands on its back
+        sim.step(zero)
+    sim.apply_external_wrench("pelvis", force=[0.0, 250.0, 0.0], duration_s=0.3)
+    for _ in range(300):  # slides sideways on its back
+        sim.step(zero)
+    assert len(starts) > 50 and sum(starts) > 20, (len(starts), sum(starts))
+
+
 def _depths(sim) -> tuple[float, float]:
     """(deepest contact point of every collision geometry at the current q, not only
     the last step's candidates: the deepest of its slots, or of a mesh's hull's manifold
