@@ -104,6 +104,22 @@ def _shell(ws: Path, command: str, domain: int, timeout: float = 60.0,
     return out
 
 
+def _process_state(pid: int) -> str:
+    """A process's command line, state (R, S, D, Z...), parent, threads and where its
+    threads wait in the kernel, from /proc (what a left-behind process was doing)."""
+    d = Path("/proc") / str(pid)
+    try:
+        cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        status = dict(line.split(":", 1) for line in (d / "status").read_text().splitlines()
+                      if ":" in line)
+        waits = sorted({(t / "wchan").read_text() for t in (d / "task").iterdir()})
+    except OSError as e:
+        return f"  {pid}: gone or unreadable ({e})"
+    return (f"  {pid}: {cmd[:200]}\n    state {status.get('State', '?').strip()}, parent "
+            f"{status.get('PPid', '?').strip()}, threads {status.get('Threads', '?').strip()}, "
+            f"waiting in {waits}")
+
+
 def _session_pids(sid: int) -> list[int]:
     pids = []
     for d in Path("/proc").iterdir():
@@ -178,9 +194,11 @@ class Launch:
         while _session_pids(self.proc.pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         left = _session_pids(self.proc.pid)
+        states = [_process_state(pid) for pid in left]  # before the kill: what each was doing
         for pid in left:
             os.kill(pid, signal.SIGKILL)
-        assert not left, f"processes left behind by the launch: {left}\n{self.proc.describe()}"
+        assert not left, (f"processes left behind by the launch: {left}\n" + "\n".join(states)
+                          + f"\n{self.proc.describe()}")
 
     def close(self) -> None:
         if self.proc.alive():

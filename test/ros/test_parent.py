@@ -53,6 +53,83 @@ def test_a_process_that_arms_it_gets_sigterm_when_its_parent_is_killed():
         pytest.fail("the child outlived its parent by 5 s")
 
 
+# the child of the watcher's test: no PR_SET_PDEATHSIG, its main thread in one long C call
+WATCHED = """
+import os, time
+from wb_sim.ros.parent import watch_parent
+watch_parent(lambda: os._exit(9), period_s=0.05)
+print("watching", flush=True)
+time.sleep(60)
+"""
+WATCHER_PARENT = f"""
+import os, signal, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", {WATCHED!r}], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+print(child.pid, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_parent_watch_stops_a_process_whose_main_thread_is_in_a_c_call():
+    """watch_parent (the node and the example controller, beside the parent-death signal):
+    its own thread sees the parent gone and stops the process while the main thread is
+    still inside a 60 s sleep, where a Python signal handler would wait for it."""
+    parent = subprocess.run([sys.executable, "-c", WATCHER_PARENT], capture_output=True,
+                            text=True, timeout=60)
+    assert parent.returncode == -signal.SIGKILL, parent.stderr
+    pid = int(parent.stdout.split()[0])
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the watched child outlived its parent by 5 s")
+
+
+# on_stop_signals' child: its main thread inside an Event's lock most of the time, where a
+# handler that set an Event itself deadlocked the node under a burst of signals
+STOPPED = """
+import threading, time
+from wb_sim.ros.parent import on_stop_signals
+busy, done, calls = threading.Event(), threading.Event(), []
+
+def stop():
+    calls.append(threading.current_thread().name)
+    done.set()
+
+on_stop_signals(stop, "child")
+print("ready", flush=True)
+t0 = time.monotonic()
+while not done.is_set() and time.monotonic() - t0 < 20.0:
+    busy.set()
+    busy.clear()
+time.sleep(0.3)  # the rest of the burst arrives
+print(len(calls), calls[0] if calls else "-", flush=True)
+"""
+
+
+def test_a_burst_of_signals_stops_the_process_once_from_a_thread_of_its_own():
+    """on_stop_signals (node, example controller, recorder): the handlers take no lock,
+    so 40 signals in a burst, while the main thread keeps taking an Event's lock, stop the
+    process once, on the stop thread."""
+    child = subprocess.Popen([sys.executable, "-c", STOPPED], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    for i in range(40):
+        os.kill(child.pid, signal.SIGTERM if i % 2 else signal.SIGINT)
+    try:
+        out, err = child.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail("the child did not stop within 10 s of 40 signals")
+    assert child.returncode == 0, err
+    assert out.split() == ["1", "child-stop"], (out, err)
+
+
 def test_exit_after_ends_a_process_that_does_not_stop_by_itself():
     """The deadline behind a stop signal (node and example controller): a process stuck
     after its signal (here a sleep that ignores it) ends at the deadline with the code

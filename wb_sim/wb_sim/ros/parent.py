@@ -7,6 +7,8 @@ example controller and the recorder ask Linux to send them SIGTERM when their pa
 dies (``prctl(PR_SET_PDEATHSIG)``), which their own handlers turn into a clean stop:
 ``ros2 launch``, ``ros2 run`` and ``wb_sim_run`` stay one unit under any signal, even
 SIGKILL. Elsewhere than on Linux this does nothing (and says so by returning False).
+Their stop runs on a thread of its own (``on_stop_signals``): the handlers take no lock,
+and a thread also watches the parent, without a signal.
 """
 
 from __future__ import annotations
@@ -42,6 +44,53 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
     if armed and os.getppid() != parent:  # the parent died between fork and prctl
         os.kill(os.getpid(), sig)
     return armed
+
+
+#: :func:`watch_parent`: how often its thread looks at the parent process, s
+PARENT_POLL_S = 0.25
+
+
+def watch_parent(on_gone: Callable[[], None], period_s: float = PARENT_POLL_S) -> None:
+    """A daemon thread that calls ``on_gone()`` once, from that thread, when this process's
+    parent ends (the process is reparented: ``os.getppid()`` changes); on every platform,
+    and without a signal: beside :func:`die_with_parent`'s SIGTERM."""
+    parent = os.getppid()
+
+    def body():
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        on_gone()
+    threading.Thread(target=body, daemon=True, name="parent-watch").start()
+
+
+def on_stop_signals(stop: Callable[[], None], who: str,
+                    signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    """Call ``stop()`` once, from a thread of its own, at the first of ``signals`` or when
+    the parent ends (:func:`watch_parent`); later signals change nothing.
+
+    The handlers only write a byte to a pipe, which takes no lock. A Python handler runs
+    between two bytecodes of the main thread, possibly inside a lock that thread holds.
+    A handler that set an Event deadlocked the node when a burst of signals arrived: the
+    launch's own stop signal, then the parent-death SIGTERM. The second handler ran inside
+    the first one's ``Event.set`` and waited on the Event's lock, which its own thread held.
+    The node then outlived its launch (py-spy's stack, about 1 in 20 runs of test_launch's
+    SIGTERM test). So ``stop()`` runs where no handler can interrupt it."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+
+    def handler(*_):
+        try:
+            os.write(w, b"s")
+        except OSError:
+            pass  # the pipe is full: a stop is pending already
+
+    def body():
+        os.read(r, 1)
+        stop()
+    threading.Thread(target=body, daemon=True, name=f"{who}-stop").start()
+    for sig in signals:
+        signal.signal(sig, handler)
+    watch_parent(handler)
 
 
 def exit_after(seconds: float, who: str, code: Callable[[], int] = lambda: 0) -> None:

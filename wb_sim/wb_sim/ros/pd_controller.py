@@ -41,7 +41,6 @@ To write yours, copy this file and replace :meth:`PDController._control`'s law.
 from __future__ import annotations
 
 import gc
-import signal
 import sys
 import threading
 import time
@@ -64,7 +63,7 @@ from ..controllers import PDGravityController
 from ..errors import WbSimError
 from ..robot import RobotModel
 from .controller_io import JointCommandWriter, RobotStateIntake
-from .parent import die_with_parent, exit_after
+from .parent import die_with_parent, exit_after, on_stop_signals
 
 LATCHED_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -284,16 +283,11 @@ def main(args=None) -> int:
     stop = threading.Event()
     never = Future()  # the executor spins in slices of 0.1 s, looking at `stop` between
 
-    def on_signal(*_):
-        # nothing of rclpy here: the handler runs between two bytecodes of the main thread,
-        # which may be inside a callback of the executor, and completing a future there
-        # re-enters it. Once in CI (test_launch, SIGTERM just after the first command) the
-        # controller outlived the launch by more than 5 s: the deadline ends it regardless.
-        if not stop.is_set():
-            stop.set()
-            exit_after(STOP_DEADLINE_S, "wb_sim_pd_controller")
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    def on_stop():  # once, on a thread of its own (on_stop_signals): nothing of rclpy here
+        stop.set()
+        exit_after(STOP_DEADLINE_S, "wb_sim_pd_controller")
+
+    on_stop_signals(on_stop, "wb_sim_pd_controller")  # SIGINT, SIGTERM, the parent's end
     node = None
     try:
         node = PDController()

@@ -24,7 +24,6 @@ joints.kp:=[1,a]``) included (:func:`init_ros`).
 from __future__ import annotations
 
 import re
-import signal
 import sys
 import threading
 import time
@@ -37,7 +36,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from ..errors import ConfigError, WbSimError
 from .node import SimNode, refuse_duplicate_name
-from .parent import die_with_parent, exit_after
+from .parent import die_with_parent, exit_after, on_stop_signals
 
 #: Python's GIL switch interval in the node, s (see main)
 GIL_SWITCH_INTERVAL_S = 2.0e-4
@@ -148,16 +147,14 @@ def main(args=None) -> int:
     # is not lost; the node stops before its first step
     stop_requested = threading.Event()
 
-    def on_signal(*_):
-        if not stop_requested.is_set():
-            stop_requested.set()
-            exit_after(STOP_DEADLINE_S, "wb_sim",
-                       lambda: getattr(node, "exit_code", 0) if node is not None else 0)
+    def on_stop():  # once, on a thread of its own (on_stop_signals)
+        stop_requested.set()
+        exit_after(STOP_DEADLINE_S, "wb_sim",
+                   lambda: getattr(node, "exit_code", 0) if node is not None else 0)
         if node is not None:
             node.stop()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    on_stop_signals(on_stop, "wb_sim")  # SIGINT, SIGTERM, the parent's end
     try:
         created, created_wall = time.monotonic(), time.time()
         try:  # a node of the same name already discovered: refused before publishing

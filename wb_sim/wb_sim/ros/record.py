@@ -51,7 +51,6 @@ import datetime
 import importlib
 import json
 import os
-import signal
 import sys
 import threading
 import time
@@ -59,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from .parameters import DEFAULT_TOPICS
-from .parent import die_with_parent
+from .parent import die_with_parent, on_stop_signals
 
 #: stream key -> message type; the topic is the node's parameter topics.<stream>
 #: (default: its declared default, DEFAULT_TOPICS)
@@ -633,8 +632,7 @@ def main(argv=None) -> int:
 
     rclpy.init(args=["wb_sim_record", *ros_args], signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    on_stop_signals(stop.set, "wb_sim_record")  # SIGINT, SIGTERM, the parent's end
     node = rclpy.create_node("wb_sim_record")
     log = node.get_logger()
     rec = BagRecorder(node, output, args.sim_node, args.topics, args.wait, stop)
