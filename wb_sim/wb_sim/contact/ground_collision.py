@@ -92,6 +92,28 @@ def _rotate(rec: np.ndarray, v: np.ndarray) -> np.ndarray:
     return rec[:, 0:3] * v[:, 0:1] + rec[:, 3:6] * v[:, 1:2] + rec[:, 6:9] * v[:, 2:3]
 
 
+def _place_rims(S: np.ndarray, x: np.ndarray, y: np.ndarray, dl: np.ndarray,
+                out_of_end: np.ndarray | None) -> np.ndarray:
+    """(k, 3) the points of k slots in their joints' frames, from their rows ``S`` of
+    :class:`CollisionPoints`' slot table and ``d = R^T (-n)`` (``dl``, (k, 3)) in each rim's
+    own axes (``x = d . u1``, ``y = d . u2``; both overwritten): the lowest point of a rim
+    lies along ``u = (x e1 + y e2) / rho`` and its slot at angle phi from it at ``rim ((c x
+    - s y) e1 + (c y + s x) e2) / rho`` (e = u rim); a capsule's end that d points out of
+    (``out_of_end``) at its hemisphere's lowest point, ``centre + rim d``. A slot without a
+    rim (rim 0) stays at its centre."""
+    rho = np.sqrt(x * x + y * y)
+    flat = rho <= 1e-12  # along the axis: towards e1 (manifold.rim_direction's)
+    if flat.any():
+        x[flat], y[flat], rho[flat] = 1.0, 0.0, 1.0
+    c, s = S[:, 18], S[:, 19]
+    a, b = (c * x - s * y) / rho, (c * y + s * x) / rho
+    r = S[:, 0:3] + a[:, None] * S[:, 12:15]
+    r += b[:, None] * S[:, 15:18]
+    if out_of_end is not None and out_of_end.any():
+        r[out_of_end] = S[out_of_end, 0:3] + S[out_of_end, 20:21] * dl[out_of_end]
+    return r
+
+
 class CollisionPoints:
     """The slots of all primitive geometries (a mesh has none: :class:`TerrainContacts`),
     with the broad phase of every geometry against the plane (and heightfield) and the
@@ -136,23 +158,19 @@ class CollisionPoints:
         self.rim = stack("rim", (0,))
         self.cap = stack("cap", (0,)).astype(bool)
         self.angle = stack("angle", (0,))
-        self._cos, self._sin = np.cos(self.angle), np.sin(self.angle)
         self._has_rims = bool(np.any(self.rim > 0.0))
         self._has_caps = bool(np.any(self.cap))
         # each rim's own axes in its joint's frame: e1 (its perp), e2 = axis x e1, unit
-        # (_u1, _u2) and times its radius (_e1, _e2)
-        self._u1 = self.perp_local
-        self._u2 = np.cross(self.axis_local, self.perp_local) if self.m else np.zeros((0, 3))
-        self._e1 = self._u1 * self.rim[:, None]
-        self._e2 = self._u2 * self.rim[:, None]
-        #: (m, 23) every slot's constants, gathered in one call by the plane's narrow phase:
-        #: centre, rim axes u1, u2, axis (0:12, the vectors d is dotted with), e1, e2
-        #: (12:18), cos, sin of its angle (18, 19), rim radius (20), capsule end (21), radius
-        #: (22)
-        self._slots = np.column_stack([self.r_local, self._u1, self._u2, self.axis_local,
-                                       self._e1, self._e2, self._cos, self._sin, self.rim,
-                                       self.cap.astype(float), self.radius]) \
-            if self.m else np.zeros((0, 23))
+        # (u1, u2) and times its radius (e1, e2)
+        u1 = self.perp_local
+        u2 = np.cross(self.axis_local, self.perp_local) if self.m else np.zeros((0, 3))
+        #: (m, 23) every slot's constants, gathered in one call by the narrow phase: centre,
+        #: rim axes u1, u2, axis (0:12, the vectors d is dotted with), e1, e2 (12:18), cos,
+        #: sin of its angle (18, 19), rim radius (20), capsule end (21), radius (22)
+        self._slots = np.column_stack([
+            self.r_local, u1, u2, self.axis_local, u1 * self.rim[:, None],
+            u2 * self.rim[:, None], np.cos(self.angle), np.sin(self.angle), self.rim,
+            self.cap.astype(float), self.radius]) if self.m else np.zeros((0, 23))
         self.joint_ids = np.unique(self.geometry_joint)
         self.nv = model.nv
         njoints = model.njoints
@@ -296,24 +314,12 @@ class CollisionPoints:
         kc = len(cand)
         # only the slots within the margin are placed: their points in the joint frames
         Sk = S.take(kept, axis=0)
-        r_local = Sk[:, 0:3].copy()
         if self._has_rims:
-            # u = (x e1 + y e2) / rho in the rim's own axes (e = u rim), and the slot at
-            # rim ((c x - s y) e1 + (c y + s x) e2) / rho
-            x, y = Q[:, 1].take(kept), Q[:, 2].take(kept)
-            rho = np.sqrt(x * x + y * y)
-            flat = rho <= 1e-12  # along the axis: towards e1 (manifold.rim_direction's)
-            if flat.any():
-                x[flat], y[flat], rho[flat] = 1.0, 0.0, 1.0
-            c, s = Sk[:, 18], Sk[:, 19]
-            a, b = (c * x - s * y) / rho, (c * y + s * x) / rho
-            r_local += a[:, None] * Sk[:, 12:15]
-            r_local += b[:, None] * Sk[:, 15:18]
-            if self._has_caps:
-                ends_k = (Sk[:, 21] > 0.0) & (Q[:, 3].take(kept) >= 0.0)
-                if ends_k.any():
-                    r_local[ends_k] = Sk[ends_k, 0:3] + \
-                        Sk[ends_k, 20:21] * dl.take(kept, axis=0)[ends_k]
+            ends = (Sk[:, 21] > 0.0) & (Q[:, 3].take(kept) >= 0.0) if self._has_caps else None
+            r_local = _place_rims(Sk, Q[:, 1].take(kept), Q[:, 2].take(kept),
+                                  dl.take(kept, axis=0), ends)
+        else:
+            r_local = Sk[:, 0:3]
         jk = joints.take(kept)
         rec = self._records(data).take(jk, axis=0)  # (kc, 12)
         # P = R c + t: the record's first 9 entries are R column-major, so as a (3, 3) R^T
@@ -348,20 +354,11 @@ class CollisionPoints:
             _, normals = self.terrain.query(P, boxes=False)
             dl = -np.stack([np.einsum("ij,ij->i", rec[:, 3 * a:3 * a + 3], normals)
                             for a in range(3)], axis=1)
-            x = np.einsum("ij,ij->i", dl, self._u1[idx])
-            y = np.einsum("ij,ij->i", dl, self._u2[idx])
-            rho = np.sqrt(x * x + y * y)
-            flat = rho <= 1e-12  # along the axis: towards e1 (manifold.rim_direction's)
-            if flat.any():
-                x[flat], y[flat], rho[flat] = 1.0, 0.0, 1.0
-            c, s = self._cos[idx], self._sin[idx]
-            a, b = (c * x - s * y) / rho, (c * y + s * x) / rho
-            r_local = r_local + a[:, None] * self._e1[idx] + b[:, None] * self._e2[idx]
-            if self._has_caps:
-                ends = self.cap[idx] & (np.einsum("ij,ij->i", dl, self.axis_local[idx]) >= 0.0)
-                if ends.any():  # out of a capsule's end: its hemisphere's lowest point
-                    r_local[ends] = self.r_local[idx[ends]] + \
-                        self.rim[idx[ends], None] * dl[ends]
+            S = self._slots.take(idx, axis=0)
+            ends = (S[:, 21] > 0.0) & (np.einsum("ij,ij->i", dl, S[:, 9:12]) >= 0.0) \
+                if self._has_caps else None
+            r_local = _place_rims(S, np.einsum("ij,ij->i", dl, S[:, 3:6]),
+                                  np.einsum("ij,ij->i", dl, S[:, 6:9]), dl, ends)
         P = _rotate(rec, r_local) + rec[:, 9:12]
         sdf, normals = self.terrain.query(P, boxes=False)
         depth = self.radius[idx] - sdf

@@ -87,7 +87,7 @@ class MergedPoints:
                 index.append(np.arange(start, start + k))
         self._rows = np.concatenate(parts, axis=1)
         self._index = np.concatenate(index)  # the point of each row
-        self._row = np.full(self.n, -1, dtype=np.intp)
+        self._row.fill(-1)
         self._row[self._index] = np.arange(len(self._index))
 
     def normal_velocity(self, v: np.ndarray) -> np.ndarray:
