@@ -128,32 +128,58 @@ void contact(Floor& f, const VectorXd& v_free, double h, bool sparse, MatrixXd& 
   v_next.noalias() += MinvJt * rhs;
 }
 
+// what bench and contact_check share: the loaded model (a Python error and null before
+// load), the state they start from (neutral q, v 0.05, no torque) and the contact solve's
+// buffers for its n points
+struct Work {
+  Floor& f;
+  const Model& m;
+  Data& d;
+  int n;
+  VectorXd q, v, tau, v_free, rhs;
+  MatrixXd Jc, MinvJt, A, Jj;
+  Eigen::LLT<MatrixXd> llt;
+  explicit Work(Floor& fl)
+      : f(fl), m(fl.model), d(fl.data), n(static_cast<int>(fl.joint_of_point.size())),
+        q(neutral(m)), v(VectorXd::Constant(m.nv, 0.05)), tau(VectorXd::Zero(m.nv)),
+        v_free(m.nv), rhs(3 * n), Jc(MatrixXd::Zero(3 * n, m.nv)), MinvJt(m.nv, 3 * n),
+        A(3 * n, 3 * n), Jj(MatrixXd::Zero(6 * fl.joints.size(), m.nv)), llt(3 * n) {}
+  // ABA in the world convention, M^-1 from its factorization, and v_free after step h
+  void dynamics(double h) {
+    aba(m, d, q, v, tau, Convention::WORLD);
+    computeMinverse(m, d);
+    d.Minv.triangularView<Eigen::StrictlyLower>() = d.Minv.transpose();
+    v_free = v + h * d.ddq;
+  }
+  void solve(double h, bool sparse, VectorXd& v_next) {
+    contact(f, v_free, h, sparse, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+  }
+};
+
+std::unique_ptr<Work> work_or_error() {
+  if (!g) {
+    PyErr_SetString(PyExc_RuntimeError, "load() first");
+    return nullptr;
+  }
+  return std::make_unique<Work>(*g);
+}
+
 // bench(N, variant) -> mean microseconds per call
 PyObject* bench(PyObject*, PyObject* args) {
   long N;
   int variant;
   if (!PyArg_ParseTuple(args, "li", &N, &variant)) return nullptr;
-  if (!g) {
-    PyErr_SetString(PyExc_RuntimeError, "load() first");
-    return nullptr;
-  }
-  Floor& f = *g;
-  const Model& m = f.model;
-  Data& d = f.data;
-  const int n = static_cast<int>(f.joint_of_point.size());
+  auto w = work_or_error();
+  if (!w) return nullptr;
+  const Model& m = w->m;
+  Data& d = w->d;
+  const VectorXd& q = w->q;
+  const VectorXd& v = w->v;
+  const VectorXd& tau = w->tau;
   const double h = 1e-3;
-  VectorXd q = neutral(m), v = VectorXd::Constant(m.nv, 0.05), tau = VectorXd::Zero(m.nv);
-  VectorXd a(m.nv), v_free(m.nv), v_next(m.nv), q_next(m.nq), rhs(3 * n);
-  MatrixXd Jc = MatrixXd::Zero(3 * n, m.nv), MinvJt(m.nv, 3 * n), A(3 * n, 3 * n);
-  MatrixXd Jj = MatrixXd::Zero(6 * f.joints.size(), m.nv);
-  Eigen::LLT<MatrixXd> llt(3 * n);
+  VectorXd a = VectorXd::Zero(m.nv), v_next = VectorXd::Zero(m.nv), q_next(m.nq);
   double sink = 0.0;
-  auto dynamics = [&]() {  // today's: ABA in the world convention, M^-1 from its factorization
-    aba(m, d, q, v, tau, Convention::WORLD);
-    computeMinverse(m, d);
-    d.Minv.triangularView<Eigen::StrictlyLower>() = d.Minv.transpose();
-    v_free = v + h * d.ddq;
-  };
+  auto dynamics = [&]() { w->dynamics(h); };  // today's
   if (variant == 3 || variant == 4) dynamics();  // the contact solve's inputs
   const auto t0 = std::chrono::steady_clock::now();
   for (long i = 0; i < N; ++i) {
@@ -172,15 +198,15 @@ PyObject* bench(PyObject*, PyObject* args) {
         computeGeneralizedGravity(m, d, q);
         break;
       case 3:  // contact rows and the all-sticking implicit solve (after one ABA + M^-1 outside)
-        contact(f, v_free, h, false, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        w->solve(h, false, v_next);
         break;
       case 4:  // the same, on the columns that move the points only
-        contact(f, v_free, h, true, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        w->solve(h, true, v_next);
         break;
       case 5:  // a compiled step's work: gravity, ABA + M^-1, contact solve, integration
         computeGeneralizedGravity(m, d, q);
         dynamics();
-        contact(f, v_free, h, true, Jc, MinvJt, A, rhs, llt, Jj, v_next);
+        w->solve(h, true, v_next);
         integrate(m, q, v_next * h, q_next);
         break;
       default:
@@ -197,24 +223,12 @@ PyObject* bench(PyObject*, PyObject* args) {
 // contact_check() -> the largest relative difference between v' of the sparse and the dense
 // solve (rounding only: the sparse products are the dense ones)
 PyObject* contact_check(PyObject*, PyObject*) {
-  if (!g) {
-    PyErr_SetString(PyExc_RuntimeError, "load() first");
-    return nullptr;
-  }
-  Floor& f = *g;
-  const Model& m = f.model;
-  Data& d = f.data;
-  const int n = static_cast<int>(f.joint_of_point.size());
-  VectorXd q = neutral(m), v = VectorXd::Constant(m.nv, 0.05), tau = VectorXd::Zero(m.nv);
-  aba(m, d, q, v, tau, Convention::WORLD);
-  computeMinverse(m, d);
-  d.Minv.triangularView<Eigen::StrictlyLower>() = d.Minv.transpose();
-  VectorXd v_free = v + 1e-3 * d.ddq, a(m.nv), b(m.nv), rhs(3 * n);
-  MatrixXd Jc = MatrixXd::Zero(3 * n, m.nv), MinvJt(m.nv, 3 * n), A(3 * n, 3 * n);
-  MatrixXd Jj = MatrixXd::Zero(6 * f.joints.size(), m.nv);
-  Eigen::LLT<MatrixXd> llt(3 * n);
-  contact(f, v_free, 1e-3, false, Jc, MinvJt, A, rhs, llt, Jj, a);
-  contact(f, v_free, 1e-3, true, Jc, MinvJt, A, rhs, llt, Jj, b);
+  auto w = work_or_error();
+  if (!w) return nullptr;
+  w->dynamics(1e-3);
+  VectorXd a(w->m.nv), b(w->m.nv);
+  w->solve(1e-3, false, a);
+  w->solve(1e-3, true, b);
   return PyFloat_FromDouble((a - b).cwiseAbs().maxCoeff() / a.cwiseAbs().maxCoeff());
 }
 
