@@ -183,6 +183,21 @@ def first_run(tmp_path_factory):
         run.run_until(3.0)
         from std_srvs.srv import SetBool
         assert run.ros.call(SetBool, "/wb_sim/pause", SetBool.Request(data=True)).success
+        # paused, the node publishes nothing more; what it published up to t = 3 s may still
+        # be on its way (a reliable stream holds later samples back while a lost one is sent
+        # again, up to a heartbeat period on a loaded machine): wait until every recorded
+        # sensor stream has reached 3 s, as the joint states have
+        from wb_sim.ros.conversions import read_contact_sensors
+
+        def reached() -> dict[str, int | None]:
+            last = {r.topic: stamp_ns(r.last) if r.msgs else None for r in run.ft.values()}
+            last[run.contact.topic] = read_contact_sensors(run.contact.last)[0] \
+                if run.contact.msgs else None
+            return last
+
+        assert run.ros.spin_until(
+            lambda: all(t is not None and t >= 3 * NS for t in reached().values()), 30.0), \
+            reached()
         yield run
     finally:
         run.close()
