@@ -139,11 +139,16 @@ class FleetRun:
         return stamp_ns(msgs[-1]) / NS if msgs else 0.0
 
     def run_until(self, t_s: float, timeout: float = 120.0) -> None:
-        """Spin until both robots' joint states reached ``t_s`` (simulated)."""
-        ok = self.ros.spin_until(lambda: min(self.t(n) for n in ROBOTS) >= t_s - 1e-9
+        """Spin until both robots' joint states and base poses reached ``t_s`` (simulated):
+        on a loaded machine one reliable stream can arrive later than another (a lost sample
+        is sent again and holds the later ones back), so each is waited for."""
+        def reached() -> list[float]:
+            return [self.t(n) for n in ROBOTS] + [
+                stamp_ns(self.odom[n].last) / NS if self.odom[n].msgs else 0.0 for n in ROBOTS]
+        ok = self.ros.spin_until(lambda: min(reached()) >= t_s - 1e-9
                                  or not self.node.alive(), timeout)
-        assert ok and min(self.t(n) for n in ROBOTS) >= t_s - 1e-9, \
-            f"t = {[self.t(n) for n in ROBOTS]}\n{self.describe()}"
+        assert ok and min(reached()) >= t_s - 1e-9, \
+            f"t (joint states, base poses) = {reached()}\n{self.describe()}"
 
     def state_at(self, robot: str, t_s: float) -> np.ndarray:
         """The robot's joint positions and velocities stamped ``t_s`` (its last such)."""
