@@ -32,11 +32,10 @@ from wb_sim.robot import RobotModel
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
-#: depth 1: the controller always answers the newest state; on a loaded machine a backlog
-#: of older ones would only add latency to a stiff loop (kp 1000 N*m/rad)
-#: the state readers keep only the newest sample and never wait for a lost one to be sent again
-#: (reliable readers deliver in order, so one lost sample held the later ones back until the
-#: writer's next heartbeat, up to 3 s in Fast DDS): a free-running torque loop wants the newest state
+#: depth 1, best effort: the controller always answers the newest state. A backlog of older
+#: ones would only add latency to a stiff loop (kp 1000 N*m/rad), and a reliable reader
+#: delivers in order, so on a loaded machine one lost sample held the later ones back until
+#: the writer's next heartbeat (up to 3 s in Fast DDS)
 STATE = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)
 COMMAND = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 KEYS = ("gravity", "initial.joint_names", "initial.joint_positions")
