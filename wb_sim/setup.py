@@ -2,7 +2,7 @@
 
 from glob import glob
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 
 package_name = "wb_sim"
 
@@ -19,6 +19,9 @@ setup(
         (f"share/{package_name}/urdf", glob("urdf/*.urdf") + glob("urdf/*.srdf")),
         (f"share/{package_name}/rviz", glob("rviz/*.rviz")),
     ],
+    # the step's compiled kernels (wb_sim/compiled.py): plain C over Python's buffer protocol,
+    # no numpy or pinocchio headers, a second to build; WB_SIM_PLAIN=1 runs the Python path
+    ext_modules=[Extension("wb_sim._compiled", ["wb_sim/_compiled.c"], extra_compile_args=["-O3"])],
     python_requires=">=3.10",
     # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
@@ -44,7 +47,7 @@ setup(
         # a .xacro urdf_path (parameter xacro.args)
         "xacro": ["xacro"],
     },
-    zip_safe=True,
+    zip_safe=False,
     maintainer="wb_sim developers",
     maintainer_email="wb_sim@example.com",
     description="Whole-body simulator of floating-base robots in contact with the ground (ROS 2)",

@@ -38,7 +38,7 @@ def copy_package_sources(dest: Path, with_tests: bool = False) -> Path:
     import shutil
     dest.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "artifacts",
-                                    "venv", "venv-jazzy")
+                                    "venv", "venv-jazzy", "*.so")  # (an editable build's)
     for name in REPO_SOURCES:
         if name in ("test", ".ci", "tools") and not with_tests:
             continue

@@ -115,6 +115,23 @@ def test_node_processes_run_the_installed_package(tmp_path):
         print(f"note: wb_sim is installed editable ({where}); CI tests a non-editable install")
 
 
+def test_the_wheel_and_the_installed_package_have_the_compiled_kernels(wheel):
+    """wb_sim/_compiled.c is built into the wheel, and the installed package runs the compiled
+    step (wb_sim.compiled.path(), as the benchmarks report it) unless WB_SIM_PLAIN=1."""
+    from helpers.ros import RUN_DIR, ros_env
+
+    built = [n for n in wheel.namelist() if n.startswith("wb_sim/_compiled.")
+             and n.endswith((".so", ".pyd"))]
+    assert len(built) == 1, [n for n in wheel.namelist() if "_compiled" in n]
+    code = "import wb_sim.compiled as c; print(c.path())"
+    for plain, expected in (("0", "compiled"), ("1", "plain")):
+        out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                             text=True, timeout=60, cwd=RUN_DIR,
+                             env={**ros_env(0), "WB_SIM_PLAIN": plain})
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.strip() == expected, (plain, out.stdout, out.stderr)
+
+
 def test_wb_sim_imports_as_the_package_from_the_repository_root():
     """The repository's root holds the package's directory ``wb_sim/`` (beside
     ``wb_sim_interfaces/``, the layout colcon needs); ``python -m`` started there puts the

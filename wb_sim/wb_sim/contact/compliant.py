@@ -78,6 +78,7 @@ import numpy as np
 from scipy.linalg.lapack import dposv as _posv  # Cholesky solve of an SPD system
 from scipy.linalg.lapack import dgesv as _gesv, dpotrf as _potrf, dpotrs as _potrs
 
+from .. import compiled
 from ..linalg import upper_sym_mm
 
 from ..parameters import Param
@@ -181,6 +182,9 @@ class CompliantContact(SurfaceContact):
         # (those of 4 rows made at the first step with torsional friction)
         self._buffers = {3: (np.zeros((3 * n, 3 * n)), np.zeros((3, n)))}
         self._islands = IslandFinder()  # the problem's islands (free objects)
+        kernels = compiled.kernels()  # None: the plain path (WB_SIM_PLAIN=1, or not built)
+        #: the all-sticking solve in one compiled call (wb_sim/_compiled.c), or None
+        self._stick_solve = None if kernels is None else kernels.stick_solve
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
@@ -203,6 +207,7 @@ class CompliantContact(SurfaceContact):
         self.mu = float(v["friction_coefficient"])
         self.mu_t = float(v["torsional_friction"])
         self._cone = np.array([1.0, 1.0, -self.mu**2])  # . p^2 = |p_t|^2 - mu^2 p_n^2
+        self._mu2 = self.mu**2
         self._coef_dt = None  # the per-row constants are rebuilt at the next step
 
     def initial_state(self) -> np.ndarray:
@@ -337,6 +342,10 @@ class CompliantContact(SurfaceContact):
         # with free objects, the islands of the problem (docs/performance.md): each island's
         # block of h M^-1 J^T, J M^-1 J^T and its solve alone (the other entries: exact zeros)
         islands = self._islands.find(Minv_upper, Jg, r, k) if r * k >= ISLAND_MIN_ROWS else None
+        if islands is None and idx is None and self._springy and self._stick_solve is not None:
+            out = self._stick_compiled(Minv_upper, Jg, v_free, u, d, h, torsion, n)
+            if out is not None:
+                return out  # else a point pulls or slips: the plain path below, active set
         if islands is None:
             MinvJt = upper_sym_mm(Minv_upper, Jg.T, h)  # (nv, rk): h M^-1 J^T
         else:
@@ -429,6 +438,28 @@ class CompliantContact(SurfaceContact):
                                         None if slipping is None else slipping[0], idx, n, h)
         return v_next, force, u_next
 
+    def _stick_compiled(self, Minv_upper, Jg, v_free, u, d, h, torsion, n):
+        """:meth:`solve`'s all-sticking branch with every point in the solve, in one
+        compiled call (wb_sim/_compiled.c; that branch stays its reference): ``(v_next,
+        force, u_next)`` and the same state as the branch leaves, or None where a point
+        pulls, leaves its cone or the system is singular (nothing changed then)."""
+        r = 4 if torsion else 3
+        v_next, F, x_next = np.empty(len(v_free)), np.empty((r, n)), np.empty((r - 1, n))
+        ct, cn, tt, tn = self._stick_coefficients
+        if self._stick_solve(Minv_upper, Jg, v_free, u, d, self._twist if torsion else None,
+                             ct, cn, tt, tn, self._mu2, h, v_next, F, x_next):
+            return None
+        if self._slipped:
+            self._sigma, self._slipped = np.zeros((n, 2)), False
+        self._generalized = (Jg, F.reshape(-1), h)
+        self._status = self._all_stick
+        if torsion:
+            self._twist, self._twisted = x_next[2], True
+            x_next = x_next[:2]
+        elif self._twisted:
+            self._twist, self._twisted = np.zeros(n), False
+        return v_next, F[:3].T, x_next
+
     def _next_deformation(self, J_rows, v_next, x, F_rows, ds, codes, slipping, idx, n, h):
         """The next deformation (m, rows like ``x``: (2, k) tangential or (1, k) twist)
         of the solved points, scattered over all n points: sticking, ``x' = x + h w'``
@@ -477,6 +508,8 @@ class CompliantContact(SurfaceContact):
         self._diag_coef = {3: four[:3].copy(), 4: four}
         self._target_t = -self.kt / bt if self._frictional else 0.0
         self._target_n = self.k / bn if bn > 0 else 0.0
+        self._stick_coefficients = (float(four[0, 0]), float(four[2, 0]), self._target_t,
+                                    self._target_n)
         self._coef_dt = h
 
     def _general(self, A, rhs, k, r, f_stick, idx

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ... import compiled
 from ...contact import CONTACT_MODELS
 from ...controllers import PDGravityController
 from ...simulator import Simulator
@@ -370,6 +371,9 @@ def main(argv=None) -> int:
                         help="icub_stand with ideal drives and with every joint on dc_motor "
                              "(timed runs interleaved; prints the cost of the drives' model)")
     args = parser.parse_args(argv)
+    # which step the figures are of: the compiled kernels, or the plain Python path
+    print(f"step path:                       {compiled.path()} "
+          f"({compiled.PLAIN_ENV}=1 forces the plain Python path)")
     if args.actuators:
         rep = actuators_cost(args.contact, args.runs)
         print(f"us per step, ideal:              {rep['us_per_step_off']:.1f}")

@@ -1,0 +1,192 @@
+"""The compiled all-sticking solve (wb_sim/_compiled.c) against the Python code it replaces
+(CompliantContact.solve's all-sticking branch, run with WB_SIM_PLAIN=1 or the kernel taken
+away): the same forces, velocities and deformations to 1e-12 at every step, the same
+trajectories over 10 s of icub_stand, the Python path wherever a point pulls or slips, and the
+switch that forces the plain path."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import wb_sim
+from wb_sim import compiled
+from wb_sim.controllers import PDGravityController
+from helpers.extras import require_robot_data
+
+#: the tests' bound on compiled against plain: relative to the largest entry (rounding: the
+#: kernel sums in another order than BLAS; measured 1e-15 per solve, 4e-14 over 10 s)
+RTOL = 1e-12
+
+
+def _kernel():
+    k = compiled.kernels()
+    assert k is not None, ("wb_sim's compiled kernels are not built: `pip install ./wb_sim` (or "
+                           "`pip install -e ./wb_sim` in a source tree) builds them")
+    return k
+
+
+def _standing_humanoid(**overrides):
+    """The shipped humanoid, feet only, under the example PD (kp 1000, kd 20)."""
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
+                                     overrides={"collision.enabled": False, **overrides})
+    ctrl = PDGravityController(sim.robot, sim.joint_positions.copy(), kp=1000.0, kd=20.0)
+    return sim, ctrl
+
+
+def _close(a, b, scale=None) -> float:
+    """max |a - b| relative to ``scale`` (default: the largest |b|)."""
+    if not np.size(b):
+        return 0.0
+    scale = float(np.abs(b).max()) if scale is None else scale
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max()) / max(scale, 1e-300)
+
+
+class _BothPaths:
+    """Wraps a contact model's solve: each call runs the Python path and then, from the same
+    state, the compiled one, and records the largest difference and how often the kernel
+    solved (returned 0)."""
+
+    def __init__(self, contact):
+        self.c, self.kernel, self.solve = contact, contact._stick_solve, contact.solve
+        self.compiled = self.declined = 0
+        self.worst = 0.0
+        assert self.kernel is not None
+        contact._stick_solve = self._counting
+        contact.solve = self
+
+    def _counting(self, *args):
+        status = self.kernel(*args)
+        if status == 0:
+            self.compiled += 1
+        else:
+            self.declined += 1
+        return status
+
+    def __call__(self, Minv, v_free, u, dt):
+        c = self.c
+        snap = c.snapshot()
+        c._stick_solve = None
+        try:
+            ref = [np.array(x) for x in self.solve(Minv, v_free, u, dt)]
+            ref_after = (c.twist, c.status, None if c._generalized is None else
+                         np.array(c._generalized[1]))
+        finally:
+            c._stick_solve = self._counting
+        c.restore(snap)
+        out = self.solve(Minv, v_free, u, dt)
+        after = (c.twist, c.status, None if c._generalized is None else c._generalized[1])
+        # v' = v_free + the contacts' change: at rest they cancel, so against |v_free|
+        self.worst = max(self.worst, _close(out[0], ref[0], max(float(np.abs(v_free).max()),
+                                                                float(np.abs(ref[0]).max()))))
+        self.worst = max(self.worst, _close(out[1], ref[1]), _close(out[2], ref[2]))
+        # the twist, m, against the deformations' scale (a standing foot's twist is ~1e-22 m:
+        # rounding, relative to itself)
+        deformation = max(float(np.abs(ref[2]).max()), float(np.abs(ref_after[0]).max()))
+        self.worst = max(self.worst, _close(after[0], ref_after[0], deformation))
+        assert np.array_equal(after[1], ref_after[1])  # the points' states: stick / slip / none
+        if ref_after[2] is not None:
+            self.worst = max(self.worst, _close(after[2], ref_after[2]))
+        return out
+
+
+@pytest.mark.parametrize("torsion", [0.0, 0.02])
+def test_each_compiled_solve_equals_the_python_one_on_a_standing_humanoid(torsion):
+    _kernel()
+    sim, ctrl = _standing_humanoid(**{"contact.torsional_friction": torsion})
+    both = _BothPaths(sim.contact)
+    for _ in range(1500):
+        sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+    # the kernel took almost every step (a landing's first steps need the active set)
+    assert both.compiled >= 1400, (both.compiled, both.declined)
+    assert both.worst < RTOL, both.worst
+    assert sim.q[2] > 0.6  # it stood
+
+
+def _icub_stand_run(plain: bool, monkeypatch, torsion: float) -> tuple[np.ndarray, wb_sim.Simulator]:
+    from wb_sim.tools.bench import ICUB_STAND, KD, KP
+    monkeypatch.setenv(compiled.PLAIN_ENV, "1" if plain else "0")
+    params = dict(ICUB_STAND, **{"contact.torsional_friction": torsion})
+    sim = wb_sim.Simulator.from_params(params)
+    assert (sim.contact._stick_solve is None) == plain
+    ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
+    states = np.empty((10_000, sim.model.nq + sim.model.nv))
+    for i in range(10_000):
+        sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+        states[i, :sim.model.nq], states[i, sim.model.nq:] = sim.q, sim.v
+    return states, sim
+
+
+@pytest.mark.parametrize("torsion", [0.0, 0.02])
+def test_icub_stand_compiled_follows_the_plain_trajectory_for_10_s(monkeypatch, torsion):
+    """The issue's check: the benchmark's 10 s, compiled and plain, the same trajectory to
+    1e-12 (measured: 4e-14)."""
+    _kernel()
+    require_robot_data("icub")
+    plain, _ = _icub_stand_run(True, monkeypatch, torsion)
+    fast, sim = _icub_stand_run(False, monkeypatch, torsion)
+    assert sim.contact.solves > 9900 and sim.contact.active_set_solves == 0
+    assert np.abs(fast - plain).max() < RTOL * np.abs(plain).max()
+
+
+def test_where_a_point_pulls_or_slips_the_python_path_runs():
+    """A humanoid dropped from 1 cm and pushed sideways: impacts, take-offs and slips, where
+    the kernel declines and the Python active-set loop solves; every solve still equals the
+    plain one."""
+    _kernel()
+    sim, ctrl = _standing_humanoid(**{"initial.base_position": [0.0, 0.0, 0.72]})
+    both = _BothPaths(sim.contact)
+    for i in range(1200):
+        if i == 400:
+            sim.apply_external_wrench("pelvis", force=[0.0, 400.0, 0.0], duration_s=0.1)
+        sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+    assert both.declined > 0 and sim.contact.active_set_solves > 0, \
+        (both.declined, sim.contact.active_set_solves)
+    assert both.compiled > 0
+    assert both.worst < RTOL, both.worst
+
+
+def test_wb_sim_plain_forces_the_plain_path(monkeypatch):
+    monkeypatch.setenv(compiled.PLAIN_ENV, "1")
+    assert compiled.kernels() is None and compiled.path() == "plain"
+    sim, _ = _standing_humanoid()
+    assert sim.contact._stick_solve is None
+    monkeypatch.setenv(compiled.PLAIN_ENV, "0")
+    assert compiled.path() == "compiled", "the compiled kernels are not built"
+    sim, _ = _standing_humanoid()
+    assert sim.contact._stick_solve is _kernel().stick_solve
+
+
+def test_a_missing_extension_is_said_once_and_the_plain_path_runs(monkeypatch):
+    monkeypatch.delenv(compiled.PLAIN_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "wb_sim._compiled", None)  # `from . import` raises
+    monkeypatch.setattr(compiled, "_missing_said", False)
+    with pytest.warns(RuntimeWarning, match="not built.*plain Python step"):
+        assert compiled.kernels() is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compiled.kernels() is None  # said once
+
+
+def test_the_kernel_refuses_arrays_of_the_wrong_type_or_shape():
+    stick = _kernel().stick_solve
+    nv, k = 8, 2
+    M, J, v = np.eye(nv), np.zeros((3 * k, nv)), np.zeros(nv)
+    u, d = np.zeros((2, k)), np.full(k, 1e-3)
+    out = (np.empty(nv), np.empty((3, k)), np.empty((2, k)))
+    coefs = (1.0, 1.0, -1.0, 1.0, 1.0, 1e-3)
+    J[:, 0] = 1.0
+    assert stick(M, J, v, u, d, None, *coefs, *out) in (0, 1, 2)
+    with pytest.raises(TypeError, match="float64"):
+        stick(M.astype(np.float32), J, v, u, d, None, *coefs, *out)
+    with pytest.raises(ValueError, match="shapes"):
+        stick(M, J[:-1], v, u, d, None, *coefs, *out)
+    with pytest.raises(ValueError, match="shapes"):  # r = 4 with a twist: F must be (4, k)
+        stick(M, np.zeros((4 * k, nv)), v, u, d, np.zeros(k), *coefs, *out)
+    frozen = np.empty(nv)
+    frozen.setflags(write=False)
+    with pytest.raises((BufferError, ValueError, TypeError)):
+        stick(M, J, v, u, d, None, *coefs, frozen, *out[1:])
