@@ -1,7 +1,7 @@
 /* wb_sim._compiled: compiled kernels of the step (issue 33).
  *
- * stick_solve: the compliant contact's solve when every point of the surfaces touches and
- * sticks (a standing robot: almost every step). It is the all-sticking branch of
+ * stick_solve: the compliant contact's solve when every point in it sticks (a standing robot:
+ * almost every step; a walking robot's stance foot). It is the all-sticking branch of
  * CompliantContact.solve (wb_sim/contact/compliant.py) in one call; that Python code stays the
  * reference, and the tests hold this kernel to it (test/core/contact/test_compiled.py).
  * WB_SIM_PLAIN=1 runs the Python code instead (wb_sim/compiled.py).
@@ -14,7 +14,7 @@
  *
  * The system, as in the Python code (rows component-major: all t1 rows, all t2 rows, all
  * normal rows, then with torsional friction all twist rows; r = 3 or 4 rows per point):
- *   (J h M^-1 J^T + diag(coef / sqrt(d))) f = target - J v_free,
+ *   (J h M^-1 J^T + diag(coef / sqrt(ds))) f = target - J v_free,
  *   target = (target_t u, target_n d, target_t twist),
  *   v_next = v_free + h M^-1 J^T f,   x_next = x + h J_x v_next  (x: u, then the twist).
  * Only the columns of J that some row reaches enter the products (a foot's points move the
@@ -63,33 +63,38 @@ static void release(Buf *x) {
 #define W1(B, i) (*(double *)((char *)(B).buf + (i) * (B).strides[0]))
 #define W2(B, i, j) (*(double *)((char *)(B).buf + (i) * (B).strides[0] + (j) * (B).strides[1]))
 
-/* stick_solve(Minv_upper, J, v_free, u, d, twist, coef_t, coef_n, target_t, target_n, mu2, h,
- *             v_next, F, x_next) -> int
- * Minv_upper (nv, nv): M^-1, its upper triangle read; J (r k, nv); v_free (nv,); u (2, k);
- * d (k,) depths > 0; twist (k,) or None (r = 3); outputs, written: v_next (nv,), F (r, k) the
- * forces component-major, x_next (r - 1, k): u' then the twist'.
+/* stick_solve(Minv_upper, J, v_free, u, d, ds, twist, coef_t, coef_n, target_t, target_n, mu2,
+ *             h, v_next, F, x_next) -> int
+ * The k points in the solve (all of the surfaces', or those that touch or will): Minv_upper
+ * (nv, nv): M^-1, its upper triangle read; J (r k, nv) their rows; v_free (nv,); u (2, k); d (k,)
+ * their depths (the normal target); ds (k,) > 0 the depths the law's diagonal takes (d, or
+ * for a point that the free motion takes below, the depth it would reach); twist (k,) or None
+ * (r = 3); outputs, written: v_next (nv,), F (r, k) the forces component-major, x_next
+ * (r - 1, k): u' then the twist'.
  * Returns 0: solved, every point pushes and sticks inside its friction cone (and its twist inside
  * its own); 1: the matrix is not numerically positive definite; 2: a point pulls or leaves a
- * cone; 3: a size beyond this kernel's or a depth <= 0. On 1-3 the outputs are unspecified and
- * the caller runs the Python code (which also has the active-set loop). */
+ * cone; 3: a size beyond this kernel's or a diagonal depth ds <= 0. On 1-3 the outputs are
+ * unspecified and the caller runs the Python code (which also has the active-set loop). */
 static PyObject *stick_solve(PyObject *self, PyObject *args) {
-    PyObject *oM, *oJ, *ov, *ou, *od, *otw, *ovn, *oF, *ox;
+    PyObject *oM, *oJ, *ov, *ou, *od, *ods, *otw, *ovn, *oF, *ox;
     double coef_t, coef_n, target_t, target_n, mu2, h;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOddddddOOO", &oM, &oJ, &ov, &ou, &od, &otw, &coef_t, &coef_n,
-                          &target_t, &target_n, &mu2, &h, &ovn, &oF, &ox))
+    if (!PyArg_ParseTuple(args, "OOOOOOOddddddOOO", &oM, &oJ, &ov, &ou, &od, &ods, &otw, &coef_t,
+                          &coef_n, &target_t, &target_n, &mu2, &h, &ovn, &oF, &ox))
         return NULL;
-    Buf M = {0}, J = {0}, v = {0}, u = {0}, d = {0}, tw = {0}, vn = {0}, F = {0}, x = {0};
+    Buf M = {0}, J = {0}, v = {0}, u = {0}, d = {0}, ds = {0}, tw = {0}, vn = {0}, F = {0}, x = {0};
     PyObject *ret = NULL;
     long status = 0;
     const int torsion = otw != Py_None;
     if (get(oM, &M, 2, 0) || get(oJ, &J, 2, 0) || get(ov, &v, 1, 0) || get(ou, &u, 2, 0)
-        || get(od, &d, 1, 0) || (torsion && get(otw, &tw, 1, 0)) || get(ovn, &vn, 1, 1)
+        || get(od, &d, 1, 0) || get(ods, &ds, 1, 0) || (torsion && get(otw, &tw, 1, 0))
+        || get(ovn, &vn, 1, 1)
         || get(oF, &F, 2, 1) || get(ox, &x, 2, 1))
         goto done;
     const Py_ssize_t nv = v.b.shape[0], k = d.b.shape[0], r = torsion ? 4 : 3, m = r * k;
     if (M.b.shape[0] != nv || M.b.shape[1] != nv || J.b.shape[0] != m || J.b.shape[1] != nv
-        || u.b.shape[0] != 2 || u.b.shape[1] != k || (torsion && tw.b.shape[0] != k)
+        || u.b.shape[0] != 2 || u.b.shape[1] != k || ds.b.shape[0] != k
+        || (torsion && tw.b.shape[0] != k)
         || vn.b.shape[0] != nv || F.b.shape[0] != r || F.b.shape[1] != k || x.b.shape[0] != r - 1
         || x.b.shape[1] != k) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.stick_solve: inconsistent shapes");
@@ -132,14 +137,14 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
             A[i * m + j] = s;
         }
         const Py_ssize_t p = i % k, comp = i / k;
-        const double dp = AT1(d.b, p);
-        if (!(dp > 0.0)) {
+        const double dsp = AT1(ds.b, p);
+        if (!(dsp > 0.0)) {
             status = 3;
             goto out;
         }
-        A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dp);
+        A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsp);
         const double t = comp < 2 ? AT2(u.b, comp, p) * target_t
-                                  : (comp == 2 ? dp * target_n : AT1(tw.b, p) * target_t);
+                                  : (comp == 2 ? AT1(d.b, p) * target_n : AT1(tw.b, p) * target_t);
         const double *restrict ji = Jc + i * nu;
         double s = 0.0;
         for (int a = 0; a < nu; a++) s += ji[a] * AT1(v.b, U[a]);
@@ -209,7 +214,7 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
 out:
     ret = PyLong_FromLong(status);
 done:
-    release(&M); release(&J); release(&v); release(&u); release(&d); release(&tw);
+    release(&M); release(&J); release(&v); release(&u); release(&d); release(&ds); release(&tw);
     release(&vn); release(&F); release(&x);
     return ret;
 }

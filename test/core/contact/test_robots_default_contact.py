@@ -172,9 +172,9 @@ def test_humanoid_stands_with_its_pd_behind_by_3_ms_from_most_starts(make_humano
     loaded machine): the default humanoid under its shipped PD, its torques acting 3 steps
     late, stands from most starts. 3 steps is its edge: its feet chatter, and a start a
     micrometre higher, or the rounding of another summation order, decides whether it stands
-    (from 0, 1e-6, 5e-5, 1e-4 ... 8e-4 m higher: 8 of 9 stood on the plain Python path, 6 of 9
-    with the compiled solve, whose first start falls at 2.4 s; 2 steps late every start
-    stands, 3.4-4.4 mm down; each trajectory alone is deterministic). The contact's
+    (from 0, 1e-12, 1e-9, 1e-6, 5e-5, 1e-4, 2e-4, 4e-4 and 8e-4 m higher: 8 of 9 stood on
+    the plain Python path, 7 of 9 with the compiled solve; 2 steps late every start stands,
+    3.4-4.4 mm down; each trajectory alone is deterministic). The contact's
     tangential stiffness sets this margin: at 1e6 N/m the same robot fell with 3 steps."""
     drops = [_lowest_drop(make_humanoid, shipped_controller, 3, dz) for dz in STARTS]
     stood = sum(d < 0.02 for d in drops)

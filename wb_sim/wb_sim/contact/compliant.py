@@ -132,6 +132,11 @@ NEWTON_TOL = 1e-13
 SIGMA_MAX = 1e8
 #: halvings of a Newton step after which the step is given up
 MAX_HALVINGS = 6
+#: rows of the contact system up to which the compiled all-sticking solve runs (16 points
+#: with 3 rows: every robot's feet). Its Cholesky is a scalar loop (m^3 / 6 products), so its
+#: gain shrinks with m: 12-14 us a step at 24 rows (icub_stand), none measurable at 48 (the
+#: humanoid lying face down: 229-239 us a step either way); beyond, LAPACK's blocked one
+COMPILED_MAX_ROWS = 48
 
 
 def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -342,8 +347,9 @@ class CompliantContact(SurfaceContact):
         # with free objects, the islands of the problem (docs/performance.md): each island's
         # block of h M^-1 J^T, J M^-1 J^T and its solve alone (the other entries: exact zeros)
         islands = self._islands.find(Minv_upper, Jg, r, k) if r * k >= ISLAND_MIN_ROWS else None
-        if islands is None and idx is None and self._springy and self._stick_solve is not None:
-            out = self._stick_compiled(Minv_upper, Jg, v_free, u, d, h, torsion, n)
+        if (islands is None and r * k <= COMPILED_MAX_ROWS and self._springy
+                and self._stick_solve is not None):
+            out = self._stick_compiled(Minv_upper, Jg, v_free, uk, dk, ds, h, torsion, n, idx)
             if out is not None:
                 return out  # else a point pulls or slips: the plain path below, active set
         if islands is None:
@@ -438,27 +444,36 @@ class CompliantContact(SurfaceContact):
                                         None if slipping is None else slipping[0], idx, n, h)
         return v_next, force, u_next
 
-    def _stick_compiled(self, Minv_upper, Jg, v_free, u, d, h, torsion, n):
-        """:meth:`solve`'s all-sticking branch with every point in the solve, in one
-        compiled call (wb_sim/_compiled.c; that branch stays its reference): ``(v_next,
-        force, u_next)`` and the same state as the branch leaves, or None where a point
-        pulls, leaves its cone or the system is singular (nothing changed then)."""
-        r = 4 if torsion else 3
-        v_next, F, x_next = np.empty(len(v_free)), np.empty((r, n)), np.empty((r - 1, n))
+    def _stick_compiled(self, Minv_upper, Jg, v_free, uk, dk, ds, h, torsion, n, idx):
+        """:meth:`solve`'s all-sticking branch in one compiled call (wb_sim/_compiled.c; that
+        branch stays its reference), for the points ``idx`` (None: all n): ``(v_next, force,
+        u_next)`` and the same state as the branch leaves, or None where a point pulls,
+        leaves its cone or the system is singular (nothing changed then)."""
+        r, k = (4 if torsion else 3), len(dk)
+        twist_k = (self._twist if idx is None else self._twist[idx]) if torsion else None
+        v_next, F, x_next = np.empty(len(v_free)), np.empty((r, k)), np.empty((r - 1, k))
         ct, cn, tt, tn = self._stick_coefficients
-        if self._stick_solve(Minv_upper, Jg, v_free, u, d, self._twist if torsion else None,
-                             ct, cn, tt, tn, self._mu2, h, v_next, F, x_next):
+        if self._stick_solve(Minv_upper, Jg, v_free, uk, dk, ds, twist_k, ct, cn, tt, tn,
+                             self._mu2, h, v_next, F, x_next):
             return None
         if self._slipped:
             self._sigma, self._slipped = np.zeros((n, 2)), False
         self._generalized = (Jg, F.reshape(-1), h)
-        self._status = self._all_stick
+        if idx is None:
+            self._status, force, x_all = self._all_stick, F[:3].T, x_next
+        else:  # the others: no contact, no force, no deformation
+            self._status = status = np.zeros(n, dtype=np.int8)
+            status[idx] = 1
+            force = np.zeros((n, 3))
+            force[idx] = F[:3].T
+            x_all = np.zeros((r - 1, n))
+            x_all[:, idx] = x_next
         if torsion:
-            self._twist, self._twisted = x_next[2], True
-            x_next = x_next[:2]
-        elif self._twisted:
+            self._twist, self._twisted = x_all[2], True
+            return v_next, force, x_all[:2]
+        if self._twisted:
             self._twist, self._twisted = np.zeros(n), False
-        return v_next, F[:3].T, x_next
+        return v_next, force, x_all
 
     def _next_deformation(self, J_rows, v_next, x, F_rows, ds, codes, slipping, idx, n, h):
         """The next deformation (m, rows like ``x``: (2, k) tangential or (1, k) twist)
