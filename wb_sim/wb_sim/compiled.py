@@ -15,6 +15,8 @@ import importlib
 import os
 import warnings
 
+from .errors import ConfigError
+
 #: the environment variable that forces the plain Python path ("1")
 PLAIN_ENV = "WB_SIM_PLAIN"
 
@@ -23,10 +25,15 @@ _missing_said = False
 
 def kernels():
     """The compiled kernels' module, or None where the plain path runs: ``WB_SIM_PLAIN=1``,
-    or the extension is not built (warned once per process)."""
+    or the extension is not built (warned once per process). Another value than 0 or 1 is a
+    :class:`ConfigError`."""
     global _missing_said
-    if os.environ.get(PLAIN_ENV, "0").strip() not in ("", "0"):
+    plain = os.environ.get(PLAIN_ENV, "").strip()
+    if plain == "1":
         return None
+    if plain not in ("", "0"):
+        raise ConfigError(f"environment variable {PLAIN_ENV}={plain!r}: 1 runs the plain Python "
+                          f"path, 0 (or unset) the compiled kernels")
     try:
         _compiled = importlib.import_module("._compiled", __package__)
     except ImportError as e:

@@ -173,6 +173,12 @@ def test_wb_sim_plain_forces_the_plain_path(monkeypatch):
     assert sim.contact._stick_solve is _kernel().stick_solve
 
 
+def test_a_value_of_wb_sim_plain_other_than_0_or_1_is_a_config_error(monkeypatch):
+    monkeypatch.setenv(compiled.PLAIN_ENV, "yes")
+    with pytest.raises(wb_sim.ConfigError, match="WB_SIM_PLAIN='yes': 1 runs the plain"):
+        _standing_humanoid()
+
+
 def test_a_missing_extension_is_said_once_and_the_plain_path_runs(monkeypatch):
     monkeypatch.delenv(compiled.PLAIN_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "wb_sim._compiled", None)  # `from . import` raises
