@@ -6,7 +6,8 @@ contact's solve when every point sticks, :meth:`wb_sim.contact.compliant.Complia
 that Python code stays the reference the tests hold them to. ``WB_SIM_PLAIN=1`` in the
 environment, read when a simulator is built, makes the simulators built after it run the plain
 Python path everywhere (for debugging, or to compare). A missing extension (a source tree that
-was never built) is said once, as a warning, and the plain path runs.
+was never built, or an install on a machine without a C compiler: setup.py builds it as an
+optional extension) is said once, as a warning, and the plain path runs.
 """
 
 from __future__ import annotations
