@@ -438,7 +438,8 @@ def test_anymal_launch_stands_in_lockstep(launch):
 
 def test_ros2_run_of_each_executable(workspace, tmp_path):
     """``ros2 run wb_sim wb_sim_node`` alone simulates the default humanoid (as turtlesim
-    starts its turtle); ``ros2 run wb_sim wb_sim_run`` runs node + controller to the end."""
+    starts its turtle), on the compiled step colcon built; ``ros2 run wb_sim wb_sim_run`` runs
+    node + controller to the end."""
     domain = fresh_domain_id()
     node = Proc("ros2_run_node", ["bash", "-c", "source install/setup.bash && exec ros2 run "
                                   "wb_sim wb_sim_node"], domain, tmp_path, cwd=workspace,
@@ -447,6 +448,8 @@ def test_ros2_run_of_each_executable(workspace, tmp_path):
         assert node.wait_for_log("simulating wb_humanoid (23 joints", START_TIMEOUT), \
             node.describe()
         assert "no robot given" in node.log()
+        # colcon built the compiled kernels too (wb_sim/_compiled.c), and the node says so
+        assert "step: compiled (WB_SIM_PLAIN=1 forces" in node.log(), node.describe()
         os.killpg(node.pid, signal.SIGINT)  # Ctrl-C in a terminal: ros2 run and its child
         assert node.popen.wait(15) == 0, node.describe()
     finally:

@@ -47,6 +47,7 @@ from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from .. import compiled
 from ..config import load_config
 from ..control import ControllerLoop
 from ..controllers import simulator_drive_gains
@@ -217,7 +218,8 @@ class SimNode(PolledNodeMixin, Node):
         self.get_logger().info(
             f"simulating {what} ({sim.nj} joints, {sim.mass:.1f} kg, "
             f"{sim.contact_points.n} contact points) at {1 / self.dt:g} Hz; "
-            f"{sync_description(self.cfg, self.cfg['controller.callable'])}; {commands}")
+            f"{sync_description(self.cfg, self.cfg['controller.callable'])}; {commands}; "
+            f"step: {compiled.path()} ({compiled.PLAIN_ENV}=1 forces the plain Python path)")
         if self.gate.waiting_for_first or self._lockstep:
             self.get_logger().info(
                 f"waiting for the first command on '{self.cfg['topics.joint_commands']}' or "
