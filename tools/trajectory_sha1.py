@@ -17,7 +17,7 @@ import numpy as np
 
 import wb_sim
 from wb_sim.controllers import PDGravityController
-from wb_sim.tools.bench import ICUB_STAND, KP, KD
+from wb_sim.tools.bench import icub_stand_setup
 
 
 def _digest(sim, ctrl, steps: int, before_step=None) -> str:
@@ -46,10 +46,7 @@ def _digest(sim, ctrl, steps: int, before_step=None) -> str:
 
 
 def icub_stand(contact: str, steps: int = 3000) -> str:
-    params = dict(ICUB_STAND, **{"contact.model": contact})
-    sim = wb_sim.Simulator.from_params(params)
-    ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
-    return _digest(sim, ctrl, steps)
+    return _digest(*icub_stand_setup(**{"contact.model": contact}), steps)
 
 
 def humanoid_lying(contact: str, steps: int = 3000) -> str:

@@ -119,12 +119,10 @@ def test_each_compiled_solve_equals_the_python_one_on_a_standing_humanoid(torsio
 
 
 def _icub_stand_run(plain: bool, monkeypatch, torsion: float) -> tuple[np.ndarray, wb_sim.Simulator]:
-    from wb_sim.tools.bench import ICUB_STAND, KD, KP
+    from wb_sim.tools.bench import icub_stand_setup
     monkeypatch.setenv(compiled.PLAIN_ENV, "1" if plain else "0")
-    params = dict(ICUB_STAND, **{"contact.torsional_friction": torsion})
-    sim = wb_sim.Simulator.from_params(params)
+    sim, ctrl = icub_stand_setup(**{"contact.torsional_friction": torsion})
     assert (sim.contact._stick_solve is None) == plain
-    ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
     states = np.empty((10_000, sim.model.nq + sim.model.nv))
     for i in range(10_000):
         sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))

@@ -11,7 +11,7 @@ was one module, and stay importable from here.
 """
 
 from .physics import (ICUB_STAND, KD, KP, STEPS, collision_cost, humanoid_lying, icub_stand,
-                      main, self_collision_cost)
+                      icub_stand_setup, main, self_collision_cost)
 
 __all__ = ["ICUB_STAND", "KD", "KP", "STEPS", "collision_cost", "humanoid_lying", "icub_stand",
-           "main", "self_collision_cost"]
+           "icub_stand_setup", "main", "self_collision_cost"]

@@ -75,13 +75,19 @@ def _run(sim: Simulator, ctrl: PDGravityController, steps: int, log=None,
     return wall
 
 
+def icub_stand_setup(**overrides) -> tuple[Simulator, PDGravityController]:
+    """The scenario's simulator (ICUB_STAND with ``overrides``, e.g. ``"contact.model":
+    "rigid"``) and its controller (joint PD at KP, KD to zero + gravity compensation)."""
+    params = dict(ICUB_STAND, **overrides)
+    sim = Simulator.from_params(params)
+    return sim, PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
+
+
 def icub_stand(contact: str = "compliant", runs: int = 3, progress: bool = True,
                collision: bool = False) -> dict:
     """Run the scenario; returns the report as a dict (also printed by main).
     ``collision``: with whole-body collision on (collision.enabled)."""
-    params = dict(ICUB_STAND, **{"contact.model": contact, "collision.enabled": collision})
-    sim = Simulator.from_params(params)
-    ctrl = PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD, gravity=params["gravity"])
+    sim, ctrl = icub_stand_setup(**{"contact.model": contact, "collision.enabled": collision})
     times, ends = [], []
     for r in range(runs):
         bar = Progress(STEPS * sim.dt, label=f"  run {r + 1}/{runs}", enabled=progress)
