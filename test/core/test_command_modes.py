@@ -87,3 +87,44 @@ def test_humanoid_stands_on_an_impedance_command_sent_at_200_hz(make_humanoid):
         sim.step(law.torques(sim.joint_positions, sim.joint_velocities))
         low = min(low, sim.q[2])
     assert z0 - low < 0.02, (z0 - low)
+
+
+def test_the_drive_laws_fast_path_equals_its_masked_reference_bit_for_bit():
+    """JointTargets.torques skips the masks while the modes stay those of the last set
+    (a controller's command every step): over a sequence of commands that change the
+    modes (all joints on position, some, efforts alone, a velocity target, a read-only
+    index array reused, a writable one changed in place, modes written by hand), every
+    step's torques equal torques_reference bit for bit, and a set of the same joints with
+    the same fields does not count as a change of modes."""
+    rng = np.random.default_rng(7)
+    nj = 6
+    law = JointTargets(nj, kp=rng.uniform(0, 200, nj), kd=rng.uniform(0, 5, nj))
+    every = np.arange(nj)
+    every.flags.writeable = False
+    some = np.array([4, 1])
+    some.flags.writeable = False
+    mutable = np.array([0, 2])
+    fields = [lambda k: dict(position=rng.normal(size=k), velocity=rng.normal(size=k),
+                             effort=rng.normal(size=k)),
+              lambda k: dict(position=rng.normal(size=k), effort=rng.normal(size=k)),
+              lambda k: dict(velocity=rng.normal(size=k)),
+              lambda k: dict(effort=rng.normal(size=k))]
+    plan = [(every, 0)] * 5 + [(some, 2)] * 3 + [(every, 1)] * 3 + [(mutable, 0)] * 2 + \
+        [(every, 3), (some, 0), (every, 0), (every, 0)]
+    modes = []
+    for step, (joints, f) in enumerate(plan):
+        if step == 12:
+            mutable[:] = [3, 5]  # the same (writable) array, other joints
+        law.set(joints, **fields[f](len(joints)))
+        if step == 14:
+            law.has_velocity[:] = True
+            law.modes_changed()
+        modes.append(law.modes)
+        for _ in range(3):
+            q, v = rng.normal(size=nj), rng.normal(size=nj)
+            fast, ref = law.torques(q, v), law.torques_reference(q, v)
+            assert fast.tobytes() == ref.tobytes(), (step, fast, ref)
+    assert modes[:5] == [modes[0]] * 5  # the same read-only joints and fields: no change
+    assert modes[5] > modes[4] and modes[6] == modes[5]
+    assert modes[12] > modes[11]  # a writable index array is never taken as unchanged
+    assert modes[15] == modes[14] + 1 == modes[13] + 3 and modes[16] == modes[15]

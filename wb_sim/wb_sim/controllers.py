@@ -96,21 +96,62 @@ class JointTargets:
         self.has_velocity = np.zeros(nj, dtype=bool)
         #: whether the last command gave the joint an effort (0.0 is an effort too)
         self.has_effort = np.zeros(nj, dtype=bool)
+        #: counts the changes of the modes (``has_*``): whoever writes those arrays other
+        #: than :meth:`set` calls :meth:`modes_changed`
+        self.modes = 0
+        #: (joints, fields given) of the last :meth:`set`, while the modes are still its:
+        #: a set for the same read-only index array with the same fields changes no mode
+        self._last_set = None
+        #: (modes, any joint servoed, every joint on position) for :meth:`torques`
+        self._servo_of = (-1, False, False)
+        self._buf = np.zeros(nj)
 
     def set(self, joints, position=None, velocity=None, effort=None) -> None:
         """The command for the joints ``joints`` (indices): each field an array in
         that order, or None where the command does not give it. The other joints
         keep their command."""
+        given = (position is not None, velocity is not None, effort is not None)
+        last = self._last_set
+        # a controller sends the same joints with the same fields at every step (the node's
+        # command reader hands the same read-only index array while the names do not change)
+        same = last is not None and last[0] is joints and last[1] == given
         joints = np.asarray(joints, dtype=int)
-        self.has_position[joints] = position is not None
-        self.has_velocity[joints] = velocity is not None
-        self.has_effort[joints] = effort is not None
+        if not same:
+            self.has_position[joints], self.has_velocity[joints], self.has_effort[joints] = given
+            self.modes += 1
+            writeable = not isinstance(joints, np.ndarray) or joints.flags.writeable
+            self._last_set = None if writeable else (joints, given)
         self.q_ref[joints] = 0.0 if position is None else position
         self.v_ref[joints] = 0.0 if velocity is None else velocity
         self.tau_ff[joints] = 0.0 if effort is None else effort
 
+    def modes_changed(self) -> None:
+        """Say that ``has_position``, ``has_velocity`` or ``has_effort`` were written
+        other than by :meth:`set`."""
+        self.modes += 1
+        self._last_set = None
+
     def torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray:
-        """Torques (nj,) at joint positions ``qj`` and velocities ``vj``."""
+        """Torques (nj,) at joint positions ``qj`` and velocities ``vj`` (a new array)."""
+        modes, servoed, every = self._servo_of
+        if modes != self.modes:
+            servo = self.has_position | self.has_velocity
+            servoed, every = bool(servo.any()), bool(self.has_position.all())
+            self._servo_of = (self.modes, servoed, every)
+        if not servoed:
+            return self.tau_ff.copy()
+        if every:  # every joint on position (and velocity) targets: no masks, the same sums
+            e = np.subtract(self.q_ref, qj, out=self._buf)
+            e *= self.kp
+            tau = self.tau_ff + e
+            np.subtract(self.v_ref, vj, out=e)
+            e *= self.kd
+            tau += e
+            return tau
+        return self.torques_reference(qj, vj)
+
+    def torques_reference(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray:
+        """:meth:`torques`, masked joint by joint: the plain law its fast path is held to."""
         tau = self.tau_ff.copy()
         servo = self.has_position | self.has_velocity
         if servo.any():

@@ -115,7 +115,7 @@ def write_command(t: JointTargets, idx: np.ndarray, fields: list) -> np.ndarray:
     other are each joint's last; with NaN entries (``command.nan_is_unset``) a joint
     takes the fields it was given, one with NaN only is left as it was. Returns the
     joints written."""
-    if all(f is None or f[1].all() for f in fields):
+    if all(f is None or f[1] is _ALL_GIVEN.get(len(f[1])) or f[1].all() for f in fields):
         t.set(idx, *(None if f is None else f[0] for f in fields))
         return idx
     masks = [np.zeros(len(idx), dtype=bool) if f is None else f[1] for f in fields]
@@ -126,6 +126,7 @@ def write_command(t: JointTargets, idx: np.ndarray, fields: list) -> np.ndarray:
         m = m[named]
         ref[j] = 0.0 if f is None else np.where(m, f[0][named], 0.0)
         has[j] = m
+    t.modes_changed()
     return j
 
 
@@ -141,6 +142,7 @@ def joint_indices(names: Sequence[str], index: Mapping[str, int]) -> np.ndarray:
         raise CommandRejected(f"unknown joint {e.args[0]!r}", "unknown joint") from None
     if len(set(names)) != n:
         raise CommandRejected("duplicated joint names", "duplicated names")
+    idx.flags.writeable = False  # the same joints for as long as it is reused (JointTargets.set)
     return idx
 
 
@@ -253,6 +255,7 @@ class CommandGate:
         self.command_joint_names = list(command_joint_names)
         self.command_idx = np.array([self.joint_index[n] for n in command_joint_names],
                                     dtype=np.intp)
+        self.command_idx.flags.writeable = False
         self.cfg = cfg  # checks the gains against the joints (ConfigError)
         self.stats = stats
         self.log = log
@@ -270,6 +273,7 @@ class CommandGate:
         self.losses = 0  # how often the controller was lost since the start (lockstep)
         self._idle_told = False  # position / velocity targets without gains: said once
         self._servo_gains = None  # the gains self._servo was found with
+        self._servo_modes = (None, -1)  # ... and the targets and their modes (JointTargets.modes)
         self._drive_gains = None  # ... and the (kp, kd) the drives then apply
         #: the delay line of the command timing; None: commands act on arrival
         self.timing = CommandTiming.from_cfg(cfg, self.nj, dt_ns)
@@ -420,9 +424,7 @@ class CommandGate:
             self._accept(stamp_ns, now_ns, timed=True)
             self._delay(stamp_ns, now_ns, write_command, idx, fields)
             return True
-        write_command(self.targets, idx, fields)
-        if fields[0] is not None or fields[1] is not None or self._servo is not False:
-            self._servo = None  # the servoed joints may have changed
+        write_command(self.targets, idx, fields)  # a change of modes: targets.modes
         self._accept(stamp_ns, now_ns)
         return True
 
@@ -450,9 +452,7 @@ class CommandGate:
             self._accept(None, now_ns, timed=True)
             self._delay(None, now_ns, self._write_efforts, self.command_idx, values)
             return True
-        self.targets.set(self.command_idx, effort=values)
-        if self._servo is not False:
-            self._servo = None  # these joints left position / velocity mode
+        self.targets.set(self.command_idx, effort=values)  # a change of modes: targets.modes
         self._accept(None, now_ns)
         return True
 
@@ -482,6 +482,7 @@ class CommandGate:
                          (t.has_velocity, src.has_velocity),
                          (t.has_effort, src.has_effort)):
                 np.copyto(a, b, where=written)
+            t.modes_changed()
             self._activate(stamp_ns, now_ns)
         self._servo = None  # the servoed joints may have changed
 
@@ -590,7 +591,10 @@ class CommandGate:
         (efforts alone, or zero gains: the efforts as they are, bit for bit)."""
         t = self.targets
         gains = self._gains
-        if self._servo is None or self._servo_gains is not gains:  # new targets or gains
+        modes = self._servo_modes
+        if self._servo is None or self._servo_gains is not gains or modes[0] is not t \
+                or modes[1] != t.modes:  # new gains, targets or modes
+            self._servo_modes = (t, t.modes)
             kp, kd = gains
             if self._gains_zero:  # explicit zeros: nothing to find
                 self._servo = False
