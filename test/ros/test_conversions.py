@@ -414,13 +414,26 @@ def _random_joint_state(rng, n):
     return m
 
 
-def test_joint_state_reader_matches_rclpy_serialization():
+@pytest.fixture(params=["compiled", "plain"])
+def cdr_path(request, monkeypatch):
+    """The CDR readers made now run this path (the compiled one must be built: CI builds it)."""
+    from wb_sim import compiled
+    if request.param == "plain":
+        monkeypatch.setenv(compiled.PLAIN_ENV, "1")
+    else:
+        monkeypatch.delenv(compiled.PLAIN_ENV, raising=False)
+        assert compiled.kernels() is not None, "wb_sim's compiled kernels are not built"
+    return request.param
+
+
+def test_joint_state_reader_matches_rclpy_serialization(cdr_path):
     from rclpy.serialization import serialize_message
     rng = np.random.default_rng(0)
     for _ in range(200):
         m = _random_joint_state(rng, int(rng.integers(0, 30)))
         data = serialize_message(m)
         read = cv.JointStateReader()
+        assert (read._kernel is None) == (cdr_path == "plain")
         stamp, p, v, e = read(data)
         assert stamp == m.header.stamp.sec * NS + m.header.stamp.nanosec
         assert read.names == list(m.name) and read.names_changed
@@ -432,7 +445,7 @@ def test_joint_state_reader_matches_rclpy_serialization():
         assert read.names_changed and read.names == list(other.name)
 
 
-def test_joint_state_reader_reads_the_node_template():
+def test_joint_state_reader_reads_the_node_template(cdr_path):
     names = ["a", "bb", "ccc"]
     tpl = cv.joint_state_template(names)
     read = cv.JointStateReader()
@@ -443,9 +456,11 @@ def test_joint_state_reader_reads_the_node_template():
     assert stamp == 6 * NS and q2.tolist() == (q + 1).tolist() and e2.tolist() == e.tolist()
 
 
-def test_read_odometry_pose_matches_rclpy_serialization():
+def test_read_odometry_pose_matches_rclpy_serialization(cdr_path):
     from rclpy.serialization import serialize_message
     rng = np.random.default_rng(1)
+    read = cv.OdometryPoseReader()
+    assert (read._kernel is None) == (cdr_path == "plain")
     for _ in range(50):
         o = Odometry()
         o.header.frame_id = "w" * int(rng.integers(0, 7))
@@ -455,17 +470,64 @@ def test_read_odometry_pose_matches_rclpy_serialization():
         p, r = o.pose.pose.position, o.pose.pose.orientation
         p.x, p.y, p.z, r.x, r.y, r.z, r.w = x.tolist()
         o.twist.twist.linear.x = 99.0
-        stamp, pose = cv.read_odometry_pose(serialize_message(o))
+        stamp, pose = read(serialize_message(o))
         assert stamp == 3 * NS + 7 and pose.tolist() == x.tolist()
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00\x00\x00\x00" + bytes(8), b"\x00\x01\x00\x00" +
                                   bytes(8) + b"\x05\x00\x00\x00ab"])
-def test_cdr_readers_reject_malformed_data(data):
+def test_cdr_readers_reject_malformed_data(data, cdr_path):
     with pytest.raises(ValueError):
         cv.JointStateReader()(data)
     with pytest.raises(ValueError):
-        cv.read_odometry_pose(data)
+        cv.OdometryPoseReader()(data)
+
+
+def _outcome(read, data):
+    """What a reader makes of ``data``: its result as plain values, or the error's text."""
+    try:
+        out = read(data)
+    except ValueError as e:
+        return ("error", str(e))
+    return tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in out)
+
+
+def test_the_compiled_cdr_readers_equal_their_python_reference_on_any_bytes(cdr_path):
+    """Every truncation of valid JointState and Odometry messages, and 3000 with random bytes
+    changed (counts, lengths, the encapsulation header): the compiled readers give what the
+    Python readers give, value for value, or the same ValueError; on a stream of valid messages
+    whose names change or repeat, the same names and names_changed."""
+    from rclpy.serialization import serialize_message
+    if cdr_path == "plain":
+        pytest.skip("compares the compiled readers with the plain ones")
+    rng = np.random.default_rng(5)
+    odom = Odometry(child_frame_id="base")
+    odom.pose.pose.position.z = 0.7
+    samples = [serialize_message(_random_joint_state(rng, n)) for n in (0, 1, 3, 23)]
+    stream = cv.JointStateReader()
+    reference = cv.JointStateReader()
+    for data in samples + samples[::-1] + samples[2:3] * 3:  # names new, repeated
+        assert _outcome(stream, data) == _outcome(reference.read_plain, data)
+        assert (stream.names, stream.names_changed) == (reference.names, reference.names_changed)
+    cases = [d[:k] for d in samples for k in range(len(d) + 1)]
+    odoms = [serialize_message(odom)[:k] for k in range(len(serialize_message(odom)) + 1)]
+    for _ in range(3000):
+        d = bytearray(samples[int(rng.integers(len(samples)))])
+        for _ in range(int(rng.integers(1, 4))):
+            d[int(rng.integers(len(d)))] = int(rng.integers(256))
+        cases.append(bytes(d))
+        o = bytearray(serialize_message(odom))
+        o[int(rng.integers(len(o)))] = int(rng.integers(256))
+        odoms.append(bytes(o))
+    errors = 0
+    for data in cases:
+        fast = _outcome(cv.JointStateReader(), data)
+        errors += fast[0] == "error"
+        assert fast == _outcome(cv.JointStateReader().read_plain, data), data
+    assert errors > 500  # the malformed cases were exercised
+    read = cv.OdometryPoseReader()
+    for data in odoms:
+        assert _outcome(read, data) == _outcome(cv.read_odometry_pose, data), data
 
 
 def test_contact_state_round_trip_and_its_cop():

@@ -219,9 +219,150 @@ done:
     return ret;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * CDR readers of the two state messages a controller and the node read at every step
+ * (XCDR1 little endian, as every ROS 2 RMW sends them): where each field lies in the
+ * serialized bytes, so that Python takes numpy views of them. The Python readers of
+ * wb_sim/ros/conversions.py (_CdrReader) stay the reference, with the same errors: ValueError
+ * "not a little-endian CDR message" or "message too short". Why by hand: rclpy's
+ * deserialization builds a Python object per nested message (an Odometry ~20, ~75 us); the
+ * Python readers take 6 (JointState) and 3 us (Odometry), mostly call overhead.
+ * Alignment is relative to the payload, after the 4-byte encapsulation header.
+ */
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t len, pos;
+} Cdr;
+
+static int cdr_short(void) {
+    PyErr_SetString(PyExc_ValueError, "message too short");
+    return -1;
+}
+
+static void cdr_align(Cdr *r, Py_ssize_t n) {
+    Py_ssize_t off = (r->pos - 4) % n;
+    if (off) r->pos += n - off;
+}
+
+static int cdr_u32(Cdr *r, unsigned long long *v) {
+    cdr_align(r, 4);
+    if (r->pos + 4 > r->len) return cdr_short();
+    const unsigned char *b = r->p + r->pos;
+    *v = (unsigned long long)b[0] | (unsigned long long)b[1] << 8 |
+         (unsigned long long)b[2] << 16 | (unsigned long long)b[3] << 24;
+    r->pos += 4;
+    return 0;
+}
+
+static int cdr_open(Cdr *r, const Py_buffer *b) {
+    r->p = (const unsigned char *)b->buf;
+    r->len = b->len;
+    r->pos = 4;
+    if (b->len < 4 || r->p[1] != 1) {
+        PyErr_SetString(PyExc_ValueError, "not a little-endian CDR message");
+        return -1;
+    }
+    return 0;
+}
+
+/* header: stamp (int32 sec, uint32 nanosec) and frame_id */
+static int cdr_header(Cdr *r, long long *stamp) {
+    unsigned long long sec, nsec, n;
+    if (cdr_u32(r, &sec) || cdr_u32(r, &nsec)) return -1;
+    long long s = (long long)sec - ((sec >> 31) << 32); /* int32 */
+    *stamp = s * 1000000000LL + (long long)nsec;
+    if (cdr_u32(r, &n)) return -1;
+    if (r->pos + (Py_ssize_t)n > r->len) return cdr_short();
+    r->pos += (Py_ssize_t)n;
+    return 0;
+}
+
+/* a sequence of doubles: (offset, count); no elements, no padding */
+static int cdr_doubles(Cdr *r, unsigned long long n, Py_ssize_t *off) {
+    if (n == 0) {
+        *off = r->pos;
+        return 0;
+    }
+    cdr_align(r, 8);
+    if (n > (unsigned long long)(r->len / 8) || r->pos + (Py_ssize_t)(8 * n) > r->len)
+        return cdr_short();
+    *off = r->pos;
+    r->pos += (Py_ssize_t)(8 * n);
+    return 0;
+}
+
+/* cdr_joint_state(data, key) -> (stamp_ns, names_start, names_end, same, position_offset,
+ * position_count, velocity_offset, velocity_count, effort_offset, effort_count).
+ * key: the serialized name list of the last message (b"": none); same: the names are key's
+ * bytes; otherwise names_end ends the name list, which the caller decodes. */
+static PyObject *cdr_joint_state(PyObject *self, PyObject *args) {
+    Py_buffer data, key;
+    if (!PyArg_ParseTuple(args, "y*y*", &data, &key)) return NULL;
+    PyObject *ret = NULL;
+    Cdr r;
+    long long stamp;
+    unsigned long long count, n;
+    Py_ssize_t start, end, off[3];
+    unsigned long long cnt[3];
+    int same = 0;
+    if (cdr_open(&r, &data) || cdr_header(&r, &stamp)) goto done;
+    cdr_align(&r, 4);
+    start = r.pos;
+    if (key.len > 0 && start + key.len <= r.len && memcmp(r.p + start, key.buf, key.len) == 0) {
+        same = 1;
+        r.pos = start + key.len;
+    } else {
+        if (cdr_u32(&r, &count)) goto done;
+        for (unsigned long long i = 0; i < count; i++) {
+            if (cdr_u32(&r, &n)) goto done;
+            if (r.pos + (Py_ssize_t)n > r.len || n > (unsigned long long)r.len) {
+                cdr_short();
+                goto done;
+            }
+            r.pos += (Py_ssize_t)n;
+        }
+    }
+    end = r.pos;
+    for (int k = 0; k < 3; k++)
+        if (cdr_u32(&r, &cnt[k]) || cdr_doubles(&r, cnt[k], &off[k])) goto done;
+    ret = Py_BuildValue("LnnNnKnKnK", stamp, start, end, PyBool_FromLong(same), off[0], cnt[0],
+                        off[1], cnt[1], off[2], cnt[2]);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&key);
+    return ret;
+}
+
+/* cdr_odometry_pose(data) -> (stamp_ns, offset of the pose's 7 doubles) */
+static PyObject *cdr_odometry_pose(PyObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    PyObject *ret = NULL;
+    Cdr r;
+    long long stamp;
+    unsigned long long n;
+    Py_ssize_t off;
+    if (cdr_open(&r, &data) || cdr_header(&r, &stamp)) goto done;
+    if (cdr_u32(&r, &n)) goto done; /* child_frame_id */
+    if (r.pos + (Py_ssize_t)n > r.len || n > (unsigned long long)r.len) {
+        cdr_short();
+        goto done;
+    }
+    r.pos += (Py_ssize_t)n;
+    if (cdr_doubles(&r, 7, &off)) goto done;
+    ret = Py_BuildValue("Ln", stamp, off);
+done:
+    PyBuffer_Release(&data);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"stick_solve", stick_solve, METH_VARARGS,
      "The compliant contact's all-sticking solve (see wb_sim/_compiled.c); returns 0 when solved."},
+    {"cdr_joint_state", cdr_joint_state, METH_VARARGS,
+     "Where the fields of a serialized sensor_msgs/JointState lie (see wb_sim/_compiled.c)."},
+    {"cdr_odometry_pose", cdr_odometry_pose, METH_VARARGS,
+     "The stamp of a serialized nav_msgs/Odometry and where its pose lies."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "wb_sim._compiled",
