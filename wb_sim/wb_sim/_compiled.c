@@ -47,7 +47,7 @@ static int get(PyObject *o, Buf *x, int ndim, int writable) {
         return -1;
     x->held = 1;
     if (x->b.itemsize != 8 || !x->b.format || strcmp(x->b.format, "d") != 0 || x->b.ndim != ndim) {
-        PyErr_Format(PyExc_TypeError, "wb_sim._compiled.stick_solve: %d-d float64 arrays expected", ndim);
+        PyErr_Format(PyExc_TypeError, "wb_sim._compiled: %d-d float64 arrays expected", ndim);
         return -1;
     }
     return 0;
@@ -220,6 +220,178 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------
+ * points_plane_bind(rows, joint_ids, slot, r_local, sphere, basis, origin, plane_z, rotated,
+ *                   support, HT, position_T, position_gT, Jp) -> plan
+ * points_plane(plan, J, depth) -> None
+ * ContactPoints.update against a plane (wb_sim/contact/points.py, its reference): the contact
+ * points' world positions, their ground coordinates and depths, and their Jacobian rows in
+ * ground coordinates, from the joint placements and the joint Jacobians of the step's data.
+ * The bind checks the arrays once and holds them (a capsule: their buffers stay exported, so
+ * numpy cannot resize them); each step then passes only J and depth.
+ * rows (njoints, 12): each joint's placement, the columns of [R | t] (wb_sim/pin_views.py);
+ * joint_ids (J,) int64: the points' parent joints; slot (n,) int64: each point's index into
+ * joint_ids; r_local (n, 3): each point in its joint's frame; sphere (n, 3) or None: the offset
+ * from a sphere's centre to its lowest point; basis (3, 3): the ground's axes (t1, t2, n as
+ * columns); origin (3,); plane_z: the plane's height in ground coordinates; rotated: the
+ * ground coordinates are basis^T (x - origin), else the world's (position_gT is position_T);
+ * support (3 n, nv): 1 where a velocity moves the point; J (6, nv): data.J, each joint's motion
+ * in the world frame (linear at the world origin, then angular). Written: HT (3, 4 J),
+ * position_T, position_gT (3, n), Jp (3 n, nv) rows component-major (all t1 rows, all t2, all
+ * n), depth (n,) > 0 below the ground. Row (c, i) of Jp: b_c . v + (p_i x b_c) . omega, b_c
+ * the basis' column c. The sums run in another order than numpy's: equal to rounding.
+ */
+enum { P_ROWS, P_IDS, P_SLOT, P_R, P_SPH, P_B, P_O, P_SUP, P_HT, P_P, P_PG, P_JP, P_COUNT };
+
+typedef struct {
+    Buf b[P_COUNT];
+    double plane_z;
+    int rotated;
+    Py_ssize_t n, nj, nv;
+} PointsPlan;
+
+static void plan_free(PyObject *capsule) {
+    PointsPlan *pl = (PointsPlan *)PyCapsule_GetPointer(capsule, "wb_sim.points_plan");
+    if (!pl) return;
+    for (int k = 0; k < P_COUNT; k++) release(&pl->b[k]);
+    PyMem_Free(pl);
+}
+
+static int is_int64(const Py_buffer *b) {
+    return b->itemsize == 8 && b->ndim == 1 && b->format &&
+           (!strcmp(b->format, "l") || !strcmp(b->format, "q"));
+}
+
+static PyObject *points_plane_bind(PyObject *self, PyObject *args) {
+    PyObject *o[P_COUNT];
+    double plane_z;
+    int rotated;
+    if (!PyArg_ParseTuple(args, "OOOOOOOdpOOOOO", &o[P_ROWS], &o[P_IDS], &o[P_SLOT], &o[P_R],
+                          &o[P_SPH], &o[P_B], &o[P_O], &plane_z, &rotated, &o[P_SUP], &o[P_HT],
+                          &o[P_P], &o[P_PG], &o[P_JP]))
+        return NULL;
+    PointsPlan *pl = PyMem_Calloc(1, sizeof(PointsPlan));
+    if (!pl) return PyErr_NoMemory();
+    static const int ndim[P_COUNT] = {2, 1, 1, 2, 2, 2, 1, 2, 2, 2, 2, 2};
+    static const int writable[P_COUNT] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1};
+    Buf *b = pl->b;
+    for (int k = 0; k < P_COUNT; k++) {
+        if (k == P_SPH && o[k] == Py_None) continue;
+        if (k == P_IDS || k == P_SLOT) {
+            if (PyObject_GetBuffer(o[k], &b[k].b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto fail;
+            b[k].held = 1;
+            if (!is_int64(&b[k].b)) {
+                PyErr_SetString(PyExc_TypeError,
+                                "wb_sim._compiled.points_plane_bind: joint_ids and slot: 1-d int64");
+                goto fail;
+            }
+        } else if (get(o[k], &b[k], ndim[k], writable[k])) {
+            goto fail;
+        }
+    }
+    Py_ssize_t nj = b[P_IDS].b.shape[0], n = b[P_R].b.shape[0], nv = b[P_SUP].b.shape[1],
+               njoints = b[P_ROWS].b.shape[0];
+    if (b[P_ROWS].b.shape[1] != 12 || b[P_R].b.shape[1] != 3 || b[P_SLOT].b.shape[0] != n ||
+        b[P_B].b.shape[0] != 3 || b[P_B].b.shape[1] != 3 || b[P_O].b.shape[0] != 3 ||
+        b[P_SUP].b.shape[0] != 3 * n || b[P_HT].b.shape[0] != 3 || b[P_HT].b.shape[1] != 4 * nj ||
+        b[P_P].b.shape[0] != 3 || b[P_P].b.shape[1] != n || b[P_PG].b.shape[0] != 3 ||
+        b[P_PG].b.shape[1] != n || b[P_JP].b.shape[0] != 3 * n || b[P_JP].b.shape[1] != nv ||
+        (b[P_SPH].held && (b[P_SPH].b.shape[0] != n || b[P_SPH].b.shape[1] != 3))) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.points_plane_bind: inconsistent shapes");
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < nj; k++) {
+        long long j = *(const long long *)((const char *)b[P_IDS].b.buf + k * b[P_IDS].b.strides[0]);
+        if (j < 0 || j >= njoints) {
+            PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.points_plane_bind: joint id out of range");
+            goto fail;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long k = *(const long long *)((const char *)b[P_SLOT].b.buf + i * b[P_SLOT].b.strides[0]);
+        if (k < 0 || k >= nj) {
+            PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.points_plane_bind: slot out of range");
+            goto fail;
+        }
+    }
+    pl->plane_z = plane_z;
+    pl->rotated = rotated;
+    pl->n = n;
+    pl->nj = nj;
+    pl->nv = nv;
+    PyObject *capsule = PyCapsule_New(pl, "wb_sim.points_plan", plan_free);
+    if (capsule) return capsule;
+fail:
+    for (int k = 0; k < P_COUNT; k++) release(&b[k]);
+    PyMem_Free(pl);
+    return NULL;
+}
+
+static PyObject *points_plane(PyObject *self, PyObject *args) {
+    PyObject *oplan, *oJ, *od;
+    if (!PyArg_ParseTuple(args, "OOO", &oplan, &oJ, &od)) return NULL;
+    PointsPlan *pl = (PointsPlan *)PyCapsule_GetPointer(oplan, "wb_sim.points_plan");
+    if (!pl) return NULL;
+    Buf J = {0}, d = {0};
+    PyObject *ret = NULL;
+    if (get(oJ, &J, 2, 0) || get(od, &d, 1, 1)) goto done;
+    const Py_ssize_t n = pl->n, nj = pl->nj, nv = pl->nv;
+    if (J.b.shape[0] != 6 || J.b.shape[1] != nv || d.b.shape[0] != n) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.points_plane: inconsistent shapes");
+        goto done;
+    }
+    const Py_buffer *rows = &pl->b[P_ROWS].b, *ids = &pl->b[P_IDS].b, *slot = &pl->b[P_SLOT].b,
+                    *rl = &pl->b[P_R].b, *sph = pl->b[P_SPH].held ? &pl->b[P_SPH].b : NULL,
+                    *B = &pl->b[P_B].b, *o = &pl->b[P_O].b, *sup = &pl->b[P_SUP].b;
+    Py_buffer *HT = &pl->b[P_HT].b, *P = &pl->b[P_P].b, *Pg = &pl->b[P_PG].b,
+              *Jp = &pl->b[P_JP].b;
+    for (Py_ssize_t k = 0; k < nj; k++) {
+        long long j = *(const long long *)((const char *)ids->buf + k * ids->strides[0]);
+        for (int b = 0; b < 4; b++)
+            for (int a = 0; a < 3; a++) W2(*HT, a, 4 * k + b) = AT2(*rows, j, 3 * b + a);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long k = *(const long long *)((const char *)slot->buf + i * slot->strides[0]);
+        double r0 = AT2(*rl, i, 0), r1 = AT2(*rl, i, 1), r2 = AT2(*rl, i, 2), p[3], c[3][6];
+        for (int a = 0; a < 3; a++) {
+            p[a] = AT2(*HT, a, 4 * k) * r0 + AT2(*HT, a, 4 * k + 1) * r1 +
+                   AT2(*HT, a, 4 * k + 2) * r2 + AT2(*HT, a, 4 * k + 3);
+            if (sph) p[a] -= AT2(*sph, i, a);
+            W2(*P, a, i) = p[a];
+        }
+        if (pl->rotated) {
+            double x0 = p[0] - AT1(*o, 0), x1 = p[1] - AT1(*o, 1), x2 = p[2] - AT1(*o, 2);
+            for (int cc = 0; cc < 3; cc++)
+                W2(*Pg, cc, i) = AT2(*B, 0, cc) * x0 + AT2(*B, 1, cc) * x1 + AT2(*B, 2, cc) * x2;
+        }
+        W1(d.b, i) = pl->plane_z - AT2(*Pg, 2, i);
+        for (int cc = 0; cc < 3; cc++) { /* the row of component cc: [b_c, p x b_c] */
+            double b0 = AT2(*B, 0, cc), b1 = AT2(*B, 1, cc), b2 = AT2(*B, 2, cc);
+            c[cc][0] = b0; c[cc][1] = b1; c[cc][2] = b2;
+            c[cc][3] = p[1] * b2 - p[2] * b1;
+            c[cc][4] = p[2] * b0 - p[0] * b2;
+            c[cc][5] = p[0] * b1 - p[1] * b0;
+        }
+        for (Py_ssize_t col = 0; col < nv; col++) {
+            if (AT2(*sup, i, col) == 0.0) {
+                for (int cc = 0; cc < 3; cc++) W2(*Jp, cc * n + i, col) = 0.0;
+                continue;
+            }
+            double j0 = AT2(J.b, 0, col), j1 = AT2(J.b, 1, col), j2 = AT2(J.b, 2, col),
+                   j3 = AT2(J.b, 3, col), j4 = AT2(J.b, 4, col), j5 = AT2(J.b, 5, col);
+            for (int cc = 0; cc < 3; cc++)
+                W2(*Jp, cc * n + i, col) = c[cc][0] * j0 + c[cc][1] * j1 + c[cc][2] * j2 +
+                                           c[cc][3] * j3 + c[cc][4] * j4 + c[cc][5] * j5;
+        }
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    release(&J);
+    release(&d);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------------------
  * CDR readers of the two state messages a controller and the node read at every step
  * (XCDR1 little endian, as every ROS 2 RMW sends them): where each field lies in the
  * serialized bytes, so that Python takes numpy views of them. The Python readers of
@@ -359,6 +531,10 @@ done:
 static PyMethodDef methods[] = {
     {"stick_solve", stick_solve, METH_VARARGS,
      "The compliant contact's all-sticking solve (see wb_sim/_compiled.c); returns 0 when solved."},
+    {"points_plane_bind", points_plane_bind, METH_VARARGS,
+     "Checks and holds the arrays of ContactPoints.update against a plane (see wb_sim/_compiled.c)."},
+    {"points_plane", points_plane, METH_VARARGS,
+     "ContactPoints.update against a plane, with a plan of points_plane_bind."},
     {"cdr_joint_state", cdr_joint_state, METH_VARARGS,
      "Where the fields of a serialized sensor_msgs/JointState lie (see wb_sim/_compiled.c)."},
     {"cdr_odometry_pose", cdr_odometry_pose, METH_VARARGS,

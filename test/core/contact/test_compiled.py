@@ -230,3 +230,90 @@ def test_the_kernel_refuses_arrays_of_the_wrong_type_or_shape():
     with pytest.raises((BufferError, ValueError, TypeError)):
         stick(M, J, v, u, d, d, None, *coefs, frozen, *out[1:])
     assert stick(M, J, v, u, d, -d, None, *coefs, *out) == 3  # a depth <= 0: declined
+
+
+# ----------------------------------------------------------------------------- contact points
+
+
+def _points_pair(monkeypatch, overrides):
+    """The same simulator twice: its contact points updated by the kernel and by the plain
+    Python code."""
+    sims = []
+    for plain in ("0", "1"):
+        monkeypatch.setenv(compiled.PLAIN_ENV, plain)
+        sims.append(_standing_humanoid(**overrides)[0])
+    monkeypatch.setenv(compiled.PLAIN_ENV, "0")
+    fast, ref = sims
+    assert fast.contact_points._points_plane is not None
+    assert ref.contact_points._points_plane is None
+    return fast, ref
+
+
+@pytest.mark.parametrize("overrides", [
+    {},  # boxes on the level plane
+    {"left_foot.shape": "sphere", "left_foot.radius": 0.03, "ground.height": -0.02},
+    {"ground.normal": [0.6, -0.0, 0.8], "ground.height": 0.05},  # the ground tilted
+], ids=["boxes", "sphere", "tilted"])
+def test_compiled_contact_points_equal_the_python_update(monkeypatch, overrides):
+    """ContactPoints.update against a plane in one compiled call (points_plane): at 40 random
+    configurations (the base anywhere, turned anyhow, the joints within their limits), the
+    points' world and ground positions, depths, Jacobian rows and joint placements equal the
+    Python update's to rounding."""
+    import pinocchio as pin
+    fast, ref = _points_pair(monkeypatch, overrides)
+    rng = np.random.default_rng(11)
+    model = fast.robot.model
+    lo, hi = model.lowerPositionLimit, model.upperPositionLimit
+    lo, hi = np.where(np.abs(lo) < 10, lo, -3.0), np.where(np.abs(hi) < 10, hi, 3.0)
+    worst = 0.0
+    for _ in range(40):
+        q = rng.uniform(lo, hi)
+        q[:3] = rng.normal(scale=0.5, size=3)
+        q[3:7] = rng.normal(size=4)
+        q[3:7] /= np.linalg.norm(q[3:7])
+        out = []
+        for sim in (fast, ref):
+            m, d, pts = sim._model_step, sim._data_step, sim.contact_points
+            pin.computeJointJacobians(m, d, q)
+            pts.update(m, d, None)
+            out.append((pts.position_T.copy(), pts.position_gT.copy(), pts.depth.copy(),
+                        pts.jacobian_component_major().copy(), pts._HT_now.copy(),
+                        pts.jacobian_g().copy()))
+        for a, b in zip(*out):
+            assert a.shape == b.shape
+            worst = max(worst, _close(a, b))
+    assert worst < RTOL, worst
+    assert worst > 0 or overrides == {}  # (a test of a copy would read 0 everywhere)
+
+
+def test_the_points_kernel_refuses_arrays_of_the_wrong_type_or_shape():
+    sim = _standing_humanoid()[0]
+    pts = sim.contact_points
+    kernels = _kernel()
+    assert pts._plan is not None  # bound at the simulator's first update
+    args = [pts._placement_rows, pts.joint_ids, pts.slot, pts.r_local, None, pts.basis,
+            pts.ground.origin, pts.plane_z, pts._rotated, pts._row_support, pts._HT,
+            pts.position_T, pts.position_gT, pts._Jp]
+    plan = kernels.points_plane_bind(*args)
+    J, depth = sim._data_step.J, np.empty(pts.n)
+    assert kernels.points_plane(plan, J, depth) is None
+    for k, value, error, text in [
+            (3, pts.r_local[:-1], ValueError, "shapes"),
+            (1, pts.joint_ids.astype(np.int32), TypeError, "int64"),
+            (1, pts.joint_ids + 10_000, ValueError, "out of range"),
+            (2, pts.slot + 100, ValueError, "out of range"),
+            (10, pts._HT.astype(np.float32), TypeError, "float64")]:
+        bad = list(args)
+        bad[k] = value
+        with pytest.raises(error, match=text):
+            kernels.points_plane_bind(*bad)
+    frozen = pts._Jp.copy()
+    frozen.setflags(write=False)
+    with pytest.raises((BufferError, ValueError, TypeError)):
+        kernels.points_plane_bind(*args[:-1], frozen)
+    with pytest.raises(ValueError, match="shapes"):
+        kernels.points_plane(plan, J[:, :-1], depth)
+    with pytest.raises(ValueError, match="shapes"):
+        kernels.points_plane(plan, J, depth[:-1])
+    with pytest.raises(ValueError):
+        kernels.points_plane(object(), J, depth)  # not a plan

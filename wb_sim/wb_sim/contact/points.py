@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import pinocchio as pin
 
+from .. import compiled
 from ..pin_views import placement_view
 from ..robot import RobotModel
 from ..terrain import tangent_bases as terrain_bases
@@ -159,6 +160,12 @@ class ContactPoints:
         self._placements_of = None
         self._placement_rows = None
         self._placements = ()
+        #: the compiled update against the plane (wb_sim/_compiled.c, points_plane; this
+        #: class's Python code is its reference), None: the plain path (WB_SIM_PLAIN=1, not
+        #: built, or a terrain)
+        self._kernels = compiled.kernels() if terrain is None and n else None
+        self._points_plane = None if self._kernels is None else self._kernels.points_plane
+        self._plan = None  #: its arrays, checked and held (points_plane_bind), per data
 
     def _allocate_positions(self) -> None:
         n = self.n
@@ -181,6 +188,12 @@ class ContactPoints:
             return
         if data is not self._placements_of:
             self._bind(data)
+        if self._plan is not None:
+            # what the plain code below does against the plane, in one call (to rounding)
+            self.depth = depth = np.empty(self.n)
+            self._points_plane(self._plan, data.J, depth)
+            self._HT_now = self._HT
+            return
         if self._placement_rows is not None:
             # the (J, 12) records are the columns of each [R_j | t_j]: HT in one gather
             HT = self._placement_rows[self.joint_ids].reshape(-1, 3).T
@@ -230,6 +243,13 @@ class ContactPoints:
         self._placements = [(data.oMi[jid], block) for jid, block in self._joint_blocks]
         self._placement_rows = placement_view(data, self.joint_ids)
         self._placements_of = data  # also keeps the viewed storage alive
+        self._plan = None
+        if self._kernels is not None and self._placement_rows is not None:
+            self._plan = self._kernels.points_plane_bind(
+                self._placement_rows, self.joint_ids, self.slot, self.r_local,
+                self._sphere_offsetT.T.copy() if self.has_spheres else None, self.basis,
+                self.ground.origin, self.plane_z, self._rotated, self._row_support, self._HT,
+                self.position_T, self.position_gT, self._Jp)
 
     def _read_placements(self) -> np.ndarray:
         """HT (3, 4J) copied joint by joint: the plain path (and the fast one's reference).
