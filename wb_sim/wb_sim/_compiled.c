@@ -35,6 +35,8 @@ static double Mc[MAX_NV * MAX_NV];     /* h M^-1 on the reached columns */
 static double Jc[MAX_ROWS * MAX_NV];   /* J on the reached columns */
 static double JMc[MAX_ROWS * MAX_NV];  /* Jc Mc */
 static double A[MAX_ROWS * MAX_ROWS];  /* the system, then its Cholesky factor (lower) */
+static int nz[MAX_ROWS * MAX_NV];      /* per row of Jc, its nonzero columns (in Jc) */
+static int nnz[MAX_ROWS];              /* ... and how many */
 static double f[MAX_ROWS];
 
 typedef struct {
@@ -111,8 +113,15 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < m && !any; i++) any = AT2(J.b, i, j) != 0.0;
         if (any) U[nu++] = (int)j;
     }
-    for (Py_ssize_t i = 0; i < m; i++)
-        for (int a = 0; a < nu; a++) Jc[i * nu + a] = AT2(J.b, i, U[a]);
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int c = 0;
+        for (int a = 0; a < nu; a++) {
+            const double x = AT2(J.b, i, U[a]);
+            Jc[i * nu + a] = x;
+            if (x != 0.0) nz[i * nu + c++] = a;
+        }
+        nnz[i] = c;
+    }
     for (int a = 0; a < nu; a++)
         for (int b = a; b < nu; b++) Mc[a * nu + b] = Mc[b * nu + a] = h * AT2(M.b, U[a], U[b]);
     /* JMc = Jc Mc: the rows of h J M^-1 on the reached columns */
@@ -127,13 +136,16 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
             for (int b = 0; b < nu; b++) row[b] += s * mr[b];
         }
     }
-    /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side) */
+    /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side).
+     * The sums skip Jc's zeros (a point's rows reach its own chain only): the same terms in
+     * the same order, the zero products left out */
     for (Py_ssize_t i = 0; i < m; i++) {
         const double *restrict ri = JMc + i * nu;
         for (Py_ssize_t j = 0; j <= i; j++) {
             const double *restrict jj = Jc + j * nu;
+            const int *restrict nj = nz + j * nu;
             double s = 0.0;
-            for (int a = 0; a < nu; a++) s += ri[a] * jj[a];
+            for (int q = 0, e = nnz[j]; q < e; q++) s += ri[nj[q]] * jj[nj[q]];
             A[i * m + j] = s;
         }
         const Py_ssize_t p = i % k, comp = i / k;
@@ -392,6 +404,238 @@ done:
 }
 
 /* ------------------------------------------------------------------------------------------
+ * collision_plane_bind(rows, point_geometry, point_joint, slots, G, basis, normal, support, U,
+ *                      margin, plane_offset, has_rims, has_caps) -> plan
+ * collision_plane_depths(plan, near, depth) -> kc
+ * collision_plane_rows(plan, J, candidates, position, J_cm) -> None
+ * The plane's narrow phase of whole-body collision (CollisionPoints.narrow in
+ * wb_sim/contact/ground_collision.py, its numpy reference, and the per-slot reference of the
+ * tests): the depth of every slot of the near geometries from the broad phase's U (u_j =
+ * R_j^T n and n . t_j per joint: d = -u_j, a rim's lowest point rim cos(phi) rho further down,
+ * a capsule's end out of its end rim), then, for the kc slots within the margin, their contact
+ * points (placed in the joints' frames, moved by the joints' placements, onto the surface) and
+ * their Jacobian rows in the plane's axes, component-major (3, kc, nv), masked by the joints'
+ * support. rows (njoints, 12): the placement records (wb_sim/pin_views.py); slots (m, 23): the
+ * slots' constants as CollisionPoints._slots lays them out; U (4, njoints): the broad phase's
+ * buffer, read at each call; support (njoints, nv). depth (m,): -inf where no slot is within the
+ * margin. Two calls, so that the caller allocates the kc-sized outputs in between.
+ */
+enum { C_ROWS, C_GEOM, C_JOINT, C_SLOTS, C_B, C_N, C_SUP, C_U, C_COUNT };
+
+typedef struct {
+    Buf b[C_COUNT];
+    Py_ssize_t m, G, njoints, nv, kc;
+    double margin, plane_offset;
+    int has_rims, has_caps;
+    Py_ssize_t *cand;  /* the last depths' candidates (m) */
+    double *rl;        /* their points in their joints' frames (3 m) */
+} CollisionPlan;
+
+static void collision_plan_free(PyObject *capsule) {
+    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(capsule, "wb_sim.collision_plan");
+    if (!pl) return;
+    for (int k = 0; k < C_COUNT; k++) release(&pl->b[k]);
+    PyMem_Free(pl->cand);
+    PyMem_Free(pl->rl);
+    PyMem_Free(pl);
+}
+
+static long long i64(const Py_buffer *b, Py_ssize_t i) {
+    return *(const long long *)((const char *)b->buf + i * b->strides[0]);
+}
+
+static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
+    PyObject *o[C_COUNT];
+    Py_ssize_t G;
+    double margin, plane_offset;
+    int has_rims, has_caps;
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOddpp", &o[C_ROWS], &o[C_GEOM], &o[C_JOINT], &o[C_SLOTS],
+                          &G, &o[C_B], &o[C_N], &o[C_SUP], &o[C_U], &margin, &plane_offset,
+                          &has_rims, &has_caps))
+        return NULL;
+    CollisionPlan *pl = PyMem_Calloc(1, sizeof(CollisionPlan));
+    if (!pl) return PyErr_NoMemory();
+    static const int ndim[C_COUNT] = {2, 1, 1, 2, 2, 1, 2, 2};
+    Buf *b = pl->b;
+    for (int k = 0; k < C_COUNT; k++) {
+        if (k == C_GEOM || k == C_JOINT) {
+            if (PyObject_GetBuffer(o[k], &b[k].b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto fail;
+            b[k].held = 1;
+            if (!is_int64(&b[k].b)) {
+                PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_bind: "
+                                                 "point_geometry and point_joint: 1-d int64");
+                goto fail;
+            }
+        } else if (get(o[k], &b[k], ndim[k], 0)) {
+            goto fail;
+        }
+    }
+    const Py_ssize_t m = b[C_SLOTS].b.shape[0], njoints = b[C_ROWS].b.shape[0],
+                     nv = b[C_SUP].b.shape[1];
+    if (b[C_ROWS].b.shape[1] != 12 || b[C_GEOM].b.shape[0] != m || b[C_JOINT].b.shape[0] != m ||
+        b[C_SLOTS].b.shape[1] != 23 || b[C_B].b.shape[0] != 3 || b[C_B].b.shape[1] != 3 ||
+        b[C_N].b.shape[0] != 3 || b[C_SUP].b.shape[0] != njoints || b[C_U].b.shape[0] != 4 ||
+        b[C_U].b.shape[1] != njoints || G < 0) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_bind: inconsistent shapes");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const long long g = i64(&b[C_GEOM].b, i), j = i64(&b[C_JOINT].b, i);
+        if (g < 0 || g >= G || j < 0 || j >= njoints) {
+            PyErr_SetString(PyExc_ValueError,
+                            "wb_sim._compiled.collision_plane_bind: a geometry or joint out of range");
+            goto fail;
+        }
+    }
+    pl->m = m; pl->G = G; pl->njoints = njoints; pl->nv = nv;
+    pl->margin = margin; pl->plane_offset = plane_offset;
+    pl->has_rims = has_rims; pl->has_caps = has_caps;
+    pl->cand = PyMem_Malloc(sizeof(Py_ssize_t) * (m ? m : 1));
+    pl->rl = PyMem_Malloc(sizeof(double) * 3 * (m ? m : 1));
+    if (!pl->cand || !pl->rl) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    PyObject *capsule = PyCapsule_New(pl, "wb_sim.collision_plan", collision_plan_free);
+    if (capsule) return capsule;
+fail:
+    for (int k = 0; k < C_COUNT; k++) release(&b[k]);
+    PyMem_Free(pl->cand);
+    PyMem_Free(pl->rl);
+    PyMem_Free(pl);
+    return NULL;
+}
+
+static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
+    PyObject *oplan, *onear, *od;
+    if (!PyArg_ParseTuple(args, "OOO", &oplan, &onear, &od)) return NULL;
+    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
+    if (!pl) return NULL;
+    Buf near = {0}, d = {0};
+    PyObject *ret = NULL;
+    if (PyObject_GetBuffer(onear, &near.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
+    near.held = 1;
+    if (near.b.ndim != 1 || near.b.itemsize != 1 || !near.b.format || strcmp(near.b.format, "?") ||
+        near.b.shape[0] != pl->G) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_depths: near: (G,) bool");
+        goto done;
+    }
+    if (get(od, &d, 1, 1)) goto done;
+    if (d.b.shape[0] != pl->m) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_depths: inconsistent shapes");
+        goto done;
+    }
+    const Py_buffer *S = &pl->b[C_SLOTS].b, *U = &pl->b[C_U].b, *geom = &pl->b[C_GEOM].b,
+                    *joint = &pl->b[C_JOINT].b;
+    Py_ssize_t kc = 0;
+    for (Py_ssize_t i = 0; i < pl->m; i++) {
+        W1(d.b, i) = -INFINITY;
+        const long long g = i64(geom, i);
+        if (!*((const char *)near.b.buf + g * near.b.strides[0])) continue;
+        const long long j = i64(joint, i);
+        const double d0 = -AT2(*U, 0, j), d1 = -AT2(*U, 1, j), d2 = -AT2(*U, 2, j);
+        double Q[4];
+        for (int a = 0; a < 4; a++)
+            Q[a] = AT2(*S, i, 3 * a) * d0 + AT2(*S, i, 3 * a + 1) * d1 + AT2(*S, i, 3 * a + 2) * d2;
+        double dc = Q[0];
+        const int end = pl->has_caps && AT2(*S, i, 21) > 0.0 && Q[3] >= 0.0;
+        if (pl->has_rims) {
+            double lift = sqrt(Q[1] * Q[1] + Q[2] * Q[2]);
+            lift *= AT2(*S, i, 18);
+            lift *= AT2(*S, i, 20);
+            if (end) lift = AT2(*S, i, 20);
+            dc += lift;
+        }
+        double depth = AT2(*S, i, 22) - AT2(*U, 3, j);
+        depth += dc;
+        depth += pl->plane_offset;
+        if (!(depth > -pl->margin)) continue;
+        W1(d.b, i) = depth;
+        pl->cand[kc] = i;
+        double *r = pl->rl + 3 * kc;
+        if (pl->has_rims) { /* the slot on its rim (_place_rims) */
+            double x = Q[1], y = Q[2], rho = sqrt(x * x + y * y);
+            if (rho <= 1e-12) { x = 1.0; y = 0.0; rho = 1.0; }
+            const double c = AT2(*S, i, 18), sn = AT2(*S, i, 19);
+            const double a = (c * x - sn * y) / rho, bb = (c * y + sn * x) / rho;
+            for (int q = 0; q < 3; q++)
+                r[q] = AT2(*S, i, q) + a * AT2(*S, i, 12 + q) + bb * AT2(*S, i, 15 + q);
+            if (end) {
+                const double dl[3] = {d0, d1, d2};
+                for (int q = 0; q < 3; q++) r[q] = AT2(*S, i, q) + AT2(*S, i, 20) * dl[q];
+            }
+        } else {
+            for (int q = 0; q < 3; q++) r[q] = AT2(*S, i, q);
+        }
+        kc++;
+    }
+    pl->kc = kc;
+    ret = PyLong_FromSsize_t(kc);
+done:
+    release(&near);
+    release(&d);
+    return ret;
+}
+
+static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
+    PyObject *oplan, *oJ, *oc, *oP, *oJc;
+    if (!PyArg_ParseTuple(args, "OOOOO", &oplan, &oJ, &oc, &oP, &oJc)) return NULL;
+    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
+    if (!pl) return NULL;
+    Buf J = {0}, c = {0}, P = {0}, Jc3 = {0};
+    PyObject *ret = NULL;
+    const Py_ssize_t kc = pl->kc, nv = pl->nv;
+    if (get(oJ, &J, 2, 0) || get(oP, &P, 2, 1) || get(oJc, &Jc3, 3, 1)) goto done;
+    if (PyObject_GetBuffer(oc, &c.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
+    c.held = 1;
+    if (!is_int64(&c.b)) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_rows: candidates: 1-d int64");
+        goto done;
+    }
+    if (J.b.shape[0] != 6 || J.b.shape[1] != nv || c.b.shape[0] != kc || P.b.shape[0] != kc ||
+        P.b.shape[1] != 3 || Jc3.b.shape[0] != 3 || Jc3.b.shape[1] != kc || Jc3.b.shape[2] != nv) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_rows: inconsistent shapes "
+                                          "(call collision_plane_depths first)");
+        goto done;
+    }
+    const Py_buffer *rows = &pl->b[C_ROWS].b, *S = &pl->b[C_SLOTS].b, *B = &pl->b[C_B].b,
+                    *n = &pl->b[C_N].b, *sup = &pl->b[C_SUP].b, *joint = &pl->b[C_JOINT].b;
+    for (Py_ssize_t k = 0; k < kc; k++) {
+        const Py_ssize_t i = pl->cand[k];
+        const long long j = i64(joint, i);
+        *(long long *)((char *)c.b.buf + k * c.b.strides[0]) = i;
+        const double *r = pl->rl + 3 * k, rad = AT2(*S, i, 22);
+        double p[3];
+        for (int b = 0; b < 3; b++) {
+            p[b] = r[0] * AT2(*rows, j, b) + r[1] * AT2(*rows, j, 3 + b) + r[2] * AT2(*rows, j, 6 + b);
+            p[b] += AT2(*rows, j, 9 + b);
+            p[b] -= rad * AT1(*n, b);
+            W2(P.b, k, b) = p[b];
+        }
+        for (int cc = 0; cc < 3; cc++) {
+            const double b0 = AT2(*B, 0, cc), b1 = AT2(*B, 1, cc), b2 = AT2(*B, 2, cc);
+            const double w0 = p[1] * b2 - p[2] * b1, w1 = p[2] * b0 - p[0] * b2,
+                         w2 = p[0] * b1 - p[1] * b0;
+            double *out = (double *)((char *)Jc3.b.buf + cc * Jc3.b.strides[0] + k * Jc3.b.strides[1]);
+            for (Py_ssize_t col = 0; col < nv; col++) {
+                double *o = (double *)((char *)out + col * Jc3.b.strides[2]);
+                if (AT2(*sup, j, col) == 0.0) {
+                    *o = 0.0;
+                    continue;
+                }
+                *o = b0 * AT2(J.b, 0, col) + b1 * AT2(J.b, 1, col) + b2 * AT2(J.b, 2, col) +
+                     w0 * AT2(J.b, 3, col) + w1 * AT2(J.b, 4, col) + w2 * AT2(J.b, 5, col);
+            }
+        }
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    release(&J); release(&c); release(&P); release(&Jc3);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------------------
  * CDR readers of the two state messages a controller and the node read at every step
  * (XCDR1 little endian, as every ROS 2 RMW sends them): where each field lies in the
  * serialized bytes, so that Python takes numpy views of them. The Python readers of
@@ -535,6 +779,12 @@ static PyMethodDef methods[] = {
      "Checks and holds the arrays of ContactPoints.update against a plane (see wb_sim/_compiled.c)."},
     {"points_plane", points_plane, METH_VARARGS,
      "ContactPoints.update against a plane, with a plan of points_plane_bind."},
+    {"collision_plane_bind", collision_plane_bind, METH_VARARGS,
+     "Checks and holds the arrays of CollisionPoints.narrow on the plane (see wb_sim/_compiled.c)."},
+    {"collision_plane_depths", collision_plane_depths, METH_VARARGS,
+     "The plane's narrow phase, first call: every slot's depth; returns the candidates' count."},
+    {"collision_plane_rows", collision_plane_rows, METH_VARARGS,
+     "The plane's narrow phase, second call: the candidates, their points and Jacobian rows."},
     {"cdr_joint_state", cdr_joint_state, METH_VARARGS,
      "Where the fields of a serialized sensor_msgs/JointState lie (see wb_sim/_compiled.c)."},
     {"cdr_odometry_pose", cdr_odometry_pose, METH_VARARGS,

@@ -176,7 +176,8 @@ def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_h
     """The plane's narrow phase computes each slot's height from the broad phase's R^T n
     (a rim's lowest point: rim cos(phi) rho) and places only the slots within the margin:
     capsules (their ends out of and along the axis), cylinders, boxes and spheres on the
-    humanoid's links, off-centre and turned, held to the plain per-slot reference."""
+    humanoid's links, off-centre and turned, held to the plain per-slot reference; its
+    compiled twin (collision_plane_*) held to it at each configuration."""
     import coal
     from wb_sim.contact.geometry import link_geometry
     from wb_sim.contact.ground_collision import CollisionPoints
@@ -195,10 +196,21 @@ def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_h
     assert coll._has_caps and coll._has_rims
     data, ref_data = model.createData(), model.createData()
     points = ends = 0
+    compiled_too = coll._kernels is not None  # (not with WB_SIM_PLAIN=1)
     for q in _random_configurations(sim, 60, rng):
         pin.computeJointJacobians(model, data, q)
-        if not coll.any_near(data) or not coll.narrow(data):
+        if not coll.any_near(data) or not coll.narrow_plain(data):
             continue
+        if compiled_too:  # the compiled narrow phase against numpy's, to rounding
+            plain = (coll.candidates, coll.depth, coll.position, coll.J_cm)
+            assert coll.narrow(data) == len(plain[0]) and coll._plan is not None
+            assert coll.candidates.tolist() == plain[0].tolist()
+            np.testing.assert_array_equal(np.isinf(coll.depth), np.isinf(plain[1]))
+            finite = np.isfinite(plain[1])
+            np.testing.assert_allclose(coll.depth[finite], plain[1][finite], rtol=0, atol=1e-13)
+            np.testing.assert_allclose(coll.position, plain[2], rtol=0, atol=1e-13)
+            np.testing.assert_allclose(coll.J_cm, plain[3], rtol=0, atol=1e-12)
+            assert coll.bases.shape == (len(plain[0]), 3, 3)
         ref = reference_narrow(coll, model, ref_data, q)
         expected = sorted(i for i in ref if coll.near[coll.point_geometry[i]])
         assert coll.candidates.tolist() == expected

@@ -42,6 +42,7 @@ import math
 import numpy as np
 import pinocchio as pin
 
+from .. import compiled
 from ..parameters import Param
 from ..pin_views import copy_records, placement_view
 from ..terrain import box_distances, box_pose, tangent_bases, tangent_bases_reference
@@ -217,6 +218,11 @@ class CollisionPoints:
         self._support = joint_support(model)
         self._bound_to = None
         self.near = np.zeros(G, dtype=bool)
+        #: the plane's narrow phase in two compiled calls (wb_sim/_compiled.c,
+        #: collision_plane_*; :meth:`narrow_plain` is its reference), its arrays held per
+        #: data; None: the plain path (WB_SIM_PLAIN=1, not built, a heightfield)
+        self._kernels = compiled.kernels() if self.terrain is None and self.m else None
+        self._plan = None
         self.clear()
 
     def clear(self) -> None:
@@ -230,6 +236,12 @@ class CollisionPoints:
     def _bind(self, data: pin.Data) -> None:
         self._rows = placement_view(data, np.arange(self.model.njoints))
         self._bound_to = data  # also keeps the viewed storage alive
+        self._plan = None
+        if self._kernels is not None and self._rows is not None:
+            self._plan = self._kernels.collision_plane_bind(
+                self._rows, self.point_geometry, self.point_joint, self._slots,
+                len(self.geometries), self._basis, self.ground.normal, self._support,
+                self._U, self.margin, self._plane_offset, self._has_rims, self._has_caps)
 
     def _records(self, data: pin.Data) -> np.ndarray:
         """(njoints, 12) placement records of ``data`` (a view where possible)."""
@@ -270,6 +282,28 @@ class CollisionPoints:
         for the slots within the margin computes contact points, bases and Jacobian rows.
         Returns the number of such slots (0: none). After :meth:`any_near` on ``data``
         (the plane's path reads its ``R^T n`` and ``n . t``)."""
+        if data is not self._bound_to:
+            self._bind(data)
+        plan = self._plan
+        if plan is None:
+            return self.narrow_plain(data)
+        kernels = self._kernels
+        self.depth = depth = np.empty(self.m)
+        kc = kernels.collision_plane_depths(plan, self.near, depth)
+        if not kc:
+            self.clear()
+            return 0
+        cand, pos, J = np.empty(kc, dtype=np.int64), np.empty((kc, 3)), np.empty((3, kc, self.nv))
+        kernels.collision_plane_rows(plan, data.J, cand, pos, J)
+        self.candidates, self.position, self.J_cm = cand, pos, J
+        bases = self._plane_bases.get(kc)
+        if bases is None:
+            bases = self._plane_bases[kc] = np.broadcast_to(self._basis, (kc, 3, 3))
+        self.bases = bases
+        return kc
+
+    def narrow_plain(self, data: pin.Data) -> int:
+        """:meth:`narrow` in numpy: the plain path and the compiled one's reference."""
         # (take: a gather in a fraction of fancy indexing's time on these small arrays)
         idx = self.near.take(self.point_geometry).nonzero()[0]
         if not len(idx):
