@@ -100,7 +100,8 @@ class JointTargets:
         #: than :meth:`set` calls :meth:`modes_changed`
         self.modes = 0
         #: (joints, fields given) of the last :meth:`set`, while the modes are still its:
-        #: a set for the same read-only index array with the same fields changes no mode
+        #: a set for the same read-only index array (owning its memory) with the same fields
+        #: changes no mode
         self._last_set = None
         #: (modes, any joint servoed, every joint on position) for :meth:`torques`
         self._servo_of = (-1, False, False)
@@ -119,8 +120,10 @@ class JointTargets:
         if not same:
             self.has_position[joints], self.has_velocity[joints], self.has_effort[joints] = given
             self.modes += 1
-            writeable = not isinstance(joints, np.ndarray) or joints.flags.writeable
-            self._last_set = None if writeable else (joints, given)
+            # only an array that owns its memory and cannot be written stays these joints
+            fixed = isinstance(joints, np.ndarray) and not joints.flags.writeable \
+                and joints.base is None
+            self._last_set = (joints, given) if fixed else None
         self.q_ref[joints] = 0.0 if position is None else position
         self.v_ref[joints] = 0.0 if velocity is None else velocity
         self.tau_ff[joints] = 0.0 if effort is None else effort
