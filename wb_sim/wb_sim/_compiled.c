@@ -1,4 +1,11 @@
-/* wb_sim._compiled: compiled kernels of the step (issue 33).
+/* wb_sim._compiled: compiled kernels of the step and of the ROS node's message path (issues 24
+ * and 33). Each replaces a Python code path that stays its reference (WB_SIM_PLAIN=1 runs it):
+ *   stick_solve                  the all-sticking contact solve (contact/compliant.py), below;
+ *   points_plane(_bind)          ContactPoints.update against the plane (contact/points.py);
+ *   collision_plane_*            the plane's narrow phase of whole-body collision
+ *                                (CollisionPoints.narrow_plain, contact/ground_collision.py);
+ *   cdr_joint_state,             where the fields of a serialized JointState / Odometry lie
+ *   cdr_odometry_pose            (the Python readers of ros/conversions.py).
  *
  * stick_solve: the compliant contact's solve when every point in it sticks (a standing robot:
  * almost every step; a walking robot's stance foot). It is the all-sticking branch of
