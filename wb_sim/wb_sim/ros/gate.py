@@ -468,7 +468,6 @@ class CommandGate:
         if not timing.started:
             timing.started = True
             write(self.targets, idx, data)
-            self._servo = None
         targets, written = timing.entry(release, stamp_ns)
         written[write(targets, idx, data)] = True
 
@@ -482,9 +481,8 @@ class CommandGate:
                          (t.has_velocity, src.has_velocity),
                          (t.has_effort, src.has_effort)):
                 np.copyto(a, b, where=written)
-            t.modes_changed()
+            t.modes_changed()  # the servoed joints may have changed
             self._activate(stamp_ns, now_ns)
-        self._servo = None  # the servoed joints may have changed
 
     def check_push(self, link: str, n_acting: int, model_name: str) -> None:
         """CommandRejected unless a push on ``link`` may act (``n_acting`` act already)."""
@@ -592,7 +590,7 @@ class CommandGate:
         t = self.targets
         gains = self._gains
         modes = self._servo_modes
-        if self._servo is None or self._servo_gains is not gains or modes[0] is not t \
+        if self._servo_gains is not gains or modes[0] is not t \
                 or modes[1] != t.modes:  # new gains, targets or modes
             self._servo_modes = (t, t.modes)
             kp, kd = gains
