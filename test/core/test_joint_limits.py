@@ -237,3 +237,127 @@ def test_the_fast_limit_impulses_equal_the_plain_reference():
         cols = np.array(cols)
         np.testing.assert_array_equal(_symmetric_block(U, cols),
                                       _symmetric(U[np.ix_(cols, cols)]))
+
+
+def _limit_kernel_or_fail(monkeypatch):
+    from wb_sim import compiled
+    monkeypatch.setenv(compiled.PLAIN_ENV, "0")
+    k = compiled.kernels()
+    assert k is not None, ("wb_sim's compiled kernels are not built: `pip install ./wb_sim` (or "
+                           "`pip install -e ./wb_sim` in a source tree) builds them")
+    return k
+
+
+def test_the_compiled_limits_equal_the_reference(monkeypatch):
+    """The limits' kernel (wb_sim/_compiled.c: limits_find, limits_apply) against
+    Actuation.limit_violations and .limit_impulses (the reference, which WB_SIM_PLAIN=1 runs),
+    on the humanoid's 23 joints: random postures with 0 to a dozen joints beyond a limit,
+    pushing in or leaving (the active set drops joints whose impulse would pull), random
+    symmetric positive definite M^-1 whose lower triangle holds garbage (the kernel must read
+    the upper one only). The same joints, and the same v_free + M^-1 p to rounding. Then
+    where it declines (v_free untouched, status 1): a singular block, more joints than it
+    takes."""
+    k = _limit_kernel_or_fail(monkeypatch)
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"))
+    act, plan, nv = sim.actuation, sim._limit_plan, sim.model.nv
+    assert plan is not None
+    rng = np.random.default_rng(5)
+    seen_k, pulled = set(), 0
+    for trial in range(600):
+        q = rng.uniform(act.lower, act.upper)
+        beyond = rng.random(sim.nj) < (0.3 if trial % 4 == 0 else 0.05)
+        out_by = rng.uniform(1e-6, 0.05, sim.nj)
+        q = np.where(beyond, np.where(rng.random(sim.nj) < 0.5, act.lower - out_by,
+                                      act.upper + out_by), q)
+        L = rng.normal(size=(nv, nv))
+        upper = np.triu(L @ L.T + 0.1 * np.eye(nv)) + np.tril(rng.normal(size=(nv, nv)), -1) * 1e3
+        v = rng.normal(0.0, 2.0, nv)
+        ref_lim = act.limit_violations(q)
+        n = k.limits_find(plan, q)
+        assert n == (0 if ref_lim is None else len(ref_lim[0]))
+        if ref_lim is None:
+            continue
+        seen_k.add(min(n, 4))
+        idx, d = ref_lim
+        cols = sim.robot.idx_v[idx]
+        M = np.triu(upper) + np.triu(upper, 1).T
+        p = act.limit_impulses(d, v[cols], M[np.ix_(cols, cols)], sim.dt, idx)
+        pulled += bool(np.any(p == 0.0))
+        ref = v + M[:, cols] @ p
+        out = v.copy()
+        assert k.limits_apply(plan, upper, out, sim.dt) == 0
+        np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
+    assert seen_k == {1, 2, 3, 4} and pulled > 10
+    # all joints beyond a limit (23 of them: within MAX_LIMITS) on a singular M^-1: declined
+    q = act.upper + 0.01
+    assert k.limits_find(plan, q) == sim.nj
+    v = rng.normal(size=nv)
+    out = v.copy()
+    assert k.limits_apply(plan, np.zeros((nv, nv)), out, sim.dt) == 1
+    np.testing.assert_array_equal(out, v)
+    # more joints than the kernel takes (64): declined, and the step runs the reference
+    big = k.limits_bind(np.zeros(70), np.zeros(70), np.full(70, 0.01), np.ones(70),
+                        np.arange(70, dtype=np.int64))
+    assert k.limits_find(big, np.ones(70)) == 70
+    out = np.zeros(70)
+    assert k.limits_apply(big, np.eye(70), out, 1e-3) == 1
+    # nothing beyond a limit, or a non-finite position: none (as the reference says)
+    assert k.limits_find(plan, np.clip(q, act.lower, act.upper)) == 0
+    assert k.limits_find(plan, np.full(sim.nj, np.nan)) == 0
+
+
+def test_the_limits_kernel_refuses_arrays_of_the_wrong_type_or_shape(monkeypatch):
+    k = _limit_kernel_or_fail(monkeypatch)
+    z = np.zeros(3)
+    with pytest.raises(TypeError):
+        k.limits_bind(z, z, z, z, np.arange(3, dtype=np.int32))
+    with pytest.raises(TypeError):
+        k.limits_bind(z.astype(np.float32), z, z, z, np.arange(3))
+    with pytest.raises(ValueError):
+        k.limits_bind(z, z, z, np.zeros(2), np.arange(3))
+    with pytest.raises(ValueError):
+        k.limits_bind(z, z, z, z, np.array([0, -1, 2]))
+    plan = k.limits_bind(z, z, z + 0.01, z + 1.0, np.array([0, 1, 5]))
+    with pytest.raises(ValueError):
+        k.limits_find(plan, np.zeros(4))
+    with pytest.raises(ValueError):  # a column (5) beyond v_free
+        k.limits_apply(plan, np.eye(3), np.zeros(3), 1e-3)
+    with pytest.raises(ValueError):  # not a plan
+        k.limits_apply(np.zeros(1), np.eye(6), np.zeros(6), 1e-3)
+    with pytest.raises(ValueError):  # read-only v_free
+        v = np.zeros(6)
+        v.setflags(write=False)
+        k.limits_apply(plan, np.eye(6), v, 1e-3)
+
+
+def test_a_lying_humanoids_limits_take_the_same_impulses_compiled_and_plain(monkeypatch):
+    """The shipped humanoid pushed over, limp, with whole-body collision: it rests on its
+    joint limits (1 to 5 joints at a time). At every step the compiled limits and the
+    reference from the same M^-1 and v_free: the same v_free + M^-1 p to 1e-12."""
+    _limit_kernel_or_fail(monkeypatch)
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
+                                     overrides={"collision.enabled": True})
+    sim.apply_external_wrench("pelvis", force=[300.0, 0.0, 0.0], duration_s=0.2)
+    plan, apply = sim._limit_plan, sim._apply_limits
+    assert plan is not None
+    counts, worst = [], 0.0
+
+    def both(limits, q, Minv, v_free):
+        nonlocal worst
+        assert limits is plan
+        ref = v_free.copy()
+        idx_d = sim.actuation.limit_violations(q[sim._jq])
+        sim._limit_plan = None
+        try:
+            apply(idx_d, q, Minv, ref)
+        finally:
+            sim._limit_plan = plan
+        apply(limits, q, Minv, v_free)
+        counts.append(len(idx_d[0]))
+        worst = max(worst, float(np.abs(v_free - ref).max() / np.abs(ref).max()))
+
+    sim._apply_limits = both
+    for _ in range(3000):
+        sim.step(np.zeros(sim.nj))
+    assert len(counts) > 1500 and max(counts) >= 3
+    assert worst < 1e-12

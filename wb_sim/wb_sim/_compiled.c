@@ -4,6 +4,8 @@
  *   points_plane(_bind)          ContactPoints.update against the plane (contact/points.py);
  *   collision_plane_*            the plane's narrow phase of whole-body collision
  *                                (CollisionPoints.narrow_plain, contact/ground_collision.py);
+ *   limits_*                     the joint limits' impulses (Actuation.limit_violations and
+ *                                .limit_impulses, actuation.py);
  *   cdr_joint_state,             where the fields of a serialized JointState / Odometry lie
  *   cdr_odometry_pose            (the Python readers of ros/conversions.py).
  *
@@ -798,6 +800,237 @@ done:
     return ret;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * limits_bind(lower, upper, tau, zeta, cols) -> plan
+ * limits_find(plan, qj) -> k
+ * limits_apply(plan, Minv_upper, v_free, h) -> status
+ * The joint limits' implicit spring-dampers (Actuation.limit_violations and
+ * Actuation.limit_impulses, wb_sim/actuation.py, their reference) and the step's
+ * v_free += M^-1 p. The bind copies the per-joint constants (nj,) float64: the limits, each
+ * limit's time constant tau and damping ratio zeta; and cols (nj,) int64, each joint's velocity
+ * index. limits_find reads the joint positions qj (nj,) and keeps the joints beyond a limit with
+ * their signed distances back, d = clip(q, lower, upper) - q; it returns how many (0 also when
+ * a distance is not finite, as the reference's test d.d > 0 says). limits_apply then solves, as
+ * the reference does, with c = h / tau^2 + 2 zeta / tau and s = sign(d),
+ *   (s_i s_j M^-1_ij + delta_ij M^-1_ii / (h c_i)) p = |d| / (tau^2 c) - s v_free[cols],
+ * drops the joints whose impulse would pull and solves again (the active set), and adds
+ * M^-1[:, cols] (s p) to v_free (M^-1's upper triangle read). Returns 0 when applied; 1, with
+ * v_free untouched, when a system is not numerically positive definite or more than MAX_LIMITS
+ * joints are beyond a limit: the caller then runs the reference. The sums run in another order
+ * than numpy's: equal to rounding.
+ */
+#define MAX_LIMITS 64
+
+typedef struct {
+    Py_ssize_t nj;
+    double *c;      /* lower, upper, tau, zeta: 4 nj */
+    long long *cols;
+    long long max_col;
+    int k;
+    int idx[MAX_LIMITS];
+    double d[MAX_LIMITS];
+} LimitPlan;
+
+static void limit_plan_release(LimitPlan *pl) {
+    if (!pl) return;
+    PyMem_Free(pl->c);
+    PyMem_Free(pl->cols);
+    PyMem_Free(pl);
+}
+
+static void limit_plan_free(PyObject *capsule) {
+    limit_plan_release((LimitPlan *)PyCapsule_GetPointer(capsule, "wb_sim.limit_plan"));
+}
+
+static PyObject *limits_bind(PyObject *self, PyObject *args) {
+    PyObject *o[5];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4])) return NULL;
+    Buf b[5];
+    memset(b, 0, sizeof b);
+    LimitPlan *pl = NULL;
+    PyObject *capsule = NULL;
+    for (int i = 0; i < 4; i++)
+        if (get(o[i], &b[i], 1, 0)) goto done;
+    if (PyObject_GetBuffer(o[4], &b[4].b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
+    b[4].held = 1;
+    if (!is_int64(&b[4].b)) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.limits_bind: cols: 1-d int64");
+        goto done;
+    }
+    const Py_ssize_t nj = b[0].b.shape[0];
+    for (int i = 1; i < 5; i++)
+        if (b[i].b.shape[0] != nj) {
+            PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.limits_bind: inconsistent shapes");
+            goto done;
+        }
+    pl = PyMem_Calloc(1, sizeof(LimitPlan));
+    if (!pl || !(pl->c = PyMem_Calloc(4 * (size_t)nj + 1, sizeof(double)))
+        || !(pl->cols = PyMem_Calloc((size_t)nj + 1, sizeof(long long)))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    pl->nj = nj;
+    pl->max_col = -1;
+    for (Py_ssize_t j = 0; j < nj; j++) {
+        for (int i = 0; i < 4; i++) pl->c[i * nj + j] = AT1(b[i].b, j);
+        const long long col = *(const long long *)((const char *)b[4].b.buf + j * b[4].b.strides[0]);
+        if (col < 0) {
+            PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.limits_bind: negative column");
+            goto done;
+        }
+        pl->cols[j] = col;
+        if (col > pl->max_col) pl->max_col = col;
+    }
+    capsule = PyCapsule_New(pl, "wb_sim.limit_plan", limit_plan_free);
+done:
+    if (!capsule) limit_plan_release(pl);
+    for (int i = 0; i < 5; i++) release(&b[i]);
+    return capsule;
+}
+
+static PyObject *limits_find(PyObject *self, PyObject *args) {
+    PyObject *oplan, *oq;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &oplan, &oq)) return NULL;
+    LimitPlan *pl = (LimitPlan *)PyCapsule_GetPointer(oplan, "wb_sim.limit_plan");
+    if (!pl) return NULL;
+    Buf q = {0};
+    if (get(oq, &q, 1, 0)) {
+        release(&q);
+        return NULL;
+    }
+    if (q.b.shape[0] != pl->nj) {
+        release(&q);
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.limits_find: qj has the wrong length");
+        return NULL;
+    }
+    const Py_ssize_t nj = pl->nj;
+    const double *lo = pl->c, *up = pl->c + nj;
+    double sum = 0.0;
+    int k = 0;
+    for (Py_ssize_t j = 0; j < nj; j++) {
+        const double x = AT1(q.b, j);
+        double y = x < lo[j] ? lo[j] : x; /* np.maximum, then np.minimum (x finite here) */
+        y = y > up[j] ? up[j] : y;
+        const double d = y - x;
+        sum += d * d;
+        if (d != 0.0) {
+            if (k < MAX_LIMITS) {
+                pl->idx[k] = (int)j;
+                pl->d[k] = d;
+            }
+            k++;
+        }
+    }
+    release(&q);
+    pl->k = sum > 0.0 ? k : 0;
+    return PyLong_FromLong(pl->k);
+}
+
+/* Cholesky of the m x m symmetric A (lower triangle, in place), then the solve of b in place;
+ * 0, or 1 where A is not numerically positive definite */
+static int chol_solve(double *A, double *b, int m) {
+    for (int j = 0; j < m; j++) {
+        const double s = A[j * m + j] - dot4(A + j * m, A + j * m, j);
+        if (!(s > 0.0)) return 1;
+        const double ljj = sqrt(s);
+        A[j * m + j] = ljj;
+        for (int i = j + 1; i < m; i++) A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) / ljj;
+    }
+    for (int i = 0; i < m; i++) b[i] = (b[i] - dot4(A + i * m, b, i)) / A[i * m + i];
+    for (int i = m - 1; i >= 0; i--) {
+        double s = b[i];
+        for (int q = i + 1; q < m; q++) s -= A[q * m + i] * b[q];
+        b[i] = s / A[i * m + i];
+    }
+    return 0;
+}
+
+static PyObject *limits_apply(PyObject *self, PyObject *args) {
+    PyObject *oplan, *oM, *ov;
+    double h;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOd", &oplan, &oM, &ov, &h)) return NULL;
+    LimitPlan *pl = (LimitPlan *)PyCapsule_GetPointer(oplan, "wb_sim.limit_plan");
+    if (!pl) return NULL;
+    Buf M = {0}, v = {0};
+    PyObject *ret = NULL;
+    long status = 0;
+    if (get(oM, &M, 2, 0) || get(ov, &v, 1, 1)) goto done;
+    const Py_ssize_t nv = v.b.shape[0];
+    if (M.b.shape[0] != nv || M.b.shape[1] != nv || pl->max_col >= nv) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.limits_apply: inconsistent shapes");
+        goto done;
+    }
+    const int k = pl->k;
+    if (k == 0) goto out;
+    if (k > MAX_LIMITS) {
+        status = 1;
+        goto out;
+    }
+    const Py_ssize_t nj = pl->nj;
+    const double *tau = pl->c + 2 * nj, *zeta = pl->c + 3 * nj;
+    double Afull[MAX_LIMITS * MAX_LIMITS], rhs[MAX_LIMITS], s[MAX_LIMITS], p[MAX_LIMITS],
+        Asub[MAX_LIMITS * MAX_LIMITS], bsub[MAX_LIMITS];
+    Py_ssize_t col[MAX_LIMITS];
+    int keep[MAX_LIMITS], sub[MAX_LIMITS];
+    for (int i = 0; i < k; i++) {
+        const int j = pl->idx[i];
+        const double t = tau[j], c = h / (t * t) + 2.0 * zeta[j] / t, d = pl->d[i];
+        col[i] = (Py_ssize_t)pl->cols[j];
+        s[i] = d > 0.0 ? 1.0 : -1.0;
+        rhs[i] = fabs(d) / (t * t * c) - s[i] * AT1(v.b, col[i]);
+        for (int q = 0; q <= i; q++) {
+            const Py_ssize_t a = col[q] < col[i] ? col[q] : col[i], b = col[q] < col[i] ? col[i] : col[q];
+            Afull[i * k + q] = Afull[q * k + i] = s[i] * s[q] * AT2(M.b, a, b);
+        }
+        Afull[i * k + i] += AT2(M.b, col[i], col[i]) / (h * c);
+        keep[i] = 1;
+    }
+    /* the active set: every joint, then without those whose impulse pulls */
+    for (;;) {
+        int m = 0;
+        for (int i = 0; i < k; i++)
+            if (keep[i]) sub[m++] = i;
+        for (int i = 0; i < k; i++) p[i] = 0.0;
+        if (m == 0) break;
+        for (int a = 0; a < m; a++) {
+            bsub[a] = rhs[sub[a]];
+            for (int b = 0; b < m; b++) Asub[a * m + b] = Afull[sub[a] * k + sub[b]];
+        }
+        if (chol_solve(Asub, bsub, m)) {
+            status = 1;
+            goto out;
+        }
+        int pulling = 0;
+        for (int a = 0; a < m; a++) {
+            p[sub[a]] = bsub[a];
+            if (bsub[a] < 0.0) {
+                keep[sub[a]] = 0;
+                pulling = 1;
+            }
+        }
+        if (!pulling) break;
+    }
+    /* v_free += M^-1[:, cols] (s max(p, 0)) */
+    for (int i = 0; i < k; i++) p[i] = s[i] * (p[i] > 0.0 ? p[i] : 0.0);
+    for (Py_ssize_t j = 0; j < nv; j++) {
+        double acc = 0.0;
+        for (int i = 0; i < k; i++) {
+            const Py_ssize_t c = col[i];
+            acc += (j <= c ? AT2(M.b, j, c) : AT2(M.b, c, j)) * p[i];
+        }
+        W1(v.b, j) += acc;
+    }
+out:
+    ret = PyLong_FromLong(status);
+done:
+    release(&M);
+    release(&v);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"stick_solve", stick_solve, METH_VARARGS,
      "The compliant contact's all-sticking solve (see wb_sim/_compiled.c); returns 0 when solved."},
@@ -815,6 +1048,12 @@ static PyMethodDef methods[] = {
      "Where the fields of a serialized sensor_msgs/JointState lie (see wb_sim/_compiled.c)."},
     {"cdr_odometry_pose", cdr_odometry_pose, METH_VARARGS,
      "The stamp of a serialized nav_msgs/Odometry and where its pose lies."},
+    {"limits_bind", limits_bind, METH_VARARGS,
+     "Copies the joint limits' constants for limits_find and limits_apply (see wb_sim/_compiled.c)."},
+    {"limits_find", limits_find, METH_VARARGS,
+     "The joints beyond a position limit (kept in the plan); returns how many."},
+    {"limits_apply", limits_apply, METH_VARARGS,
+     "The limits' impulses added to v_free through M^-1; returns 0 when applied."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "wb_sim._compiled",

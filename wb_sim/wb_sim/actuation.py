@@ -92,6 +92,13 @@ class Actuation:
             return self._tau_limit, self._zeta_limit
         return self._tau_joints[idx], self._zeta_joints[idx]
 
+    def limit_constants(self) -> tuple[np.ndarray, np.ndarray]:
+        """(time constant, damping ratio) of every joint's limit, (nj,) arrays each."""
+        if self._tau_joints is not None:
+            return self._tau_joints.astype(float), self._zeta_joints.astype(float)
+        n = len(self.lower)
+        return np.full(n, float(self._tau_limit)), np.full(n, float(self._zeta_limit))
+
     def step_armature(self) -> np.ndarray:
         """Armature of the stepping model: physical armature + h D (implicit damping)."""
         return self.armature + self.dt * self.damping

@@ -44,6 +44,7 @@ from typing import Any, Mapping
 import numpy as np
 import pinocchio as pin
 
+from . import compiled
 from .actuation import Actuation, combine_actuation
 from .actuators import ActuatorReading, combine_actuators, make_actuators
 from .config import SimConfig, load_config, read_yaml_params
@@ -347,6 +348,7 @@ class Simulator:
                       and np.array_equal(robot.idx_q, np.arange(self.model.nq)[self._jq])
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
         self._contiguous = bool(contiguous)
+        self._bind_limit_kernel()
         self._tau_shape = (self.nj,)
         self._no_forces = _frozen(np.zeros((self.contact_points.n, 3)))  # nothing touches
         self._tau_gen = np.zeros(self.model.nv)
@@ -880,6 +882,40 @@ class Simulator:
         """Steps taken since the last reset."""
         return self._s.k
 
+    def _bind_limit_kernel(self) -> None:
+        """The joint limits' compiled kernel (wb_sim/_compiled.c: limits_*), where it applies:
+        compiled path, limits on, the joints' coordinates contiguous, no loop closures (their
+        limits act with the closed chain's inertia, :meth:`_closed_dynamics`, in Python).
+        ``self._limit_plan`` is None where the reference (Actuation.limit_violations and
+        .limit_impulses) runs."""
+        self._limit_plan = None
+        act, k = self.actuation, compiled.kernels()
+        if k is None or not act.limits_enabled or not self._contiguous \
+                or self.loop_closures is not None:
+            return
+        tau, zeta = act.limit_constants()
+        self._limit_plan = k.limits_bind(act.lower, act.upper, tau, zeta,
+                                         np.asarray(self.robot.idx_v, dtype=np.int64))
+        self._limits_find, self._limits_apply = k.limits_find, k.limits_apply
+
+    def _apply_limits(self, limits, q, Minv_upper, v_free) -> None:
+        """``v_free += M^-1 p`` in place, ``p`` the impulses of the joint limits ``limits``
+        (:meth:`_generalized_torques`' second value: the compiled kernel's plan, which holds
+        the violations, or the reference's (indices, distances))."""
+        act = self.actuation
+        if limits is self._limit_plan:
+            if not self._limits_apply(limits, Minv_upper, v_free, self.dt):
+                return
+            # the kernel declined (more joints at a limit than it takes, or a singular
+            # system): the reference, on the same violations
+            limits = act.limit_violations(q[self._jq])
+        idx, d = limits
+        cols = self.robot.idx_v[idx]
+        block = _symmetric_block(Minv_upper, cols)
+        impulse = np.zeros(len(v_free))
+        impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
+        v_free += upper_sym_mv(Minv_upper, impulse)
+
     def _joint_qv(self, q, v):
         if self._contiguous:
             return q[self._jq], v[self._jv]
@@ -894,7 +930,11 @@ class Simulator:
             qj, vj = self._joint_qv(q, v)
             if act.has_passive:
                 tau_joints = tau_joints + act.passive_torques(qj, vj)
-            limits = act.limit_violations(qj)
+            plan = self._limit_plan
+            if plan is None:
+                limits = act.limit_violations(qj)
+            else:  # the kernel keeps the violations for _apply_limits
+                limits = plan if self._limits_find(plan, qj) else None
         else:
             limits = None
         tau = self._tau_gen
@@ -909,8 +949,7 @@ class Simulator:
         forces from (q, v) and the surfaces' deformation ``u``, with the external
         wrenches ``pushes`` ((frame id, wrench) pairs); see the module docstring for
         the sequence."""
-        model, data, pts, act = self._model_step, self._data_step, self.contact_points, \
-            self.actuation
+        model, data, pts = self._model_step, self._data_step, self.contact_points
         tau, limits = self._generalized_torques(q, v, tau_joints)
         h = self._dt0
         if pushes:
@@ -934,12 +973,7 @@ class Simulator:
             Minv_upper, v_free = closures.eliminate(data, Minv_upper, q, v, v_free, self.dt)
             return self._closed_dynamics(q, v, u, v_free, Minv_upper, limits)
         if limits is not None:
-            idx, d = limits
-            cols = self.robot.idx_v[idx]
-            block = _symmetric_block(Minv_upper, cols)
-            impulse = np.zeros(model.nv)
-            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
-            v_free += upper_sym_mv(Minv_upper, impulse)
+            self._apply_limits(limits, q, Minv_upper, v_free)
         if self._no_points:
             v_next, u_next, force = v_free, u, self._no_forces
         else:
@@ -2048,7 +2082,7 @@ class Simulator:
         kinematics pass of the whole model) and the laws over the robot's columns; the
         objects' velocities 0. None when an awake body came within the margin of a
         sleeping island (it woke: the whole step then)."""
-        model, data, act = self._model_step, self._data_step, self.actuation
+        model, data = self._model_step, self._data_step
         if self._rmodel is None:
             r = pin.buildReducedModel(model, list(range(self._robot_njoints, model.njoints)),
                                       self.q0)
@@ -2070,12 +2104,7 @@ class Simulator:
             return None
         Minv_upper = pin.computeMinverse(rm, rd)
         if limits is not None:
-            idx, d = limits
-            cols = self.robot.idx_v[idx]
-            block = _symmetric_block(Minv_upper, cols)
-            impulse = np.zeros(nv)
-            impulse[cols] = act.limit_impulses(d, v_free[cols], block, self.dt, idx)
-            v_free += upper_sym_mv(Minv_upper, impulse)
+            self._apply_limits(limits, q, Minv_upper, v_free)
         self.contact_points.update(model, data, None)
         v_next, force, u_next = self.contact.solve(Minv_upper, v_free, u, self.dt)
         v_all = np.zeros(model.nv)
