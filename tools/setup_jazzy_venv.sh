@@ -31,10 +31,11 @@ fi
 PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
 # wb_sim without the `ros` extra (it names the unprefixed ros-* wheels, which are Kilted's), then
-# Jazzy's wheels (rosbags: the bag reader the contact_state round trip uses); a fresh build of
+# Jazzy's wheels (rosbags: the bag reader the contact_state round trip uses; pytest-xdist: the
+# workers pytest.ini asks for); a fresh build of
 # wb_sim, as tools/setup_venv.sh does with WB_SIM_EDITABLE=0
 rm -rf wb_sim/build wb_sim/wb_sim.egg-info
-"$PY" -m pip install --quiet --disable-pip-version-check ./wb_sim pytest "rosbags>=0.10" "${JAZZY_WHEELS[@]}" \
+"$PY" -m pip install --quiet --disable-pip-version-check ./wb_sim pytest pytest-xdist "rosbags>=0.10" "${JAZZY_WHEELS[@]}" \
   || die "pip install of wb_sim and the ros-jazzy-* wheels failed (no Jazzy wheel for $("$PY" -V)?)"
 "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps ./wb_sim
 WB_SIM_ROS_DISTRO=jazzy bash tools/build_tf2_msgs.sh "$PY" \

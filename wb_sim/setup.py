@@ -29,11 +29,12 @@ setup(
     # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],
     extras_require={
-        # setuptools + wheel: test_packaging builds the wheel; colcon: the `colcon build` tests;
+        # pytest-xdist: the suite's two workers (pytest.ini); setuptools + wheel: test_packaging
+        # builds the wheel; colcon: the `colcon build` tests;
         # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint;
         # xacro: the .xacro urdf_path tests; mujoco: the independent engine the physics is
         # compared with (test/helpers/mujoco_twin.py)
-        "test": ["pytest", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
+        "test": ["pytest", "pytest-xdist", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
                  "colcon-common-extensions", "ray", "pyarrow", "ruff", "xacro", "mujoco"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)

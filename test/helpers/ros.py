@@ -8,6 +8,7 @@ after :func:`helpers.extras.require_ros` let it.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import random
@@ -57,6 +58,7 @@ _used_domains: set[int] = set()
 
 #: the lock files that keep this session's domains its own (held open until it ends)
 _domain_locks: list = []
+atexit.register(lambda: [f.close() for f in _domain_locks])  # no ResourceWarning at the end
 DOMAIN_LOCK_DIR = Path(os.environ.get("TMPDIR", "/tmp")) / "wb_sim_test_domains"
 
 
