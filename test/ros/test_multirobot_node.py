@@ -346,7 +346,13 @@ def test_a_dead_controller_trips_only_its_robots_watchdog(tmp_path):
             msg.wrench.force.x = 2.0  # N, 0.1 s: alice stands it
             push.publish(msg)
         run.procs["controller_bob"].kill()
-        run.run_until(3.0)
+        # the kill lands at whatever simulated time the lockstep run has reached (CI: 3.8 s
+        # once, the publisher's discovery taking wall time), then the node waits
+        # sync.timeout_s (3 s wall) for bob's dead controller: read the kill time in that
+        # pause, and judge both robots 2 s of simulated time after it
+        run.ros.spin_for(1.5)
+        t_kill = max(run.t(n) for n in ROBOTS)
+        run.run_until(t_kill + 2.0)
         log = run.node.log()
         assert re.search(r"robot 'bob': lockstep: no answer from the controller", log), log[-3000:]
         assert re.search(r"robot 'bob': no valid command for 0\.1 s of simulated time", log), \
