@@ -971,8 +971,10 @@ static PyObject *limits_apply(PyObject *self, PyObject *args) {
     }
     const Py_ssize_t nj = pl->nj;
     const double *tau = pl->c + 2 * nj, *zeta = pl->c + 3 * nj;
-    double Afull[MAX_LIMITS * MAX_LIMITS], rhs[MAX_LIMITS], s[MAX_LIMITS], p[MAX_LIMITS],
-        Asub[MAX_LIMITS * MAX_LIMITS], bsub[MAX_LIMITS];
+    /* the systems, static like the other kernels' work arrays (the GIL is held throughout:
+     * calls never overlap), 64 KB off the stack of the thread that steps */
+    static double Afull[MAX_LIMITS * MAX_LIMITS], Asub[MAX_LIMITS * MAX_LIMITS];
+    double rhs[MAX_LIMITS], s[MAX_LIMITS], p[MAX_LIMITS], bsub[MAX_LIMITS];
     Py_ssize_t col[MAX_LIMITS];
     int keep[MAX_LIMITS], sub[MAX_LIMITS];
     for (int i = 0; i < k; i++) {
