@@ -51,7 +51,10 @@ def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headl
         js = s.ros.record(JointState, "joint_states", STATE_QOS)
         assert s.node.wait_for_log("stop_after_s = 10 s of simulated time reached", 60,
                                    spin=s.ros.spin_for), s.describe()
-        s.ros.spin_for(0.5)
+        # the last state went out before that line; this reader takes it once it has caught
+        # up with the 1 kHz stream (CI's Jazzy run, beside the other test worker: it was more
+        # than 0.5 s behind)
+        s.ros.spin_until(lambda: js.msgs and stamp_ns(js.msgs[-1]) >= 10 * 10**9, 10.0)
         s.ros.stop_recording(js)
         assert s.node.popen.wait(10) == 0, s.describe()
     finally:
