@@ -34,8 +34,9 @@ setup(
         # ray + pyarrow: the campaign tests run the Ray backend and write Parquet; ruff: test_lint;
         # xacro: the .xacro urdf_path tests; mujoco: the independent engine the physics is
         # compared with (test/helpers/mujoco_twin.py)
-        "test": ["pytest", "pytest-xdist", "icub-models", "example-robot-data", "idyntree", "setuptools", "wheel",
-                 "colcon-common-extensions", "ray", "pyarrow", "ruff", "xacro", "mujoco"],
+        "test": ["pytest", "pytest-xdist", "icub-models", "example-robot-data", "idyntree",
+                 "setuptools", "wheel", "colcon-common-extensions", "ray", "pyarrow", "ruff",
+                 "xacro", "mujoco"],
         # ROS 2 (Kilted) Python wheels for a pip-only machine; tf2_msgs is not on PyPI:
         # tools/build_tf2_msgs.sh generates it (tools/setup_venv.sh does both)
         "ros": ["ros-rclpy[fastrtps]", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
