@@ -10,6 +10,8 @@ exit code 1 and says why; lockstep with an in-process controller is refused at t
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -61,6 +63,7 @@ def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headl
         s.close()
     log = s.node.log()
     assert "in-process controller 'wb_sim.controllers:pd_gravity'" in log
+    assert "had not acknowledged" not in log, log[-2000:]  # every reader kept up
     got = {stamp_ns(m): (tuple(m.position), tuple(m.velocity)) for m in js.msgs}
     ref = _headless(10.0)
     assert 10 * 10**9 in got, "the last joint state (t = 10 s) did not arrive"
@@ -72,6 +75,51 @@ def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headl
     assert "in-process controller called 10000 times in all" in log, log[-2000:]
     # it stands: the final joint posture is the initial one within 0.02 rad
     assert np.abs(np.array(got[10 * 10**9][0]) - sim.joint_positions).max() < 0.02
+
+
+FROZEN_READER = """
+import rclpy
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+rclpy.init()
+node = rclpy.create_node("frozen_reader")
+got = []
+node.create_subscription(JointState, "joint_states", got.append,
+                         QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
+while rclpy.ok() and not got:
+    rclpy.spin_once(node, timeout_sec=0.1)
+print("matched", flush=True)
+while rclpy.ok():
+    rclpy.spin_once(node, timeout_sec=0.1)
+"""
+
+
+def test_the_node_waits_at_most_2_s_for_a_subscriber_that_does_not_acknowledge(tmp_path):
+    # a reliable reader frozen (SIGSTOP) before the last samples: the node waits for its
+    # acknowledgement before its publishers go (a reader that was behind then gets the
+    # final state), at most FLUSH_S, names the topic in a warning, and exits with 0
+    import os
+    import signal
+    import time
+    s = SimSetup(tmp_path, f"controller.callable:={PD}", pd_gains_param(), "real_time_factor:=1.0",
+                 "stop_after_s:=6.0", "publish.stats_period_s:=2.0")
+    reader = s.start("reader", [sys.executable, "-c", FROZEN_READER])
+    try:
+        assert reader.wait_for_log("matched", STARTUP_TIMEOUT, spin=s.ros.spin_for), s.describe()
+        assert s.node.alive(), s.describe()
+        os.kill(reader.pid, signal.SIGSTOP)
+        assert s.node.wait_for_log("stopped at t = 6.000 s", 60, spin=s.ros.spin_for), \
+            s.describe()
+        stopped = time.monotonic()
+        assert s.node.popen.wait(15) == 0, s.describe()
+        waited = time.monotonic() - stopped
+        log = s.node.log()
+        assert "a subscriber of /joint_states had not acknowledged the last samples" in log, \
+            log[-2000:]
+        assert 1.5 < waited < 12.0, f"exited {waited:.1f} s after it stopped"
+    finally:
+        os.kill(reader.pid, signal.SIGCONT)
+        s.close()
 
 
 def test_commands_on_topics_are_refused_beside_an_in_process_controller(tmp_path):

@@ -47,6 +47,9 @@ REJECT_LOG_PERIOD_S = 1.0
 MAX_PUSHES = 100
 #: lockstep: while no command comes, the state is published again this often (wall), s
 RESEND_S = 0.5
+#: states: while the controller is lost (lockstep), an answer to any of the last this many
+#: published joint states is taken (0.2 s at 1 kHz and real time); an older one counts as stale
+LOST_ANSWER_WINDOW = 200
 #: lockstep: poll for the command this long before blocking in a wait set, s
 BUSY_POLL_S = 2.0e-3
 #: lockstep: longest single wait, so that stop, pause and reset are noticed, s
@@ -392,7 +395,7 @@ class CommandGate:
         """A joint state stamped ``t_ns`` went out at ``wall``: in lockstep it waits
         for its command; its wall time is kept for the latency figure."""
         self.pub_wall[t_ns] = wall
-        if len(self.pub_wall) > 200:  # keep the newest (dicts keep insertion order)
+        if len(self.pub_wall) > LOST_ANSWER_WINDOW:  # the newest (dicts keep insertion order)
             del self.pub_wall[next(iter(self.pub_wall))]
         self.state_stamp_ns = t_ns
         self.need_command = self.lockstep and not self.lost

@@ -370,6 +370,26 @@ class SimNode(PolledNodeMixin, Node):
             return SetParametersResult(successful=False, reason=why)
         return super().set_parameters_atomically(parameter_list)
 
+    def flush_publishers(self, timeout_s: float) -> list[str]:
+        """Wait, at most ``timeout_s`` in all, until every reliable subscriber has
+        acknowledged what each publisher sent (``Publisher.wait_for_all_acked``); the
+        topics some subscriber had not acknowledged by then. Called once the loop has
+        ended, before the node goes: the last samples of a run (its final state at
+        ``stop_after_s``) then reach a reader that was behind, a recording's included;
+        a publisher destroyed with samples unacknowledged takes them with it."""
+        from rclpy.duration import Duration
+        deadline = time.monotonic() + timeout_s
+        pending = []
+        for pub in self.publishers:
+            left = max(deadline - time.monotonic(), 0.0)  # past it: one look, no wait
+            try:
+                acked = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
+            except (RCLError, RuntimeError):  # the context already down (a signal)
+                acked = False
+            if not acked:
+                pending.append(pub.topic_name)
+        return pending
+
     def destroy_node(self):
         if getattr(self, "viewer", None) is not None:
             self.viewer.close()

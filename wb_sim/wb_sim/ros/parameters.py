@@ -328,7 +328,9 @@ NODE_PARAMETERS: tuple[Param, ...] = (
           "topics un-namespaced."),
     Param("stop_after_s", "float", 0.0, "s",
           "Simulated time at which the node stops and exits with code 0, after a last stats "
-          "line (wb_sim_run --duration); 0 = run until stopped.", lo=0.0),
+          "line (wb_sim_run --duration), once its reliable subscribers have acknowledged the "
+          "last samples (at most 2 s; a warning names the topics of one that had not); 0 = "
+          "run until stopped.", lo=0.0),
     Param("controller.callable", "str", "", "",
           "An in-process controller 'module:factory' (wb_sim.control: make(sim, case, "
           "**controller.params) returns ctrl(obs) -> torques), called by the physics loop "
