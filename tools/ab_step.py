@@ -1,6 +1,9 @@
-"""icub_stand's step, this tree's core against another checkout's, timed in one process.
+"""A scenario's step, this tree's core against another checkout's, timed in one process.
 
-    .venv/bin/python tools/ab_step.py OTHER_CORE [--rounds 30] [--steps 500]
+    .venv/bin/python tools/ab_step.py OTHER_CORE [--rounds 30] [--steps 500] [--scenario lying]
+
+Scenarios: ``icub_stand`` (compliant, the benchmark's controller) and ``lying`` (the shipped
+humanoid with whole-body collision, limp, face down, settled 3 s: test/helpers/lying.py's).
 
 OTHER_CORE is another checkout's core package directory (``wb_sim/wb_sim`` in this layout,
 ``wb_sim`` before it), e.g. from ``git worktree add /tmp/before <commit>``. Both cores are
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import shutil
 import statistics
 import sys
@@ -33,14 +37,19 @@ def main(argv=None) -> int:
     parser.add_argument("other", type=Path, help="the other checkout's core package directory")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--scenario", choices=["icub_stand", "lying"], default="icub_stand")
     args = parser.parse_args(argv)
     if not (args.other / "simulator.py").is_file():
         print(f"ab_step: {args.other} is not a wb_sim core package (no simulator.py)",
               file=sys.stderr)
         return 2
+    import wb_sim
     from wb_sim.tools.bench import ICUB_STAND, KD, KP
     params = dict(ICUB_STAND, **{"contact.model": "compliant", "collision.enabled": False})
     tmp = Path(tempfile.mkdtemp(prefix="wb_sim_ab_"))
+    share = wb_sim.paths.share_dir()  # the cores find the data files beside them
+    for d in ("config", "urdf"):
+        (tmp / d).symlink_to(share / d)
     sys.path.insert(0, str(tmp))
     runs = {}
     for name, src in (("wb_a", args.other), ("wb_b", HERE)):
@@ -49,11 +58,21 @@ def main(argv=None) -> int:
         (tmp / name / "tools").mkdir()
         (tmp / name / "tools" / "__init__.py").write_text("")
         core = importlib.import_module(name)
-        controllers = importlib.import_module(name + ".controllers")
-        sim = core.Simulator.from_params(params)
-        ctrl = controllers.PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD,
-                                               gravity=params["gravity"])
-        for _ in range(2000):
+        if args.scenario == "lying":
+            sim = core.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
+                "collision.enabled": True, "contact.model": "compliant",
+                "initial.base_position": [0.0, 0.0, 0.16],
+                "initial.base_rpy": [0.0, math.pi / 2, 0.0]})
+            zero = np.zeros(sim.nj)
+            ctrl = lambda q, qj, vj, zero=zero: zero  # noqa: E731 - limp
+            settle = 3000
+        else:
+            controllers = importlib.import_module(name + ".controllers")
+            sim = core.Simulator.from_params(params)
+            ctrl = controllers.PDGravityController(sim.robot, np.zeros(sim.nj), KP, KD,
+                                                   gravity=params["gravity"])
+            settle = 2000
+        for _ in range(settle):
             sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
         runs[name] = (sim, ctrl, [])
     for r in range(args.rounds):

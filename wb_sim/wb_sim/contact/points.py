@@ -76,6 +76,9 @@ class ContactPoints:
         plane_z: the plane is {third ground coordinate == plane_z}.
     """
 
+    #: every point can enter a solve (MergedPoints names the few that can)
+    candidates = None
+
     def __init__(self, robot: RobotModel, surfaces, ground: Ground, terrain=None,
                  model=None):
         """``surfaces``: the contact surfaces' parameter groups (``SimConfig.surfaces``);

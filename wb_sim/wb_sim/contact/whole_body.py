@@ -90,9 +90,25 @@ class MergedPoints:
         self._row.fill(-1)
         self._row[self._index] = np.arange(len(self._index))
 
+    @property
+    def candidates(self) -> np.ndarray:
+        """(c,) sorted: the points that can enter a solve (the feet, the collision slots
+        within the margin, the block slots in use: those with rows); the others' depth is
+        -inf (:meth:`refresh`)."""
+        return self._index
+
+    def candidate_normal_velocity(self, v: np.ndarray) -> np.ndarray:
+        """(c,) :meth:`normal_velocity` of the :attr:`candidates`."""
+        return self._rows[2].dot(v)
+
+    def candidate_jacobian(self, sel: np.ndarray) -> np.ndarray:
+        """:meth:`jacobian_component_major` of the candidates ``sel`` (positions in
+        :attr:`candidates`, sorted)."""
+        return self._rows.take(sel, axis=1).reshape(-1, self.nv)
+
     def normal_velocity(self, v: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n)
-        out[self._index] = self._rows[2].dot(v)
+        out[self._index] = self.candidate_normal_velocity(v)
         return out
 
     def jacobian_component_major(self, idx: np.ndarray | None = None) -> np.ndarray:
@@ -131,6 +147,9 @@ class FirstColumns:
     """A point set's rows over its first ``nv`` velocities only: the robot's, while every
     free object sleeps (the objects' columns of every row in the solve are then zero, and
     their velocities are held at zero). The rest of the point set reads through."""
+
+    #: the candidates' shortcuts read all columns: the solve here takes the general path
+    candidates = None
 
     def __init__(self, points, nv: int):
         self._points, self.nv = points, nv
