@@ -68,27 +68,27 @@ class MergedPoints:
         self._ks = [0] * len(self.blocks)
         self._rows = np.zeros((3, 0, self.nv))  # (refresh's: no point has rows yet)
         self._index = np.zeros(0, dtype=np.intp)
-        self._row = np.full(self.n, -1, dtype=np.intp)
+        self._feet_index = np.arange(self.nf)
+        self._row_of = None  # each point's row (-1: none), formed when first asked
 
     def refresh(self) -> None:
         """After the feet's update and the narrow phases: the depths of all points, and
         the rows of those that can enter a solve (the feet's, the collision candidates',
-        the blocks' slots in use) gathered in one (3, r, nv) array, component-major, with
-        each point's row in it (-1: none), so that a solve's rows are one gather."""
+        the blocks' slots in use) gathered in one (3, r, nv) array, component-major, and
+        the point of each row (:attr:`candidates`), so that a solve's rows are one gather."""
         coll = self.coll
         self.depth = np.concatenate([self.feet.depth, coll.depth,
                                      *(b.slot_depth for b in self.blocks)])
         self._ks = [b.k for b in self.blocks]
         parts = [self.feet.jacobian_component_major().reshape(3, self.nf, self.nv), coll.J_cm]
-        index = [np.arange(self.nf), self.nf + coll.candidates]
+        index = [self._feet_index, self.nf + coll.candidates]
         for b, start, k in zip(self.blocks, self.starts, self._ks):
             if k:
                 parts.append(b.J_cm)
                 index.append(np.arange(start, start + k))
         self._rows = np.concatenate(parts, axis=1)
         self._index = np.concatenate(index)  # the point of each row
-        self._row.fill(-1)
-        self._row[self._index] = np.arange(len(self._index))
+        self._row_of = None
 
     @property
     def candidates(self) -> np.ndarray:
@@ -119,7 +119,10 @@ class MergedPoints:
             J = np.zeros((3, self.n, self.nv))
             J[:, self._index] = self._rows
             return J.reshape(-1, self.nv)
-        rows = self._row.take(idx)
+        if self._row_of is None:  # the compliant model's solve reads the candidates instead
+            self._row_of = np.full(self.n, -1, dtype=np.intp)
+            self._row_of[self._index] = np.arange(len(self._index))
+        rows = self._row_of.take(idx)
         if len(rows) and rows.min() < 0:
             raise AssertionError("a collision point outside the margin or a free block slot "
                                  "entered the solve")
@@ -546,6 +549,8 @@ class WholeBodyContact:
     def _blocks_after(self, u_next: np.ndarray, force: np.ndarray) -> None:
         """Keep each block's contacts' deformation and warm start by identity, in world
         axes, and their readings."""
+        if not self._blocks:  # (self._dyn stays the empty tuple)
+            return
         warm_all = np.asarray(self.merged.warm_start())
         status_all = np.asarray(self.merged.status)
         states = []
