@@ -46,9 +46,6 @@ static double JMc[MAX_ROWS * MAX_NV];  /* Jc Mc */
 static double A[MAX_ROWS * MAX_ROWS];  /* the system, then its Cholesky factor (lower) */
 static int nz[MAX_ROWS * MAX_NV];      /* per row of Jc, its nonzero columns (in Jc) */
 static int nnz[MAX_ROWS];              /* ... and how many */
-#define RUN_STRIDE (MAX_NV + 2)
-static int runs[MAX_ROWS * RUN_STRIDE]; /* ... the same as runs of columns: [lo, hi) pairs */
-static int nruns[MAX_ROWS];            /* ... and how many */
 static double f[MAX_ROWS];
 
 typedef struct {
@@ -101,15 +98,6 @@ static inline double dot4_at(const double *restrict a, const double *restrict b,
     }
     for (; q < n; q++) s0 += a[idx[q]] * b[idx[q]];
     return (s0 + s1) + (s2 + s3);
-}
-
-/* the same over the runs [run[2c], run[2c + 1]) of a and b, c < n (a row of J is zero outside
- * its runs: the base's columns and its chain's) */
-static inline double dot_runs(const double *restrict a, const double *restrict b,
-                              const int *restrict run, int n) {
-    double s = 0.0;
-    for (int c = 0; c < n; c++) s += dot4(a + run[2 * c], b + run[2 * c], run[2 * c + 1] - run[2 * c]);
-    return s;
 }
 
 #define AT1(B, i) (*(const double *)((const char *)(B).buf + (i) * (B).strides[0]))
@@ -165,52 +153,37 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < m && !any; i++) any = AT2(J.b, i, j) != 0.0;
         if (any) U[nu++] = (int)j;
     }
-    /* Jc, and each row's nonzeros, as a list and as runs */
     for (Py_ssize_t i = 0; i < m; i++) {
-        double *restrict ji = Jc + i * nu;
-        int *restrict z = nz + i * nu, *restrict run = runs + i * RUN_STRIDE, c = 0, n = 0;
+        int c = 0;
         for (int a = 0; a < nu; a++) {
             const double x = AT2(J.b, i, U[a]);
-            ji[a] = x;
-            if (x != 0.0) {
-                z[n++] = a;
-                if (c && run[2 * c - 1] == a) run[2 * c - 1] = a + 1;
-                else { run[2 * c] = a; run[2 * c + 1] = a + 1; c++; }
-            }
+            Jc[i * nu + a] = x;
+            if (x != 0.0) nz[i * nu + c++] = a;
         }
-        nnz[i] = n;
-        nruns[i] = c;
+        nnz[i] = c;
     }
     for (int a = 0; a < nu; a++)
         for (int b = a; b < nu; b++) Mc[a * nu + b] = Mc[b * nu + a] = h * AT2(M.b, U[a], U[b]);
-    /* JMc = Jc Mc: the rows of h J M^-1 on the reached columns, over each row's nonzeros */
+    /* JMc = Jc Mc: the rows of h J M^-1 on the reached columns */
     for (Py_ssize_t i = 0; i < m; i++) {
         double *restrict row = JMc + i * nu;
         const double *restrict ji = Jc + i * nu;
-        const int *restrict run = runs + i * RUN_STRIDE;
         for (int b = 0; b < nu; b++) row[b] = 0.0;
-        for (int c = 0; c < nruns[i]; c++) {
-            int a = run[2 * c];
-            for (; a + 2 <= run[2 * c + 1]; a += 2) {  /* two rows of Mc a pass */
-                const double s0 = ji[a], s1 = ji[a + 1];
-                const double *restrict m0 = Mc + a * nu, *restrict m1 = m0 + nu;
-                for (int b = 0; b < nu; b++) row[b] += s0 * m0[b] + s1 * m1[b];
-            }
-            if (a < run[2 * c + 1]) {
-                const double s0 = ji[a];
-                const double *restrict m0 = Mc + a * nu;
-                for (int b = 0; b < nu; b++) row[b] += s0 * m0[b];
-            }
+        for (int a = 0; a < nu; a++) {
+            const double s = ji[a];
+            if (s == 0.0) continue;
+            const double *restrict mr = Mc + a * nu;
+            for (int b = 0; b < nu; b++) row[b] += s * mr[b];
         }
     }
     /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side).
-     * The sums run over Jc's nonzeros (a point's rows reach its own chain only) */
-    double vU[MAX_NV];
-    for (int a = 0; a < nu; a++) vU[a] = AT1(v.b, U[a]);
+     * The sums skip Jc's zeros (a point's rows reach its own chain only) */
     for (Py_ssize_t i = 0; i < m; i++) {
         const double *restrict ri = JMc + i * nu;
-        for (Py_ssize_t j = 0; j <= i; j++)
-            A[i * m + j] = dot4_at(ri, Jc + j * nu, nz + j * nu, nnz[j]);
+        for (Py_ssize_t j = 0; j <= i; j++) {
+            const double *restrict jj = Jc + j * nu;
+            A[i * m + j] = dot4_at(ri, jj, nz + j * nu, nnz[j]);
+        }
         const Py_ssize_t p = i % k, comp = i / k;
         const double dsp = AT1(ds.b, p);
         if (!(dsp > 0.0)) {
@@ -220,27 +193,28 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
         A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsp);
         const double t = comp < 2 ? AT2(u.b, comp, p) * target_t
                                   : (comp == 2 ? AT1(d.b, p) * target_n : AT1(tw.b, p) * target_t);
-        f[i] = t - dot_runs(Jc + i * nu, vU, runs + i * RUN_STRIDE, nruns[i]);
+        const double *restrict ji = Jc + i * nu;
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) s += ji[a] * AT1(v.b, U[a]);
+        f[i] = t - s;
     }
-    /* Cholesky A = L L^T in place (the diagonal's inverses kept apart: one division a column,
-     * not one an entry), then L L^T f = rhs */
-    double inv[MAX_ROWS];
+    /* Cholesky A = L L^T in place, then L L^T f = rhs */
     for (Py_ssize_t j = 0; j < m; j++) {
         const double s = A[j * m + j] - dot4(A + j * m, A + j * m, j);
         if (!(s > 0.0)) {
             status = 1;
             goto out;
         }
-        const double ljj = sqrt(s), r_jj = 1.0 / ljj;
+        const double ljj = sqrt(s);
         A[j * m + j] = ljj;
-        inv[j] = r_jj;
         for (Py_ssize_t i = j + 1; i < m; i++)
-            A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) * r_jj;
-    }    for (Py_ssize_t i = 0; i < m; i++) f[i] = (f[i] - dot4(A + i * m, f, i)) * inv[i];
+            A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) / ljj;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) f[i] = (f[i] - dot4(A + i * m, f, i)) / A[i * m + i];
     for (Py_ssize_t i = m - 1; i >= 0; i--) {
         double s = f[i];
         for (Py_ssize_t q = i + 1; q < m; q++) s -= A[q * m + i] * f[q];
-        f[i] = s * inv[i];
+        f[i] = s / A[i * m + i];
     }
     /* every point pushes and sticks: |f_t|^2 - mu^2 f_n^2 <= 0 (and f_twist^2 - f_n^2 <= 0) */
     for (Py_ssize_t p = 0; p < k; p++) {
@@ -253,37 +227,27 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
     }
     /* v_next = v_free + h M^-1[:, U] (Jc^T f); the forces; x_next = x + h J_x v_next */
     double g[MAX_NV], vnext[MAX_NV];
-    int col[MAX_NV];  /* each velocity's position in U, or -1 */
     for (int a = 0; a < nu; a++) g[a] = 0.0;
     for (Py_ssize_t i = 0; i < m; i++) {
         const double fi = f[i];
         const double *restrict ji = Jc + i * nu;
-        const int *restrict run = runs + i * RUN_STRIDE;
-        for (int c = 0; c < nruns[i]; c++)
-            for (int a = run[2 * c]; a < run[2 * c + 1]; a++) g[a] += fi * ji[a];
+        for (int a = 0; a < nu; a++) g[a] += fi * ji[a];
         W2(F.b, i / k, i % k) = fi;
     }
-    for (Py_ssize_t j = 0; j < nv; j++) col[j] = -1;
-    for (int a = 0; a < nu; a++) col[U[a]] = a;
     for (Py_ssize_t j = 0; j < nv; j++) {
-        double s;
-        if (col[j] >= 0) {  /* a reached column: its row of h M^-1 is in Mc */
-            s = dot4(Mc + col[j] * nu, g, nu);
-        } else {
-            s = 0.0;
-            for (int a = 0; a < nu; a++) {
-                const Py_ssize_t c = U[a];
-                s += (j <= c ? AT2(M.b, j, c) : AT2(M.b, c, j)) * g[a];
-            }
-            s *= h;
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) {
+            const Py_ssize_t c = U[a];
+            s += (j <= c ? AT2(M.b, j, c) : AT2(M.b, c, j)) * g[a];
         }
-        vnext[j] = AT1(v.b, j) + s;
+        vnext[j] = AT1(v.b, j) + h * s;
         W1(vn.b, j) = vnext[j];
     }
-    for (int a = 0; a < nu; a++) vU[a] = vnext[U[a]];
     for (Py_ssize_t i = 0; i < (r - 1) * k; i++) {
         const Py_ssize_t row = i < 2 * k ? i : i + k;  /* the t1, t2 rows, then the twist rows */
-        const double s = dot_runs(Jc + row * nu, vU, runs + row * RUN_STRIDE, nruns[row]);
+        const double *restrict ji = Jc + row * nu;
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) s += ji[a] * vnext[U[a]];
         const double x0 = i < 2 * k ? AT2(u.b, i / k, i % k) : AT1(tw.b, i % k);
         W2(x.b, i / k, i % k) = s * h + x0;
     }
