@@ -370,25 +370,32 @@ class SimNode(PolledNodeMixin, Node):
             return SetParametersResult(successful=False, reason=why)
         return super().set_parameters_atomically(parameter_list)
 
-    def flush_publishers(self, timeout_s: float) -> list[str]:
+    def flush_publishers(self, timeout_s: float) -> str | None:
         """Wait, at most ``timeout_s`` in all, until every reliable subscriber has
-        acknowledged what each publisher sent (``Publisher.wait_for_all_acked``); the
-        topics some subscriber had not acknowledged by then. Called once the loop has
-        ended, before the node goes: the last samples of a run (its final state at
-        ``stop_after_s``) then reach a reader that was behind, a recording's included;
-        a publisher destroyed with samples unacknowledged takes them with it."""
+        acknowledged what each publisher sent (``Publisher.wait_for_all_acked``). Called
+        once the loop has ended, before the node goes: the last samples of a run (its
+        final state at ``stop_after_s``) then reach a reader that was behind, a
+        recording's included; a publisher destroyed with samples unacknowledged takes
+        them with it. Returns what to warn about (the topics a subscriber had not
+        acknowledged by then, or why the wait failed), or None."""
         from rclpy.duration import Duration
         deadline = time.monotonic() + timeout_s
         pending = []
         for pub in self.publishers:
             left = max(deadline - time.monotonic(), 0.0)  # past it: one look, no wait
             try:
-                acked = pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
-            except (RCLError, RuntimeError):  # the context already down (a signal)
-                acked = False
-            if not acked:
-                pending.append(pub.topic_name)
-        return pending
+                if not pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9))):
+                    pending.append(pub.topic_name)
+            except (RCLError, RuntimeError) as e:
+                if not self.context.ok():  # shut down under us (a signal): nothing to wait for
+                    return None
+                # e.g. a middleware without acknowledgements: said once, not per topic
+                return (f"the node could not wait for its subscribers to acknowledge the last "
+                        f"samples ({e}): a reader that was behind may miss them")
+        if not pending:
+            return None
+        return (f"a subscriber of {', '.join(pending)} had not acknowledged the last samples "
+                f"when the node stopped: it may miss them")
 
     def destroy_node(self):
         if getattr(self, "viewer", None) is not None:

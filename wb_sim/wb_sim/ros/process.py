@@ -181,12 +181,10 @@ def main(args=None) -> int:
         if not stop_requested.is_set():
             node.run()
         node.get_logger().info(f"stopped at t = {node.now_s():.3f} s")
-        pending = node.flush_publishers(FLUSH_ON_SIGNAL_S if stop_requested.is_set()
-                                        else FLUSH_S)
-        if pending:
-            node.get_logger().warning(
-                f"a subscriber of {', '.join(pending)} had not acknowledged the last samples "
-                f"when the node stopped: it may miss them")
+        unflushed = node.flush_publishers(FLUSH_ON_SIGNAL_S if stop_requested.is_set()
+                                          else FLUSH_S)
+        if unflushed:
+            node.get_logger().warning(unflushed)
         # the executor thread must be out of rclpy before the node and context go
         stop_spinning.set()
         spinner.join()
