@@ -63,7 +63,6 @@ def test_the_humanoid_stands_10_s_under_the_in_process_pd_bit_identical_to_headl
         s.close()
     log = s.node.log()
     assert "in-process controller 'wb_sim.controllers:pd_gravity'" in log
-    assert "had not acknowledged" not in log, log[-2000:]  # every reader kept up
     got = {stamp_ns(m): (tuple(m.position), tuple(m.velocity)) for m in js.msgs}
     ref = _headless(10.0)
     assert 10 * 10**9 in got, "the last joint state (t = 10 s) did not arrive"
