@@ -395,7 +395,8 @@ class SimNode(PolledNodeMixin, Node):
         if not pending:
             return None
         return (f"a subscriber of {', '.join(pending)} had not acknowledged the last samples "
-                f"when the node stopped: it may miss them")
+                f"{timeout_s:g} s after the node stopped (it lags, or it left without "
+                f"acknowledging): it may miss them")
 
     def destroy_node(self):
         if getattr(self, "viewer", None) is not None:
