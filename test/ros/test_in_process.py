@@ -10,7 +10,10 @@ exit code 1 and says why; lockstep with an in-process controller is refused at t
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -97,9 +100,6 @@ def test_the_node_waits_at_most_2_s_for_a_subscriber_that_does_not_acknowledge(t
     # a reliable reader frozen (SIGSTOP) before the last samples: the node waits for its
     # acknowledgement before its publishers go (a reader that was behind then gets the
     # final state), at most FLUSH_S, names the topic in a warning, and exits with 0
-    import os
-    import signal
-    import time
     s = SimSetup(tmp_path, f"controller.callable:={PD}", pd_gains_param(), "real_time_factor:=1.0",
                  "stop_after_s:=6.0", "publish.stats_period_s:=2.0")
     reader = s.start("reader", [sys.executable, "-c", FROZEN_READER])

@@ -313,7 +313,7 @@ class CompliantContact(SurfaceContact):
         # the points that can enter this solve (sorted), where the point set knows them: the
         # others are at depth -inf with no rows (MergedPoints: of the lying humanoid's 215,
         # the 8 feet and the 43 collision slots within the margin); None: any point can
-        cand = getattr(pts, "candidates", None)
+        cand = pts.candidates
         if cand is not None and len(cand) < n:
             dc = d.take(cand)
             self._max_depth = max(dc.tolist(), default=-math.inf)  # the others': -inf
