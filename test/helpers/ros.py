@@ -177,6 +177,15 @@ class Proc:
         return f"--- {self.name} (pid {self.pid}, exit {self.popen.poll()}) log tail:\n{tail}"
 
 
+def cli_answered(out: subprocess.CompletedProcess) -> bool:
+    """Whether a ``ros2 service call`` ran: exit 0, or the CLI itself died of SIGSEGV while
+    exiting after it printed the node's whole response (seen in CI on these wheels after
+    ``service call`` and ``topic echo``; the node had answered). Any other failure is one."""
+    text = out.stdout + (out.stderr or "")
+    answered = "_Response(" in text.partition("response:")[2]
+    return out.returncode == 0 or (out.returncode == -signal.SIGSEGV and answered)
+
+
 def pd_gains_param(params_file: Path = HUMANOID_YAML) -> str:
     """``controller.params:=...`` with the example controller's gains from ``params_file``
     (its ``wb_sim_pd_controller`` section): an in-process controller holding the robot as

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from helpers.extras import require_launch_stack, require_robot_data
-from helpers.ros import PKG, Proc, copy_package_sources, fresh_domain_id, ros_env
+from helpers.ros import PKG, Proc, cli_answered, copy_package_sources, fresh_domain_id, ros_env
 
 require_launch_stack()
 
@@ -161,7 +161,10 @@ class Launch:
             if not any(s in text for s in NOT_DISCOVERED) or time.monotonic() > deadline:
                 break
         if check:
-            assert out.returncode == 0, f"'ros2 {command}' failed ({out.returncode}):\n{text}"
+            # a service call counts once the node's whole answer is printed (helpers.ros)
+            ok = cli_answered(out) if command.startswith("service call") \
+                else out.returncode == 0
+            assert ok, f"'ros2 {command}' failed ({out.returncode}):\n{text}"
         return text
 
     def names(self, what: str, expected: set[str], timeout: float = 30.0) -> set[str]:
