@@ -105,6 +105,120 @@ static inline double dot4_at(const double *restrict a, const double *restrict b,
 #define W1(B, i) (*(double *)((char *)(B).buf + (i) * (B).strides[0]))
 #define W2(B, i, j) (*(double *)((char *)(B).buf + (i) * (B).strides[0] + (j) * (B).strides[1]))
 
+/* The all-sticking solve's inputs and outputs beside the work arrays: row i of J starts at
+ * jrow[i], its entries jstride bytes apart; per point p < k: uk0/uk1 (u), dk (d), dsk (ds), twk
+ * (the twist); out: f (the forces, rows component-major), vnext (nv,), xk ((r - 1) k: u' then
+ * the twist'). */
+static const char *jrow[MAX_ROWS];
+static double uk0[MAX_ROWS], uk1[MAX_ROWS], dk[MAX_ROWS], dsk[MAX_ROWS], twk[MAX_ROWS];
+static double vnext[MAX_NV], xk[MAX_ROWS];
+
+#define JAT(i, j) (*(const double *)(jrow[i] + (j) * jstride))
+
+/* The solve of stick_solve below over the rows jrow (m = r k <= MAX_ROWS, nv <= MAX_NV):
+ * returns its codes 0-3, and on 0 f, vnext and xk hold the solution. */
+static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_ssize_t nv, Py_ssize_t k,
+                       int torsion, Py_ssize_t jstride, double coef_t, double coef_n,
+                       double target_t, double target_n, double mu2, double h) {
+    const Py_ssize_t r = torsion ? 4 : 3, m = r * k;
+    /* the columns some row of J reaches */
+    int U[MAX_NV], nu = 0;
+    for (Py_ssize_t j = 0; j < nv; j++) {
+        int any = 0;
+        for (Py_ssize_t i = 0; i < m && !any; i++) any = JAT(i, j) != 0.0;
+        if (any) U[nu++] = (int)j;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        int c = 0;
+        for (int a = 0; a < nu; a++) {
+            const double x = JAT(i, U[a]);
+            Jc[i * nu + a] = x;
+            if (x != 0.0) nz[i * nu + c++] = a;
+        }
+        nnz[i] = c;
+    }
+    for (int a = 0; a < nu; a++)
+        for (int b = a; b < nu; b++) Mc[a * nu + b] = Mc[b * nu + a] = h * AT2(*M, U[a], U[b]);
+    /* JMc = Jc Mc: the rows of h J M^-1 on the reached columns */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double *restrict row = JMc + i * nu;
+        const double *restrict ji = Jc + i * nu;
+        for (int b = 0; b < nu; b++) row[b] = 0.0;
+        for (int a = 0; a < nu; a++) {
+            const double s = ji[a];
+            if (s == 0.0) continue;
+            const double *restrict mr = Mc + a * nu;
+            for (int b = 0; b < nu; b++) row[b] += s * mr[b];
+        }
+    }
+    /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side).
+     * The sums skip Jc's zeros (a point's rows reach its own chain only) */
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const double *restrict ri = JMc + i * nu;
+        for (Py_ssize_t j = 0; j <= i; j++) {
+            const double *restrict jj = Jc + j * nu;
+            A[i * m + j] = dot4_at(ri, jj, nz + j * nu, nnz[j]);
+        }
+        const Py_ssize_t p = i % k, comp = i / k;
+        const double dsp = dsk[p];
+        if (!(dsp > 0.0)) return 3;
+        A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsp);
+        const double t = comp < 2 ? (comp == 0 ? uk0[p] : uk1[p]) * target_t
+                                  : (comp == 2 ? dk[p] * target_n : twk[p] * target_t);
+        const double *restrict ji = Jc + i * nu;
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) s += ji[a] * AT1(*v, U[a]);
+        f[i] = t - s;
+    }
+    /* Cholesky A = L L^T in place, then L L^T f = rhs */
+    for (Py_ssize_t j = 0; j < m; j++) {
+        const double s = A[j * m + j] - dot4(A + j * m, A + j * m, j);
+        if (!(s > 0.0)) return 1;
+        const double ljj = sqrt(s);
+        A[j * m + j] = ljj;
+        for (Py_ssize_t i = j + 1; i < m; i++)
+            A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) / ljj;
+    }
+    for (Py_ssize_t i = 0; i < m; i++) f[i] = (f[i] - dot4(A + i * m, f, i)) / A[i * m + i];
+    for (Py_ssize_t i = m - 1; i >= 0; i--) {
+        double s = f[i];
+        for (Py_ssize_t q = i + 1; q < m; q++) s -= A[q * m + i] * f[q];
+        f[i] = s / A[i * m + i];
+    }
+    /* every point pushes and sticks: |f_t|^2 - mu^2 f_n^2 <= 0 (and f_twist^2 - f_n^2 <= 0) */
+    for (Py_ssize_t p = 0; p < k; p++) {
+        const double t1 = f[p], t2 = f[k + p], fn = f[2 * k + p];
+        if (!(fn > 0.0) || t1 * t1 + t2 * t2 + (-mu2) * (fn * fn) > 0.0
+            || (torsion && f[3 * k + p] * f[3 * k + p] - fn * fn > 0.0))
+            return 2;
+    }
+    /* v_next = v_free + h M^-1[:, U] (Jc^T f); x_next = x + h J_x v_next */
+    double g[MAX_NV];
+    for (int a = 0; a < nu; a++) g[a] = 0.0;
+    for (Py_ssize_t i = 0; i < m; i++) {
+        const double fi = f[i];
+        const double *restrict ji = Jc + i * nu;
+        for (int a = 0; a < nu; a++) g[a] += fi * ji[a];
+    }
+    for (Py_ssize_t j = 0; j < nv; j++) {
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) {
+            const Py_ssize_t c = U[a];
+            s += (j <= c ? AT2(*M, j, c) : AT2(*M, c, j)) * g[a];
+        }
+        vnext[j] = AT1(*v, j) + h * s;
+    }
+    for (Py_ssize_t i = 0; i < (r - 1) * k; i++) {
+        const Py_ssize_t row = i < 2 * k ? i : i + k;  /* the t1, t2 rows, then the twist rows */
+        const double *restrict ji = Jc + row * nu;
+        double s = 0.0;
+        for (int a = 0; a < nu; a++) s += ji[a] * vnext[U[a]];
+        const double x0 = i < 2 * k ? (i < k ? uk0[i] : uk1[i - k]) : twk[i % k];
+        xk[i] = s * h + x0;
+    }
+    return 0;
+}
+
 /* stick_solve(Minv_upper, J, v_free, u, d, ds, twist, coef_t, coef_n, target_t, target_n, mu2,
  *             h, v_next, F, x_next) -> int
  * The k points in the solve (all of the surfaces', or those that touch or will): Minv_upper
@@ -146,116 +260,156 @@ static PyObject *stick_solve(PyObject *self, PyObject *args) {
         status = 3;
         goto out;
     }
-    /* the columns some row of J reaches */
-    int U[MAX_NV], nu = 0;
-    for (Py_ssize_t j = 0; j < nv; j++) {
-        int any = 0;
-        for (Py_ssize_t i = 0; i < m && !any; i++) any = AT2(J.b, i, j) != 0.0;
-        if (any) U[nu++] = (int)j;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        int c = 0;
-        for (int a = 0; a < nu; a++) {
-            const double x = AT2(J.b, i, U[a]);
-            Jc[i * nu + a] = x;
-            if (x != 0.0) nz[i * nu + c++] = a;
-        }
-        nnz[i] = c;
-    }
-    for (int a = 0; a < nu; a++)
-        for (int b = a; b < nu; b++) Mc[a * nu + b] = Mc[b * nu + a] = h * AT2(M.b, U[a], U[b]);
-    /* JMc = Jc Mc: the rows of h J M^-1 on the reached columns */
-    for (Py_ssize_t i = 0; i < m; i++) {
-        double *restrict row = JMc + i * nu;
-        const double *restrict ji = Jc + i * nu;
-        for (int b = 0; b < nu; b++) row[b] = 0.0;
-        for (int a = 0; a < nu; a++) {
-            const double s = ji[a];
-            if (s == 0.0) continue;
-            const double *restrict mr = Mc + a * nu;
-            for (int b = 0; b < nu; b++) row[b] += s * mr[b];
-        }
-    }
-    /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side).
-     * The sums skip Jc's zeros (a point's rows reach its own chain only) */
-    for (Py_ssize_t i = 0; i < m; i++) {
-        const double *restrict ri = JMc + i * nu;
-        for (Py_ssize_t j = 0; j <= i; j++) {
-            const double *restrict jj = Jc + j * nu;
-            A[i * m + j] = dot4_at(ri, jj, nz + j * nu, nnz[j]);
-        }
-        const Py_ssize_t p = i % k, comp = i / k;
-        const double dsp = AT1(ds.b, p);
-        if (!(dsp > 0.0)) {
-            status = 3;
-            goto out;
-        }
-        A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsp);
-        const double t = comp < 2 ? AT2(u.b, comp, p) * target_t
-                                  : (comp == 2 ? AT1(d.b, p) * target_n : AT1(tw.b, p) * target_t);
-        const double *restrict ji = Jc + i * nu;
-        double s = 0.0;
-        for (int a = 0; a < nu; a++) s += ji[a] * AT1(v.b, U[a]);
-        f[i] = t - s;
-    }
-    /* Cholesky A = L L^T in place, then L L^T f = rhs */
-    for (Py_ssize_t j = 0; j < m; j++) {
-        const double s = A[j * m + j] - dot4(A + j * m, A + j * m, j);
-        if (!(s > 0.0)) {
-            status = 1;
-            goto out;
-        }
-        const double ljj = sqrt(s);
-        A[j * m + j] = ljj;
-        for (Py_ssize_t i = j + 1; i < m; i++)
-            A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) / ljj;
-    }
-    for (Py_ssize_t i = 0; i < m; i++) f[i] = (f[i] - dot4(A + i * m, f, i)) / A[i * m + i];
-    for (Py_ssize_t i = m - 1; i >= 0; i--) {
-        double s = f[i];
-        for (Py_ssize_t q = i + 1; q < m; q++) s -= A[q * m + i] * f[q];
-        f[i] = s / A[i * m + i];
-    }
-    /* every point pushes and sticks: |f_t|^2 - mu^2 f_n^2 <= 0 (and f_twist^2 - f_n^2 <= 0) */
+    for (Py_ssize_t i = 0; i < m; i++) jrow[i] = (const char *)J.b.buf + i * J.b.strides[0];
     for (Py_ssize_t p = 0; p < k; p++) {
-        const double t1 = f[p], t2 = f[k + p], fn = f[2 * k + p];
-        if (!(fn > 0.0) || t1 * t1 + t2 * t2 + (-mu2) * (fn * fn) > 0.0
-            || (torsion && f[3 * k + p] * f[3 * k + p] - fn * fn > 0.0)) {
-            status = 2;
-            goto out;
-        }
+        uk0[p] = AT2(u.b, 0, p);
+        uk1[p] = AT2(u.b, 1, p);
+        dk[p] = AT1(d.b, p);
+        dsk[p] = AT1(ds.b, p);
+        twk[p] = torsion ? AT1(tw.b, p) : 0.0;
     }
-    /* v_next = v_free + h M^-1[:, U] (Jc^T f); the forces; x_next = x + h J_x v_next */
-    double g[MAX_NV], vnext[MAX_NV];
-    for (int a = 0; a < nu; a++) g[a] = 0.0;
-    for (Py_ssize_t i = 0; i < m; i++) {
-        const double fi = f[i];
-        const double *restrict ji = Jc + i * nu;
-        for (int a = 0; a < nu; a++) g[a] += fi * ji[a];
-        W2(F.b, i / k, i % k) = fi;
-    }
-    for (Py_ssize_t j = 0; j < nv; j++) {
-        double s = 0.0;
-        for (int a = 0; a < nu; a++) {
-            const Py_ssize_t c = U[a];
-            s += (j <= c ? AT2(M.b, j, c) : AT2(M.b, c, j)) * g[a];
-        }
-        vnext[j] = AT1(v.b, j) + h * s;
-        W1(vn.b, j) = vnext[j];
-    }
-    for (Py_ssize_t i = 0; i < (r - 1) * k; i++) {
-        const Py_ssize_t row = i < 2 * k ? i : i + k;  /* the t1, t2 rows, then the twist rows */
-        const double *restrict ji = Jc + row * nu;
-        double s = 0.0;
-        for (int a = 0; a < nu; a++) s += ji[a] * vnext[U[a]];
-        const double x0 = i < 2 * k ? AT2(u.b, i / k, i % k) : AT1(tw.b, i % k);
-        W2(x.b, i / k, i % k) = s * h + x0;
+    status = stick_core(&M.b, &v.b, nv, k, torsion, J.b.strides[1], coef_t, coef_n, target_t,
+                        target_n, mu2, h);
+    if (status == 0) {
+        for (Py_ssize_t i = 0; i < m; i++) W2(F.b, i / k, i % k) = f[i];
+        for (Py_ssize_t j = 0; j < nv; j++) W1(vn.b, j) = vnext[j];
+        for (Py_ssize_t i = 0; i < (r - 1) * k; i++) W2(x.b, i / k, i % k) = xk[i];
     }
 out:
     ret = PyLong_FromLong(status);
 done:
     release(&M); release(&J); release(&v); release(&u); release(&d); release(&ds); release(&tw);
     release(&vn); release(&F); release(&x);
+    return ret;
+}
+
+static int is_int64(const Py_buffer *b) {
+    return b->itemsize == 8 && b->ndim == 1 && b->format &&
+           (!strcmp(b->format, "l") || !strcmp(b->format, "q"));
+}
+
+/* stick_solve_candidates(Minv_upper, rows, v_free, dd, w_n, u, cand, coef_t, coef_n, target_t,
+ *                        target_n, mu2, h, max_rows, v_next, F, sel, ds, force, x, status)
+ *     -> (code, k, max_depth)
+ * CompliantContact.solve over a point set's candidates (MergedPoints.candidates: the points
+ * with Jacobian rows) without torsion, from the selection to the scattered results: the
+ * selection of the points in the solve and their diagonal depths (the Python code's lines,
+ * the same operations: exact), then stick_solve's solve on those rows, then the results
+ * written at the selected points. Its reference is that Python code (contact/compliant.py).
+ * rows (3, c, nv): the candidates' rows component-major; dd (c,) their depths; w_n (c,) their
+ * normal velocities J_n v_free; u (2, n) every point's deformation; cand (c,) int64 each
+ * candidate's point. Written always: sel (c,) int64, the k selected candidates first; ds (c,),
+ * their diagonal depths first. Written when solved (code 0): v_next (nv,); F (3 c,), the
+ * forces of the k points in its first 3 k entries (rows component-major, stick_solve's F); force (n, 3), x (2, n) (u') and status (n,)
+ * int8 at the selected points (the caller zeroes them: the others have none).
+ * code: 0-3 as stick_solve's (3 also: more than max_rows rows); 4: no point selected.
+ * max_depth: the candidates' largest depth (-inf for none), as Python's max over them. */
+static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
+    PyObject *oM, *oR, *ov, *odd, *ow, *ou, *oc, *ovn, *oF, *osel, *ods, *ofo, *ox, *ost;
+    double coef_t, coef_n, target_t, target_n, mu2, h;
+    Py_ssize_t max_rows;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOddddddnOOOOOOO", &oM, &oR, &ov, &odd, &ow, &ou, &oc,
+                          &coef_t, &coef_n, &target_t, &target_n, &mu2, &h, &max_rows, &ovn,
+                          &oF, &osel, &ods, &ofo, &ox, &ost))
+        return NULL;
+    Buf M = {0}, R = {0}, v = {0}, dd = {0}, w = {0}, u = {0}, c = {0}, vn = {0}, F = {0},
+        sel = {0}, ds = {0}, fo = {0}, x = {0}, st = {0};
+    PyObject *ret = NULL;
+    long status = 0;
+    Py_ssize_t k = 0;
+    double max_depth = -INFINITY;
+    if (get(oM, &M, 2, 0) || get(oR, &R, 3, 0) || get(ov, &v, 1, 0) || get(odd, &dd, 1, 0)
+        || get(ow, &w, 1, 0) || get(ou, &u, 2, 0) || get(ovn, &vn, 1, 1) || get(oF, &F, 1, 1)
+        || get(ods, &ds, 1, 1) || get(ofo, &fo, 2, 1) || get(ox, &x, 2, 1))
+        goto done;
+    if (PyObject_GetBuffer(oc, &c.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
+    c.held = 1;
+    if (PyObject_GetBuffer(osel, &sel.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        goto done;
+    sel.held = 1;
+    if (PyObject_GetBuffer(ost, &st.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        goto done;
+    st.held = 1;
+    if (!is_int64(&c.b) || !is_int64(&sel.b) || st.b.ndim != 1 || st.b.itemsize != 1
+        || !st.b.format || strcmp(st.b.format, "b") != 0) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.stick_solve_candidates: cand and sel "
+                                         "1-d int64, status 1-d int8");
+        goto done;
+    }
+    const Py_ssize_t nv = v.b.shape[0], nc = dd.b.shape[0], n = u.b.shape[1];
+    if (M.b.shape[0] != nv || M.b.shape[1] != nv || R.b.shape[0] != 3 || R.b.shape[1] != nc
+        || R.b.shape[2] != nv || w.b.shape[0] != nc || u.b.shape[0] != 2 || c.b.shape[0] != nc
+        || vn.b.shape[0] != nv || F.b.shape[0] != 3 * nc || sel.b.shape[0] != nc
+        || ds.b.shape[0] != nc || fo.b.shape[0] != n || fo.b.shape[1] != 3 || x.b.shape[0] != 2
+        || x.b.shape[1] != n || st.b.shape[0] != n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "wb_sim._compiled.stick_solve_candidates: inconsistent shapes");
+        goto done;
+    }
+#define I64(B, i) (*(long long *)((char *)(B).buf + (i) * (B).strides[0]))
+    for (Py_ssize_t p = 0; p < nc; p++) {
+        const long long q = I64(c.b, p);
+        if (q < 0 || q >= n) {
+            PyErr_SetString(PyExc_IndexError,
+                            "wb_sim._compiled.stick_solve_candidates: a candidate beyond u");
+            goto done;
+        }
+    }
+    /* the selection: d_free = d - h w_n; in the solve: d > 0 or d_free > 0, at ds = d where
+     * d > 0, else d_free; Python's max over the depths keeps the first of equals, and a later
+     * value only where it is larger */
+    for (Py_ssize_t p = 0; p < nc; p++) {
+        const double d = AT1(dd.b, p);
+        if (p == 0 || d > max_depth) max_depth = d;
+        const double d_free = d - h * AT1(w.b, p);
+        if (d > 0.0 || d_free > 0.0) {
+            I64(sel.b, k) = p;
+            W1(ds.b, k) = d > 0.0 ? d : d_free;
+            k++;
+        }
+    }
+    if (k == 0) {
+        status = 4;
+        goto out;
+    }
+    if (3 * k > max_rows || 3 * k > MAX_ROWS || nv > MAX_NV) {
+        status = 3;
+        goto out;
+    }
+    for (Py_ssize_t p = 0; p < k; p++) {
+        const Py_ssize_t s = (Py_ssize_t)I64(sel.b, p);
+        const Py_ssize_t q = (Py_ssize_t)I64(c.b, s);
+        for (int comp = 0; comp < 3; comp++)
+            jrow[comp * k + p] = (const char *)R.b.buf + comp * R.b.strides[0] + s * R.b.strides[1];
+        uk0[p] = AT2(u.b, 0, q);
+        uk1[p] = AT2(u.b, 1, q);
+        dk[p] = AT1(dd.b, s);
+        dsk[p] = AT1(ds.b, p);
+        twk[p] = 0.0;
+    }
+    status = stick_core(&M.b, &v.b, nv, k, 0, R.b.strides[2], coef_t, coef_n, target_t, target_n,
+                        mu2, h);
+    if (status == 0) {
+        for (Py_ssize_t j = 0; j < nv; j++) W1(vn.b, j) = vnext[j];
+        for (Py_ssize_t p = 0; p < k; p++) {
+            const Py_ssize_t q = (Py_ssize_t)I64(c.b, I64(sel.b, p));
+            for (int comp = 0; comp < 3; comp++) {
+                W1(F.b, comp * k + p) = f[comp * k + p];
+                W2(fo.b, q, comp) = f[comp * k + p];
+            }
+            W2(x.b, 0, q) = xk[p];
+            W2(x.b, 1, q) = xk[k + p];
+            *((signed char *)st.b.buf + q * st.b.strides[0]) = 1;
+        }
+    }
+#undef I64
+out:
+    ret = Py_BuildValue("(lnd)", status, k, max_depth);
+done:
+    release(&M); release(&R); release(&v); release(&dd); release(&w); release(&u); release(&c);
+    release(&vn); release(&F); release(&sel); release(&ds); release(&fo); release(&x);
+    release(&st);
     return ret;
 }
 
@@ -294,11 +448,6 @@ static void plan_free(PyObject *capsule) {
     if (!pl) return;
     for (int k = 0; k < P_COUNT; k++) release(&pl->b[k]);
     PyMem_Free(pl);
-}
-
-static int is_int64(const Py_buffer *b) {
-    return b->itemsize == 8 && b->ndim == 1 && b->format &&
-           (!strcmp(b->format, "l") || !strcmp(b->format, "q"));
 }
 
 static PyObject *points_plane_bind(PyObject *self, PyObject *args) {
@@ -1036,6 +1185,8 @@ done:
 static PyMethodDef methods[] = {
     {"stick_solve", stick_solve, METH_VARARGS,
      "The compliant contact's all-sticking solve (see wb_sim/_compiled.c); returns 0 when solved."},
+    {"stick_solve_candidates", stick_solve_candidates, METH_VARARGS,
+     "The compliant solve over a point set's candidates when every selected point sticks."},
     {"points_plane_bind", points_plane_bind, METH_VARARGS,
      "Checks and holds the arrays of ContactPoints.update against a plane (see wb_sim/_compiled.c)."},
     {"points_plane", points_plane, METH_VARARGS,

@@ -17,6 +17,7 @@ with collision contacts in the state; bad link names get typed errors naming the
 
 from __future__ import annotations
 
+import functools
 import math
 import tracemalloc
 from itertools import repeat
@@ -285,10 +286,11 @@ def test_the_merged_solve_over_its_candidates_is_the_general_path_bit_for_bit(
         sim = _lying(make_humanoid)
         if hide:
             sim.contact.points.__class__ = general
-        else:
+        else:  # both the compiled selection and the Python lines read these velocities
             pts, calls = sim.contact.points, []
-            original = pts.candidate_jacobian
-            pts.candidate_jacobian = lambda sel: calls.append(len(sel)) or original(sel)
+            original = pts.candidate_normal_velocity
+            pts.candidate_normal_velocity = lambda v: calls.append(len(pts.candidates)) or \
+                original(v)
             selected = calls
         sim.apply_external_wrench("pelvis", force=[0.0, 150.0, 0.0], duration_s=0.1)
         zero, states = np.zeros(sim.nj), []
@@ -301,6 +303,45 @@ def test_the_merged_solve_over_its_candidates_is_the_general_path_bit_for_bit(
     assert len(selected) > 1000 and max(selected) >= 8  # the candidates' path ran
     assert stats["collision_active_set_solves"] > 0
     np.testing.assert_array_equal(a, b)
+
+
+def test_the_compiled_solve_over_the_candidates_is_the_python_lines_bit_for_bit(
+        make_humanoid, monkeypatch):
+    """CompliantContact._stick_candidates runs the candidates' selection, the all-sticking
+    solve and the scatter of its results in one compiled call; where a point pulls or slips
+    it declines and the Python lines run. With the call declining always, the lines run at
+    every step: the humanoid dropped on its back and pushed, 1500 steps, gives the same
+    trajectory, forces, readings and J_c^T p bit for bit."""
+    monkeypatch.setenv("WB_SIM_PLAIN", "0")  # a whole run may have WB_SIM_PLAIN=1
+    runs, solved = [], []
+    for fused in (True, False):
+        sim = _lying(make_humanoid)
+        merged = sim.contact.merged
+        assert merged._kernels is not None, "the compiled kernels are not built"
+        merged._stick_candidates = functools.partial(_counted, merged._stick_candidates, solved) \
+            if fused else (lambda *a: None)
+        sim.apply_external_wrench("pelvis", force=[0.0, 150.0, 0.0], duration_s=0.1)
+        zero, states = np.zeros(sim.nj), []
+        for _ in range(1500):
+            sim.step(zero)
+            g = sim.contact.generalized_impulse()
+            c = sim.collision_points_state()
+            states.append(np.concatenate([
+                sim.q, sim.v, sim.collision_wrench_array(), sim.contact_wrench_array().ravel(),
+                sim.state.contact_deformation.ravel(), np.zeros(1) if g is None else g,
+                c.force.ravel(), c.depth, [sim.contact.max_depth],
+                [len(c.surface), sum(s == "stick" for s in c.status)]]))
+        runs.append((np.concatenate(states), [len(x) for x in states], sim.contact.statistics()))
+    (a, sizes, stats), (b, sizes_lines, stats_lines) = runs
+    assert sum(solved) > 300 and not all(solved), (sum(solved), len(solved))  # both ran
+    assert stats == stats_lines and sizes == sizes_lines
+    np.testing.assert_array_equal(a, b)
+
+
+def _counted(kernel, solved, *args):
+    out = kernel(*args)
+    solved.append(out is not None)
+    return out
 
 
 def test_with_nothing_near_the_ground_the_trajectory_is_the_one_without_collision(

@@ -317,3 +317,67 @@ def test_the_points_kernel_refuses_arrays_of_the_wrong_type_or_shape():
         kernels.points_plane(plan, J, depth[:-1])
     with pytest.raises(ValueError):
         kernels.points_plane(object(), J, depth)  # not a plan
+
+
+def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
+    """stick_solve_candidates (the compliant solve over MergedPoints.candidates): no point
+    selected is code 4 with the depths' maximum; more rows than max_rows is code 3 with the
+    selection written; wrong types, shapes and candidate indices are errors."""
+    kernel = _kernel().stick_solve_candidates
+    nv, n = 8, 6
+    cand = np.array([1, 3, 4], dtype=np.int64)
+    c = len(cand)
+    rows = np.zeros((3, c, nv))
+    rows[:, :, 0] = 1.0
+    M, v, u = np.eye(nv), np.zeros(nv), np.zeros((2, n))
+    coefs = (1.0, 1.0, -1.0, 1.0, 1.0, 1e-3)
+
+    def call(dd, w, max_rows=48, **bad):
+        args = dict(M=M, rows=rows, v=v, dd=dd, w=w, u=u, cand=cand)
+        args.update({k: x for k, x in bad.items() if k in args})
+        out = dict(vn=np.empty(nv), F=np.empty(3 * c), sel=np.full(c, -1, dtype=np.int64),
+                   ds=np.full(c, np.nan), force=np.zeros((n, 3)), x=np.zeros((2, n)),
+                   status=np.zeros(n, dtype=np.int8))
+        out.update({k: x for k, x in bad.items() if k in out})
+        res = kernel(*args.values(), *coefs, max_rows, *out.values())
+        return res, out
+
+    # nothing touches now or after the free motion (w_n > 0: moving away)
+    (code, k, top), _ = call(np.array([-0.01, -0.003, -0.02]), np.full(c, 1.0))
+    assert (code, k, top) == (4, 0, -0.003)
+    (code, k, top), _ = call(np.full(c, -np.inf), np.zeros(c))
+    assert (code, k, top) == (4, 0, -np.inf)
+    # two touch (one now, one after the free motion at 2 m/s into the ground): too many rows
+    dd, w = np.array([0.002, -0.001, -0.5]), np.array([0.0, -2.0, 0.0])
+    (code, k, top), out = call(dd, w, max_rows=5)
+    assert (code, k, top) == (3, 2, 0.002)
+    np.testing.assert_array_equal(out["sel"][:2], [0, 1])
+    np.testing.assert_array_equal(out["ds"][:2], [0.002, -0.001 - 1e-3 * -2.0])
+    assert not out["force"].any() and not out["status"].any()  # written only when solved
+    # solved: both touch, the tangential rows on their own columns (no force along them)
+    rows[:] = 0.0
+    rows[0, :, 1] = rows[1, :, 2] = rows[2, :, 0] = 1.0
+    dd = np.array([0.002, 0.0005, -0.5])
+    (code, k, top), out = call(dd, w)
+    assert (code, k, top) == (0, 2, 0.002)
+    assert list(out["status"]) == [0, 1, 0, 1, 0, 0]
+    J = rows[:, :2].reshape(6, nv)  # the reference: the system, solved by numpy
+    h, (ct, cn, tt, tn) = coefs[-1], coefs[:4]
+    A = h * J @ J.T + np.diag(np.repeat([ct, ct, cn], 2) / np.sqrt(np.tile(dd[:2], 3)))
+    f = np.linalg.solve(A, np.concatenate([tt * u[:, [1, 3]].ravel(), tn * dd[:2]]))
+    np.testing.assert_allclose(out["F"][:6], f, rtol=1e-12)
+    np.testing.assert_allclose(out["force"][[1, 3]], f.reshape(3, 2).T, rtol=1e-12)
+    assert not out["force"][[0, 2, 4, 5]].any() and f[4:].min() > 0.0
+    np.testing.assert_allclose(out["vn"], h * J.T @ f, rtol=1e-12)
+    with pytest.raises(TypeError, match="int64"):
+        call(dd, w, cand=cand.astype(np.int32))
+    with pytest.raises(TypeError, match="int8"):
+        call(dd, w, status=np.zeros(n, dtype=np.int64))
+    with pytest.raises(TypeError, match="1-d float64"):
+        call(dd, w, F=np.empty((3, c)))
+    with pytest.raises(ValueError, match="shapes"):
+        call(dd, w, F=np.empty(3 * c - 1))
+    with pytest.raises(ValueError, match="shapes"):
+        call(dd[:2], w)
+    with pytest.raises(IndexError, match="beyond u"):
+        call(dd, w, cand=np.array([1, 3, n], dtype=np.int64))

@@ -58,6 +58,8 @@ class SurfaceContact:
         if g is None:
             return None
         J, p, scale = g
+        if callable(J):  # rows gathered when asked (CompliantContact._stick_candidates)
+            J = J()
         out = J.T.dot(p)
         if scale != 1.0:
             out *= scale

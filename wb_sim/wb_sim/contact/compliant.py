@@ -72,6 +72,7 @@ measures how far any forces are from the law.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -139,6 +140,11 @@ MAX_HALVINGS = 6
 COMPILED_MAX_ROWS = 48
 
 
+def _gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """(3k, nv): the rows (3, c, nv) of the candidates ``sel``, component-major."""
+    return rows.take(sel, axis=1).reshape(-1, rows.shape[2])
+
+
 def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x = A^-1 b for a symmetric positive definite A (Cholesky); falls back to a
     least-squares solve where A is numerically singular (an immense stiffness)."""
@@ -190,6 +196,10 @@ class CompliantContact(SurfaceContact):
         kernels = compiled.kernels()  # None: the plain path (WB_SIM_PLAIN=1, or not built)
         #: the all-sticking solve in one compiled call (wb_sim/_compiled.c), or None
         self._stick_solve = None if kernels is None else kernels.stick_solve
+        self._kernels = kernels
+        self._candidate_scratch = {}
+        #: whether the solve over a point set's candidates runs compiled (set per law)
+        self._candidates_fused = False
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
 
     # ------------------------------------------------------------------ parameters
@@ -313,9 +323,15 @@ class CompliantContact(SurfaceContact):
         # the points that can enter this solve (sorted), where the point set knows them: the
         # others are at depth -inf with no rows (MergedPoints: of the lying humanoid's 215,
         # the 8 feet and the 43 collision slots within the margin); None: any point can
+        if h != self._coef_dt:
+            self._coefficients(h)
         cand = pts.candidates
         if cand is not None and len(cand) < n:
             dc = d.take(cand)
+            if self._candidates_fused:  # the lines below to the results, while all stick
+                out = self._stick_candidates(Minv_upper, v_free, u, dc, cand, h, n)
+                if out is not None:
+                    return out
             self._max_depth = max(dc.tolist(), default=-math.inf)  # the others': -inf
             shallowest = -math.inf
         elif n <= 32:  # Python's min and max over a list: cheaper than numpy's for a few points
@@ -325,8 +341,6 @@ class CompliantContact(SurfaceContact):
         else:
             cand = None
             self._max_depth, shallowest = float(d.max()), float(d.min())
-        if h != self._coef_dt:
-            self._coefficients(h)
         if not self._normal_on:  # stiffness and damping both zero: the ground pushes nothing
             return self._nothing(n, v_free)
         torsion = self._frictional and self.mu_t > 0.0
@@ -495,6 +509,42 @@ class CompliantContact(SurfaceContact):
             self._twist, self._twisted = np.zeros(n), False
         return v_next, force, x_all
 
+    def _stick_candidates(self, Minv_upper, v_free, u, dc, cand, h, n):
+        """:meth:`solve` over the point set's candidates ``cand`` (depths ``dc``) in one
+        compiled call, from the selection of the points in the solve to the results
+        (wb_sim/_compiled.c's ``stick_solve_candidates``; :meth:`solve`'s lines stay its
+        reference): ``(v_next, force, u_next)`` and the same state as those lines leave, or
+        None where a point pulls, slips or the system is singular or beyond the kernel's rows
+        (nothing changed then: the lines run)."""
+        pts = self.points
+        c = len(cand)
+        scratch = self._candidate_scratch.get(c)
+        if scratch is None:  # the kernel's selection, rewritten each call, never handed out
+            scratch = self._candidate_scratch[c] = (np.empty(c, dtype=np.int64), np.empty(c))
+        sel, ds = scratch
+        rows = pts.candidate_rows
+        v_next, F = np.empty(len(v_free)), np.empty(3 * c)
+        force, x, status = np.zeros((n, 3)), np.zeros((2, n)), np.zeros(n, dtype=np.int8)
+        ct, cn, tt, tn = self._stick_coefficients
+        code, k, max_depth = self._kernels.stick_solve_candidates(
+            Minv_upper, rows, v_free, dc, pts.candidate_normal_velocity(v_free), u, cand, ct,
+            cn, tt, tn, self._mu2, h, COMPILED_MAX_ROWS, v_next, F, sel, ds, force, x, status)
+        if code == 4:  # no point touches, now or after the free motion
+            self._max_depth = max_depth
+            return self._nothing(n, v_free)
+        if code:
+            return None
+        self._max_depth = max_depth
+        self.solves += 1
+        if self._slipped:
+            self._sigma, self._slipped = np.zeros((n, 2)), False
+        # J_c^T p's rows gathered when asked, as the lines gather them
+        self._generalized = (functools.partial(_gather_rows, rows, sel[:k].copy()), F[:3 * k], h)
+        self._status = status
+        if self._twisted:
+            self._twist, self._twisted = np.zeros(n), False
+        return v_next, force, x
+
     def _next_deformation(self, J_rows, v_next, x, F_rows, ds, codes, slipping, idx, n, h):
         """The next deformation (m, rows like ``x``: (2, k) tangential or (1, k) twist)
         of the solved points, scattered over all n points: sticking, ``x' = x + h w'``
@@ -545,6 +595,9 @@ class CompliantContact(SurfaceContact):
         self._target_n = self.k / bn if bn > 0 else 0.0
         self._stick_coefficients = (float(four[0, 0]), float(four[2, 0]), self._target_t,
                                     self._target_n)
+        # the kernel solves the all-sticking system of a springy law without torsion
+        self._candidates_fused = (self._kernels is not None and self._normal_on
+                                  and self._springy and self.mu_t <= 0.0)
         self._coef_dt = h
 
     def _general(self, A, rhs, k, r, f_stick, idx

@@ -415,11 +415,12 @@ class CollisionPoints:
         self.J_cm = J
         return k
 
-    def world_forces(self, force_g: np.ndarray) -> np.ndarray:
-        """(kc, 3) world forces of the candidates from ground coordinates (kc, 3)."""
+    def world_forces(self, force_g: np.ndarray, bases: np.ndarray | None = None) -> np.ndarray:
+        """(kc, 3) world forces of the candidates from ground coordinates (kc, 3), in the
+        contact bases ``bases`` (kc, 3, 3) of a narrow phase (default: the last one's)."""
         if self.terrain is None:  # the plane's one basis
             return force_g.dot(self._basis.T)
-        return np.einsum("kij,kj->ki", self.bases, force_g)
+        return np.einsum("kij,kj->ki", self.bases if bases is None else bases, force_g)
 
     def links(self, idx: np.ndarray) -> tuple[str, ...]:
         """The link of each of the slots ``idx``."""

@@ -17,6 +17,7 @@ continue bit-identically.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -96,6 +97,12 @@ class MergedPoints:
         within the margin, the block slots in use: those with rows); the others' depth is
         -inf (:meth:`refresh`)."""
         return self._index
+
+    @property
+    def candidate_rows(self) -> np.ndarray:
+        """(3, c, nv) the :attr:`candidates`' Jacobian rows, component-major (a new array
+        each :meth:`refresh`)."""
+        return self._rows
 
     def candidate_normal_velocity(self, v: np.ndarray) -> np.ndarray:
         """(c,) :meth:`normal_velocity` of the :attr:`candidates`."""
@@ -487,26 +494,15 @@ class WholeBodyContact:
                                                       np.concatenate(parts, axis=1), dt)
         nf, s0 = self.nf, pts.ns0
         self._uc = u_next[:, nf:s0]
-        cand = coll.candidates
-        status = np.asarray(self.merged.status)
-        # which geometry each contact belongs to (their links: the readings')
-        geometry, pos = [coll.point_geometry[cand]], [coll.position]
-        fw, depth = [coll.world_forces(force[nf + cand])], [coll.depth[cand]]
-        codes, normal = [status[nf + cand]], [force[nf + cand, 2]]
-        if tc is not None and tc.k:
+        status = self.merged.status  # a new array each solve
+        readings = _Readings(coll, coll.candidates, coll.position, coll.depth, coll.bases,
+                             force, status, nf)
+        if tc is not None and tc.k:  # the terrain's contacts after the collision points'
             sl = slice(pts.starts[0], pts.starts[0] + tc.k)
-            geometry.append(tc.geometry)
-            pos.append(tc.position)
-            fw.append(tc.world_forces(force[sl]))
-            depth.append(tc.depth)
-            codes.append(status[sl])
-            normal.append(force[sl, 2])
-        if len(geometry) == 1:
-            self._contacts = (geometry[0], pos[0], fw[0], depth[0], codes[0], normal[0])
-        else:
-            self._contacts = (np.concatenate(geometry), np.concatenate(pos), np.concatenate(fw),
-                              np.concatenate(depth), np.concatenate(codes),
-                              np.concatenate(normal))
+            parts = zip(readings.arrays(), (tc.geometry, tc.position, tc.world_forces(force[sl]),
+                                            tc.depth, status[sl], force[sl, 2]))
+            readings = tuple(np.concatenate(two) for two in parts)
+        self._contacts = readings  # a _Readings forms the arrays when they are first read
         self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
@@ -572,12 +568,21 @@ class WholeBodyContact:
         self._dyn = tuple(states)
 
     # -- readings of the collision points
+    def _collision_readings(self) -> tuple:
+        """The last solve's contacts of the collision points (and terrain) with the ground:
+        (geometry, world point, world force, depth, status, normal force), each per
+        contact."""
+        c = self._contacts
+        if type(c) is _Readings:
+            c = self._contacts = c.arrays()
+        return c
+
     def collision_points_state(self) -> ContactPointsReading:
         """The collision points within the margin at the last step, as a reading: link
         name (in ``surface``), world contact point, world force, depth, stick/slip."""
         if self.collision is None:
             return no_collision_points()
-        geometry, pos, force, depth, status, _ = self._contacts
+        geometry, pos, force, depth, status, _ = self._collision_readings()
         names = self._coll.link_names
         return ContactPointsReading(
             surface=tuple(names[g] for g in geometry), position=pos.copy(), force=force.copy(),
@@ -605,7 +610,7 @@ class WholeBodyContact:
         geometry_link, n = cached
         if self._contacts is _NO_CONTACTS:
             return np.zeros(n)
-        geometry, _, _, _, _, normal = self._contacts
+        geometry, _, _, _, _, normal = self._collision_readings()
         return np.bincount(geometry_link[geometry], weights=normal, minlength=n + 1)[:n]
 
     def self_contacts_state(self) -> SelfContactsReading:
@@ -631,7 +636,7 @@ class WholeBodyContact:
     def collision_wrench(self) -> np.ndarray:
         """(6,) total [force, torque] of the ground on the collision points at the last
         step, world axes, torque about the world origin."""
-        geometry, pos, f, _, _, _ = self._contacts
+        geometry, pos, f, _, _, _ = self._collision_readings()
         out = np.zeros(6)
         if len(f) and self.object_names:  # the robot's links only
             names = self._coll.link_names
@@ -641,6 +646,30 @@ class WholeBodyContact:
             out[:3] = f.sum(axis=0)
             out[3:] = np.cross(pos, f).sum(axis=0)
         return out
+
+
+class _Readings:
+    """A solve's contacts of the collision points with the ground, kept as the solve left
+    them (each array is new each step and never written after) and formed into
+    :meth:`WholeBodyContact._collision_readings`' arrays when first read: the lying
+    humanoid's step paid ≈ 5 µs for readings most steps never have (issue 33). A deep copy
+    (a snapshot's, ``Simulator.get_state``) is the formed arrays."""
+
+    __slots__ = ("coll", "cand", "position", "depth", "bases", "force", "status", "nf")
+
+    def __init__(self, coll, cand, position, depth, bases, force, status, nf):
+        self.coll, self.cand, self.position, self.depth = coll, cand, position, depth
+        self.bases, self.force, self.status, self.nf = bases, force, status, nf
+
+    def arrays(self) -> tuple:
+        at = self.nf + self.cand
+        force = self.force[at]
+        return (self.coll.point_geometry[self.cand], self.position,
+                self.coll.world_forces(force, self.bases), self.depth[self.cand],
+                self.status[at], force[:, 2])
+
+    def __deepcopy__(self, memo) -> tuple:
+        return copy.deepcopy(self.arrays(), memo)
 
 
 _NO_CONTACTS = (np.zeros(0, dtype=int), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0),
