@@ -78,6 +78,13 @@ class MergedPoints:
         the blocks' slots in use) gathered in one (3, r, nv) array, component-major, and
         the point of each row (:attr:`candidates`), so that a solve's rows are one gather."""
         coll = self.coll
+        if not self.blocks:  # the feet and the collision points alone: three joins
+            self.depth = np.concatenate((self.feet.depth, coll.depth))
+            self._rows = np.concatenate((self.feet.jacobian_component_major().reshape(
+                3, self.nf, self.nv), coll.J_cm), axis=1)
+            self._index = np.concatenate((self._feet_index, coll.candidates + self.nf))
+            self._row_of = None
+            return
         self.depth = np.concatenate([self.feet.depth, coll.depth,
                                      *(b.slot_depth for b in self.blocks)])
         self._ks = [b.k for b in self.blocks]
