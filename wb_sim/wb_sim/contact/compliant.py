@@ -197,7 +197,8 @@ class CompliantContact(SurfaceContact):
         #: the all-sticking solve in one compiled call (wb_sim/_compiled.c), or None
         self._stick_solve = None if kernels is None else kernels.stick_solve
         self._kernels = kernels
-        self._candidate_scratch = {}
+        # the compiled selection's (of the candidates, c <= n), never handed out
+        self._sel_scratch, self._ds_scratch = np.empty(n, dtype=np.int64), np.empty(n)
         #: whether the solve over a point set's candidates runs compiled (set per law)
         self._candidates_fused = False
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
@@ -320,11 +321,11 @@ class CompliantContact(SurfaceContact):
         pts = self.points
         n, h = pts.n, dt
         self.depth = d = pts.depth  # a new array each update: snapshots keep the old
+        if h != self._coef_dt:
+            self._coefficients(h)
         # the points that can enter this solve (sorted), where the point set knows them: the
         # others are at depth -inf with no rows (MergedPoints: of the lying humanoid's 215,
         # the 8 feet and the 43 collision slots within the margin); None: any point can
-        if h != self._coef_dt:
-            self._coefficients(h)
         cand = pts.candidates
         if cand is not None and len(cand) < n:
             dc = d.take(cand)
@@ -518,10 +519,7 @@ class CompliantContact(SurfaceContact):
         (nothing changed then: the lines run)."""
         pts = self.points
         c = len(cand)
-        scratch = self._candidate_scratch.get(c)
-        if scratch is None:  # the kernel's selection, rewritten each call, never handed out
-            scratch = self._candidate_scratch[c] = (np.empty(c, dtype=np.int64), np.empty(c))
-        sel, ds = scratch
+        sel, ds = self._sel_scratch[:c], self._ds_scratch[:c]  # rewritten each call
         rows = pts.candidate_rows
         v_next, F = np.empty(len(v_free)), np.empty(3 * c)
         force, x, status = np.zeros((n, 3)), np.zeros((2, n)), np.zeros(n, dtype=np.int8)
