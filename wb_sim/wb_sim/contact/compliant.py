@@ -140,8 +140,9 @@ MAX_HALVINGS = 6
 COMPILED_MAX_ROWS = 48
 
 
-def _gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """(3k, nv): the rows (3, c, nv) of the candidates ``sel``, component-major."""
+def gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """(3k, nv): of the rows (3, c, nv) of a point set's candidates (component-major), those
+    of the candidates ``sel`` (positions among them), component-major: a solve's rows."""
     return rows.take(sel, axis=1).reshape(-1, rows.shape[2])
 
 
@@ -537,7 +538,7 @@ class CompliantContact(SurfaceContact):
         if self._slipped:
             self._sigma, self._slipped = np.zeros((n, 2)), False
         # J_c^T p's rows gathered when asked, as the lines gather them
-        self._generalized = (functools.partial(_gather_rows, rows, sel[:k].copy()), F[:3 * k], h)
+        self._generalized = (functools.partial(gather_rows, rows, sel[:k].copy()), F[:3 * k], h)
         self._status = status
         if self._twisted:
             self._twist, self._twisted = np.zeros(n), False

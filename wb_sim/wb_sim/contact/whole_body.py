@@ -26,7 +26,7 @@ import pinocchio as pin
 from ..errors import ConfigError
 from ..sensors import ContactPointsReading, SelfContactsReading
 from .base import no_collision_points, no_self_contacts
-from .compliant import STATUS_NAMES
+from .compliant import STATUS_NAMES, gather_rows
 from .geometry import (collision_geometries, geometry_by_link, link_geometry,
                        self_collision_links)
 from .ground_collision import CollisionPoints, TerrainContacts
@@ -118,7 +118,7 @@ class MergedPoints:
     def candidate_jacobian(self, sel: np.ndarray) -> np.ndarray:
         """:meth:`jacobian_component_major` of the candidates ``sel`` (positions in
         :attr:`candidates`, sorted)."""
-        return self._rows.take(sel, axis=1).reshape(-1, self.nv)
+        return gather_rows(self._rows, sel)
 
     def normal_velocity(self, v: np.ndarray) -> np.ndarray:
         out = np.zeros(self.n)
