@@ -22,9 +22,10 @@ setup(
     # the step's compiled kernels (wb_sim/compiled.py): plain C over Python's buffer protocol,
     # no numpy or pinocchio headers, a second to build; WB_SIM_PLAIN=1 runs the Python path.
     # optional: without a C compiler the install still succeeds, and wb_sim warns at run time
-    # that the plain (slower) step runs; CI and the tests require it built
-    ext_modules=[Extension("wb_sim._compiled", ["wb_sim/_compiled.c"], extra_compile_args=["-O3"],
-                           optional=True)],
+    # that the plain (slower) step runs; CI and the tests require it built. -ffp-contract=off:
+    # no fused multiply-add, so the kernels round alike on every CPU (aarch64's baseline has FMA)
+    ext_modules=[Extension("wb_sim._compiled", ["wb_sim/_compiled.c"],
+                           extra_compile_args=["-O3", "-ffp-contract=off"], optional=True)],
     python_requires=">=3.10",
     # pip installs these from PyPI; in a ROS install rosdep provides them (package.xml)
     install_requires=["numpy", "scipy", "pyyaml", "pin>=3"],

@@ -2,8 +2,10 @@
  * and 33). Each replaces a Python code path that stays its reference (WB_SIM_PLAIN=1 runs it):
  *   stick_solve                  the all-sticking contact solve (contact/compliant.py), below;
  *   points_plane(_bind)          ContactPoints.update against the plane (contact/points.py);
- *   collision_plane_*            the plane's narrow phase of whole-body collision
- *                                (CollisionPoints.narrow_plain, contact/ground_collision.py);
+ *   collision_plane_*            the plane's broad and narrow phases of whole-body collision
+ *                                (CollisionPoints.any_near, .narrow_plain,
+ *                                contact/ground_collision.py);
+ *   merged_join                  the joins of MergedPoints.refresh (contact/whole_body.py);
  *   limits_*                     the joint limits' impulses (Actuation.limit_violations and
  *                                .limit_impulses, actuation.py);
  *   cdr_joint_state,             where the fields of a serialized JointState / Odometry lie
@@ -43,7 +45,8 @@
 static double Mc[MAX_NV * MAX_NV];     /* h M^-1 on the reached columns */
 static double Jc[MAX_ROWS * MAX_NV];   /* J on the reached columns */
 static double JMc[MAX_ROWS * MAX_NV];  /* Jc Mc */
-static double A[MAX_ROWS * MAX_ROWS];  /* the system, then its Cholesky factor (lower) */
+static double A[MAX_ROWS * (MAX_ROWS + 4)];  /* the system, then its Cholesky factor (lower, by columns) */
+static double JMt[MAX_NV * (MAX_ROWS + 4)];  /* JMc transposed, its columns padded to 4 */
 static int nz[MAX_ROWS * MAX_NV];      /* per row of Jc, its nonzero columns (in Jc) */
 static int nnz[MAX_ROWS];              /* ... and how many */
 static double f[MAX_ROWS];
@@ -100,6 +103,36 @@ static inline double dot4_at(const double *restrict a, const double *restrict b,
     return (s0 + s1) + (s2 + s3);
 }
 
+/* Four lanes of doubles, for the sums below that run four rows at a time: each lane is one
+ * entry's sums, in the order of its scalar loop (elementwise multiplies and adds, which vector
+ * instructions round as scalar ones do: no fused multiply-add is enabled, so the lanes are bit
+ * for bit the scalar code's on every machine). GCC's and Clang's vector extension; elsewhere
+ * a plain array. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi" /* the helpers are inlined: no ABI crosses a call */
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+typedef double v4d __attribute__((vector_size(32)));
+static inline v4d v4_load(const double *p) { v4d r; memcpy(&r, p, sizeof r); return r; }
+static inline v4d v4_splat(double x) { return (v4d){x, x, x, x}; }
+#define V4_MULADD(acc, c, x) ((acc) += v4_load(c) * (x))
+#define V4_LANE(a, l) ((a)[l])
+#else
+typedef struct { double l[4]; } v4d;
+static inline v4d v4_splat(double x) { v4d r = {{x, x, x, x}}; return r; }
+#define V4_MULADD(acc, c, x) do { for (int l_ = 0; l_ < 4; l_++) (acc).l[l_] += (c)[l_] * (x).l[l_]; } while (0)
+#define V4_LANE(a, l) ((a).l[l])
+#endif
+
+/* Where the loader picks a function's version by the CPU (GCC or Clang on x86-64 Linux: ifunc), the
+ * solve below is built twice, for AVX2 and for the baseline: AVX2's wider lanes, the same
+ * arithmetic (AVX2 without FMA), the same results bit for bit. */
+#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+#define WB_SIM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define WB_SIM_CLONES
+#endif
+
 #define AT1(B, i) (*(const double *)((const char *)(B).buf + (i) * (B).strides[0]))
 #define AT2(B, i, j) (*(const double *)((const char *)(B).buf + (i) * (B).strides[0] + (j) * (B).strides[1]))
 #define W1(B, i) (*(double *)((char *)(B).buf + (i) * (B).strides[0]))
@@ -117,7 +150,7 @@ static double vnext[MAX_NV], xk[MAX_ROWS];
 
 /* The solve of stick_solve below over the rows jrow (m = r k <= MAX_ROWS, nv <= MAX_NV):
  * returns its codes 0-3, and on 0 f, vnext and xk hold the solution. */
-static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_ssize_t nv, Py_ssize_t k,
+WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_ssize_t nv, Py_ssize_t k,
                        int torsion, Py_ssize_t jstride, double coef_t, double coef_n,
                        double target_t, double target_n, double mu2, double h) {
     const Py_ssize_t r = torsion ? 4 : 3, m = r * k;
@@ -151,18 +184,44 @@ static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_ssize_t nv, Py
             for (int b = 0; b < nu; b++) row[b] += s * mr[b];
         }
     }
-    /* A = JMc Jc^T + diag (lower triangle); f = target - J v_free (the right-hand side).
-     * The sums skip Jc's zeros (a point's rows reach its own chain only) */
-    for (Py_ssize_t i = 0; i < m; i++) {
-        const double *restrict ri = JMc + i * nu;
-        for (Py_ssize_t j = 0; j <= i; j++) {
-            const double *restrict jj = Jc + j * nu;
-            A[i * m + j] = dot4_at(ri, jj, nz + j * nu, nnz[j]);
+    /* A = JMc Jc^T + diag (lower triangle), stored by columns: entry (i, j), i >= j, at
+     * A[j * mp + i], mp = m rounded up to a multiple of 4. Column j is the products of JMc's
+     * rows i >= j with Jc's row j over its nonzeros (a point's rows reach its own chain only),
+     * formed four rows i at a time from JMc's transpose (JMt, its column i contiguous): each
+     * entry is dot4_at(JMc_i, Jc_j, nz_j), the same sums in the same order, in lanes that the
+     * compiler vectorizes (GCC and Clang at -O3). */
+    const Py_ssize_t mp = (m + 3) & ~(Py_ssize_t)3;
+    for (Py_ssize_t p = 0; p < k; p++)
+        if (!(dsk[p] > 0.0)) return 3;
+    for (int a = 0; a < nu; a++) {
+        double *restrict col = JMt + a * mp;
+        for (Py_ssize_t i = 0; i < m; i++) col[i] = JMc[i * nu + a];
+        for (Py_ssize_t i = m; i < mp; i++) col[i] = 0.0;
+    }
+    for (Py_ssize_t j = 0; j < m; j++) {
+        const int *restrict idx = nz + j * nu;
+        const int cnt = nnz[j];
+        const double *restrict xj = Jc + j * nu;
+        double *restrict out = A + j * mp;
+        for (Py_ssize_t i0 = j & ~(Py_ssize_t)3; i0 < mp; i0 += 4) {
+            v4d s0 = v4_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
+            const double *restrict c = JMt + i0;
+            int q = 0;
+            for (; q + 4 <= cnt; q += 4) {
+                V4_MULADD(s0, c + idx[q] * mp, v4_splat(xj[idx[q]]));
+                V4_MULADD(s1, c + idx[q + 1] * mp, v4_splat(xj[idx[q + 1]]));
+                V4_MULADD(s2, c + idx[q + 2] * mp, v4_splat(xj[idx[q + 2]]));
+                V4_MULADD(s3, c + idx[q + 3] * mp, v4_splat(xj[idx[q + 3]]));
+            }
+            for (; q < cnt; q++) V4_MULADD(s0, c + idx[q] * mp, v4_splat(xj[idx[q]]));
+            for (int l = 0; l < 4; l++)
+                out[i0 + l] = (V4_LANE(s0, l) + V4_LANE(s1, l)) + (V4_LANE(s2, l) + V4_LANE(s3, l));
         }
+    }
+    /* the diagonal's compliance; f = target - J v_free (the right-hand side) */
+    for (Py_ssize_t i = 0; i < m; i++) {
         const Py_ssize_t p = i % k, comp = i / k;
-        const double dsp = dsk[p];
-        if (!(dsp > 0.0)) return 3;
-        A[i * m + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsp);
+        A[i * mp + i] += (comp == 2 ? coef_n : coef_t) / sqrt(dsk[p]);
         const double t = comp < 2 ? (comp == 0 ? uk0[p] : uk1[p]) * target_t
                                   : (comp == 2 ? dk[p] * target_n : twk[p] * target_t);
         const double *restrict ji = Jc + i * nu;
@@ -170,20 +229,60 @@ static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_ssize_t nv, Py
         for (int a = 0; a < nu; a++) s += ji[a] * AT1(*v, U[a]);
         f[i] = t - s;
     }
-    /* Cholesky A = L L^T in place, then L L^T f = rhs */
+    /* Cholesky A = L L^T in place (L by columns, as A), column after column; entry (i, j)
+     * subtracts dot4 of rows i and j of L over their first j entries, formed four rows i at
+     * a time as above; then L L^T f = rhs */
     for (Py_ssize_t j = 0; j < m; j++) {
-        const double s = A[j * m + j] - dot4(A + j * m, A + j * m, j);
+        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+        Py_ssize_t q = 0;
+        for (; q + 4 <= j; q += 4) {
+            d0 += A[q * mp + j] * A[q * mp + j];
+            d1 += A[(q + 1) * mp + j] * A[(q + 1) * mp + j];
+            d2 += A[(q + 2) * mp + j] * A[(q + 2) * mp + j];
+            d3 += A[(q + 3) * mp + j] * A[(q + 3) * mp + j];
+        }
+        for (; q < j; q++) d0 += A[q * mp + j] * A[q * mp + j];
+        const double s = A[j * mp + j] - ((d0 + d1) + (d2 + d3));
         if (!(s > 0.0)) return 1;
         const double ljj = sqrt(s);
-        A[j * m + j] = ljj;
-        for (Py_ssize_t i = j + 1; i < m; i++)
-            A[i * m + j] = (A[i * m + j] - dot4(A + i * m, A + j * m, j)) / ljj;
+        A[j * mp + j] = ljj;
+        double *restrict out = A + j * mp;
+        for (Py_ssize_t i0 = (j + 1) & ~(Py_ssize_t)3; i0 < mp; i0 += 4) {
+            v4d s0 = v4_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
+            const double *restrict c = A + i0;
+            Py_ssize_t r = 0;
+            for (; r + 4 <= j; r += 4) {
+                V4_MULADD(s0, c + r * mp, v4_splat(A[r * mp + j]));
+                V4_MULADD(s1, c + (r + 1) * mp, v4_splat(A[(r + 1) * mp + j]));
+                V4_MULADD(s2, c + (r + 2) * mp, v4_splat(A[(r + 2) * mp + j]));
+                V4_MULADD(s3, c + (r + 3) * mp, v4_splat(A[(r + 3) * mp + j]));
+            }
+            for (; r < j; r++) V4_MULADD(s0, c + r * mp, v4_splat(A[r * mp + j]));
+            for (int l = 0; l < 4; l++) {
+                const Py_ssize_t i = i0 + l;
+                if (i > j && i < m)
+                    out[i] = (out[i] - ((V4_LANE(s0, l) + V4_LANE(s1, l))
+                                        + (V4_LANE(s2, l) + V4_LANE(s3, l)))) / ljj;
+            }
+        }
     }
-    for (Py_ssize_t i = 0; i < m; i++) f[i] = (f[i] - dot4(A + i * m, f, i)) / A[i * m + i];
+    for (Py_ssize_t i = 0; i < m; i++) {
+        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
+        Py_ssize_t q = 0;
+        for (; q + 4 <= i; q += 4) {
+            d0 += A[q * mp + i] * f[q];
+            d1 += A[(q + 1) * mp + i] * f[q + 1];
+            d2 += A[(q + 2) * mp + i] * f[q + 2];
+            d3 += A[(q + 3) * mp + i] * f[q + 3];
+        }
+        for (; q < i; q++) d0 += A[q * mp + i] * f[q];
+        f[i] = (f[i] - ((d0 + d1) + (d2 + d3))) / A[i * mp + i];
+    }
     for (Py_ssize_t i = m - 1; i >= 0; i--) {
+        const double *restrict li = A + i * mp;
         double s = f[i];
-        for (Py_ssize_t q = i + 1; q < m; q++) s -= A[q * m + i] * f[q];
-        f[i] = s / A[i * m + i];
+        for (Py_ssize_t q = i + 1; q < m; q++) s -= li[q] * f[q];
+        f[i] = s / li[i];
     }
     /* every point pushes and sticks: |f_t|^2 - mu^2 f_n^2 <= 0 (and f_twist^2 - f_n^2 <= 0) */
     for (Py_ssize_t p = 0; p < k; p++) {
@@ -582,8 +681,9 @@ done:
 
 /* ------------------------------------------------------------------------------------------
  * collision_plane_bind(rows, point_geometry, point_joint, slots, G, basis, normal, support, U,
- *                      margin, plane_offset, has_rims, has_caps) -> plan
+ *                      margin, plane_offset, has_rims, has_caps, geometry_joint, boxes) -> plan
  * collision_plane_depths(plan, near, depth) -> kc
+ * collision_plane_near(plan, near, depth) -> kc or -1 (below: the broad phase, then the depths)
  * collision_plane_rows(plan, J, candidates, position, J_cm) -> None
  * The plane's narrow phase of whole-body collision (CollisionPoints.narrow in
  * wb_sim/contact/ground_collision.py, its numpy reference, and the per-slot reference of the
@@ -597,7 +697,7 @@ done:
  * buffer, read at each call; support (njoints, nv). depth (m,): -inf where no slot is within the
  * margin. Two calls, so that the caller allocates the kc-sized outputs in between.
  */
-enum { C_ROWS, C_GEOM, C_JOINT, C_SLOTS, C_B, C_N, C_SUP, C_U, C_COUNT };
+enum { C_ROWS, C_GEOM, C_JOINT, C_SLOTS, C_B, C_N, C_SUP, C_U, C_GJ, C_BOX, C_COUNT };
 
 typedef struct {
     Buf b[C_COUNT];
@@ -626,21 +726,22 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
     Py_ssize_t G;
     double margin, plane_offset;
     int has_rims, has_caps;
-    if (!PyArg_ParseTuple(args, "OOOOnOOOOddpp", &o[C_ROWS], &o[C_GEOM], &o[C_JOINT], &o[C_SLOTS],
+    if (!PyArg_ParseTuple(args, "OOOOnOOOOddppOO", &o[C_ROWS], &o[C_GEOM], &o[C_JOINT], &o[C_SLOTS],
                           &G, &o[C_B], &o[C_N], &o[C_SUP], &o[C_U], &margin, &plane_offset,
-                          &has_rims, &has_caps))
+                          &has_rims, &has_caps, &o[C_GJ], &o[C_BOX]))
         return NULL;
     CollisionPlan *pl = PyMem_Calloc(1, sizeof(CollisionPlan));
     if (!pl) return PyErr_NoMemory();
-    static const int ndim[C_COUNT] = {2, 1, 1, 2, 2, 1, 2, 2};
+    static const int ndim[C_COUNT] = {2, 1, 1, 2, 2, 1, 2, 2, 1, 2};
     Buf *b = pl->b;
     for (int k = 0; k < C_COUNT; k++) {
-        if (k == C_GEOM || k == C_JOINT) {
+        if (k == C_GEOM || k == C_JOINT || k == C_GJ) {
             if (PyObject_GetBuffer(o[k], &b[k].b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto fail;
             b[k].held = 1;
             if (!is_int64(&b[k].b)) {
                 PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_bind: "
-                                                 "point_geometry and point_joint: 1-d int64");
+                                                 "point_geometry, point_joint and geometry_joint: "
+                                                 "1-d int64");
                 goto fail;
             }
         } else if (get(o[k], &b[k], ndim[k], 0)) {
@@ -652,7 +753,8 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
     if (b[C_ROWS].b.shape[1] != 12 || b[C_GEOM].b.shape[0] != m || b[C_JOINT].b.shape[0] != m ||
         b[C_SLOTS].b.shape[1] != 23 || b[C_B].b.shape[0] != 3 || b[C_B].b.shape[1] != 3 ||
         b[C_N].b.shape[0] != 3 || b[C_SUP].b.shape[0] != njoints || b[C_U].b.shape[0] != 4 ||
-        b[C_U].b.shape[1] != njoints || G < 0) {
+        b[C_U].b.shape[1] != njoints || G < 0 || b[C_GJ].b.shape[0] != G ||
+        b[C_BOX].b.shape[0] != G || b[C_BOX].b.shape[1] != 6) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_bind: inconsistent shapes");
         goto fail;
     }
@@ -661,6 +763,14 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
         if (g < 0 || g >= G || j < 0 || j >= njoints) {
             PyErr_SetString(PyExc_ValueError,
                             "wb_sim._compiled.collision_plane_bind: a geometry or joint out of range");
+            goto fail;
+        }
+    }
+    for (Py_ssize_t g = 0; g < G; g++) {
+        const long long j = i64(&b[C_GJ].b, g);
+        if (j < 0 || j >= njoints) {
+            PyErr_SetString(PyExc_ValueError,
+                            "wb_sim._compiled.collision_plane_bind: a geometry's joint out of range");
             goto fail;
         }
     }
@@ -683,32 +793,18 @@ fail:
     return NULL;
 }
 
-static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
-    PyObject *oplan, *onear, *od;
-    if (!PyArg_ParseTuple(args, "OOO", &oplan, &onear, &od)) return NULL;
-    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
-    if (!pl) return NULL;
-    Buf near = {0}, d = {0};
-    PyObject *ret = NULL;
-    if (PyObject_GetBuffer(onear, &near.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
-    near.held = 1;
-    if (near.b.ndim != 1 || near.b.itemsize != 1 || !near.b.format || strcmp(near.b.format, "?") ||
-        near.b.shape[0] != pl->G) {
-        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_depths: near: (G,) bool");
-        goto done;
-    }
-    if (get(od, &d, 1, 1)) goto done;
-    if (d.b.shape[0] != pl->m) {
-        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_depths: inconsistent shapes");
-        goto done;
-    }
+/* The depths of the slots of the near geometries (near[g * stride] nonzero), written into d (m,)
+ * (-inf elsewhere); the candidates and their points in their joints' frames kept in the plan
+ * for collision_plane_rows. Returns kc. */
+static Py_ssize_t plane_depths(CollisionPlan *pl, const char *near, Py_ssize_t stride,
+                               const Py_buffer *dbuf) {
     const Py_buffer *S = &pl->b[C_SLOTS].b, *U = &pl->b[C_U].b, *geom = &pl->b[C_GEOM].b,
                     *joint = &pl->b[C_JOINT].b;
     Py_ssize_t kc = 0;
     for (Py_ssize_t i = 0; i < pl->m; i++) {
-        W1(d.b, i) = -INFINITY;
+        W1(*dbuf, i) = -INFINITY;
         const long long g = i64(geom, i);
-        if (!*((const char *)near.b.buf + g * near.b.strides[0])) continue;
+        if (!near[g * stride]) continue;
         const long long j = i64(joint, i);
         const double d0 = -AT2(*U, 0, j), d1 = -AT2(*U, 1, j), d2 = -AT2(*U, 2, j);
         double Q[4];
@@ -727,7 +823,7 @@ static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
         depth += dc;
         depth += pl->plane_offset;
         if (!(depth > -pl->margin)) continue;
-        W1(d.b, i) = depth;
+        W1(*dbuf, i) = depth;
         pl->cand[kc] = i;
         double *r = pl->rl + 3 * kc;
         if (pl->has_rims) { /* the slot on its rim (_place_rims) */
@@ -747,7 +843,83 @@ static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
         kc++;
     }
     pl->kc = kc;
+    return kc;
+}
+
+static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
+    PyObject *oplan, *onear, *od;
+    if (!PyArg_ParseTuple(args, "OOO", &oplan, &onear, &od)) return NULL;
+    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
+    if (!pl) return NULL;
+    Buf near = {0}, d = {0};
+    PyObject *ret = NULL;
+    if (PyObject_GetBuffer(onear, &near.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
+    near.held = 1;
+    if (near.b.ndim != 1 || near.b.itemsize != 1 || !near.b.format || strcmp(near.b.format, "?") ||
+        near.b.shape[0] != pl->G) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_depths: near: (G,) bool");
+        goto done;
+    }
+    if (get(od, &d, 1, 1)) goto done;
+    if (d.b.shape[0] != pl->m) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_depths: inconsistent shapes");
+        goto done;
+    }
+    const Py_ssize_t kc = plane_depths(pl, (const char *)near.b.buf, near.b.strides[0], &d.b);
     ret = PyLong_FromSsize_t(kc);
+done:
+    release(&near);
+    release(&d);
+    return ret;
+}
+
+/* collision_plane_near(plan, near, depth) -> kc, or -1
+ * CollisionPoints.any_near's broad phase on the plane and collision_plane_depths in one call,
+ * once the caller has written U (the plan's (4, njoints): N^T rec^T, as any_near does):
+ * geometry g on joint j (geometry_joint) has its box (boxes (G, 6): centre, half extents, in the
+ * joint's frame) lowest at u_j . c_g + n . t_j - sum_a e_ga |u_ja|; near (G,) bool, written:
+ * that height minus the plane's offset below the margin. None near: -1 (depth not written).
+ * Else the depths as collision_plane_depths' (kc >= 0). The heights are summed in another order
+ * than any_near's matrix product: equal to rounding, and a box whose lowest corner lies within
+ * rounding of the margin has no slot within the margin other than at its edge (its slots lie
+ * inside it). */
+static PyObject *collision_plane_near(PyObject *self, PyObject *args) {
+    PyObject *oplan, *onear, *od;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOO", &oplan, &onear, &od)) return NULL;
+    CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
+    if (!pl) return NULL;
+    Buf near = {0}, d = {0};
+    PyObject *ret = NULL;
+    if (PyObject_GetBuffer(onear, &near.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
+        goto done;
+    near.held = 1;
+    if (near.b.ndim != 1 || near.b.itemsize != 1 || !near.b.format || strcmp(near.b.format, "?") ||
+        near.b.shape[0] != pl->G) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_near: near: (G,) bool");
+        goto done;
+    }
+    if (get(od, &d, 1, 1)) goto done;
+    if (d.b.shape[0] != pl->m) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_near: inconsistent shapes");
+        goto done;
+    }
+    const Py_buffer *U = &pl->b[C_U].b, *gj = &pl->b[C_GJ].b, *box = &pl->b[C_BOX].b;
+    const double below = pl->plane_offset + pl->margin;
+    char *nb = (char *)near.b.buf;
+    int any = 0;
+    for (Py_ssize_t g = 0; g < pl->G; g++) {
+        const long long j = i64(gj, g);
+        const double u0 = AT2(*U, 0, j), u1 = AT2(*U, 1, j), u2 = AT2(*U, 2, j);
+        const double low = u0 * AT2(*box, g, 0) + u1 * AT2(*box, g, 1) + u2 * AT2(*box, g, 2)
+                           + AT2(*U, 3, j)
+                           - (fabs(u0) * AT2(*box, g, 3) + fabs(u1) * AT2(*box, g, 4)
+                              + fabs(u2) * AT2(*box, g, 5));
+        const int is_near = low - below < 0.0;
+        nb[g * near.b.strides[0]] = (char)is_near;
+        any |= is_near;
+    }
+    ret = PyLong_FromSsize_t(any ? plane_depths(pl, nb, near.b.strides[0], &d.b) : -1);
 done:
     release(&near);
     release(&d);
@@ -809,6 +981,61 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
     Py_INCREF(ret);
 done:
     release(&J); release(&c); release(&P); release(&Jc3);
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * merged_join(feet_depth, coll_depth, depth, feet_rows, coll_rows, rows, coll_cand, index) -> None
+ * MergedPoints.refresh without pair blocks (wb_sim/contact/whole_body.py, its three
+ * np.concatenate calls the reference) in one call: depth (nf + m,) = feet_depth (nf,), then
+ * coll_depth (m,); rows (3, nf + kc, nv) = feet_rows (3, nf, nv), then coll_rows (3, kc, nv),
+ * along the second axis; index (nf + kc,) int64 = 0..nf-1, then coll_cand (kc,) int64 + nf.
+ * Copies only: the same values. */
+static PyObject *merged_join(PyObject *self, PyObject *args) {
+    PyObject *o[8];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]))
+        return NULL;
+    Buf fd = {0}, cd = {0}, d = {0}, fr = {0}, cr = {0}, r = {0}, cc = {0}, ix = {0};
+    PyObject *ret = NULL;
+    if (get(o[0], &fd, 1, 0) || get(o[1], &cd, 1, 0) || get(o[2], &d, 1, 1) || get(o[3], &fr, 3, 0)
+        || get(o[4], &cr, 3, 0) || get(o[5], &r, 3, 1))
+        goto done;
+    if (PyObject_GetBuffer(o[6], &cc.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
+    cc.held = 1;
+    if (PyObject_GetBuffer(o[7], &ix.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
+    ix.held = 1;
+    if (!is_int64(&cc.b) || !is_int64(&ix.b)) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.merged_join: coll_cand and index: 1-d int64");
+        goto done;
+    }
+    const Py_ssize_t nf = fd.b.shape[0], m = cd.b.shape[0], kc = cc.b.shape[0], nv = r.b.shape[2];
+    if (d.b.shape[0] != nf + m || fr.b.shape[0] != 3 || fr.b.shape[1] != nf || fr.b.shape[2] != nv
+        || cr.b.shape[0] != 3 || cr.b.shape[1] != kc || cr.b.shape[2] != nv || r.b.shape[0] != 3
+        || r.b.shape[1] != nf + kc || ix.b.shape[0] != nf + kc) {
+        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.merged_join: inconsistent shapes");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nf; i++) W1(d.b, i) = AT1(fd.b, i);
+    for (Py_ssize_t i = 0; i < m; i++) W1(d.b, nf + i) = AT1(cd.b, i);
+    for (int c = 0; c < 3; c++) {
+        for (Py_ssize_t i = 0; i < nf + kc; i++) {
+            const Py_buffer *src = i < nf ? &fr.b : &cr.b;
+            const Py_ssize_t si = i < nf ? i : i - nf;
+            const char *from = (const char *)src->buf + c * src->strides[0] + si * src->strides[1];
+            char *to = (char *)r.b.buf + c * r.b.strides[0] + i * r.b.strides[1];
+            for (Py_ssize_t j = 0; j < nv; j++)
+                *(double *)(to + j * r.b.strides[2]) = *(const double *)(from + j * src->strides[2]);
+        }
+    }
+    for (Py_ssize_t i = 0; i < nf; i++) *(long long *)((char *)ix.b.buf + i * ix.b.strides[0]) = i;
+    for (Py_ssize_t i = 0; i < kc; i++)
+        *(long long *)((char *)ix.b.buf + (nf + i) * ix.b.strides[0]) = i64(&cc.b, i) + nf;
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    release(&fd); release(&cd); release(&d); release(&fr); release(&cr); release(&r);
+    release(&cc); release(&ix);
     return ret;
 }
 
@@ -1191,8 +1418,12 @@ static PyMethodDef methods[] = {
      "Checks and holds the arrays of ContactPoints.update against a plane (see wb_sim/_compiled.c)."},
     {"points_plane", points_plane, METH_VARARGS,
      "ContactPoints.update against a plane, with a plan of points_plane_bind."},
+    {"merged_join", merged_join, METH_VARARGS,
+     "MergedPoints.refresh's joins without pair blocks (see wb_sim/_compiled.c)."},
     {"collision_plane_bind", collision_plane_bind, METH_VARARGS,
      "Checks and holds the arrays of CollisionPoints.narrow on the plane (see wb_sim/_compiled.c)."},
+    {"collision_plane_near", collision_plane_near, METH_VARARGS,
+     "The plane's broad phase and the near slots' depths (see wb_sim/_compiled.c)."},
     {"collision_plane_depths", collision_plane_depths, METH_VARARGS,
      "The plane's narrow phase, first call: every slot's depth; returns the candidates' count."},
     {"collision_plane_rows", collision_plane_rows, METH_VARARGS,
