@@ -226,6 +226,38 @@ def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_h
     assert points > 300 and ends > 20, (points, ends)
 
 
+def test_the_broad_and_narrow_phases_in_one_call_equal_the_two(make_humanoid, monkeypatch):
+    """CollisionPoints.near_and_narrow (the compiled broad phase and depths in one call,
+    then the rows) sets what any_near and narrow set, at random configurations and on the
+    lying humanoid's steps: the same near geometries, candidates, and bit for bit the same
+    depths, points and rows; with nothing near it reports so and leaves the last near
+    geometries as any_near does."""
+    monkeypatch.setenv("WB_SIM_PLAIN", "0")
+    sim = make_humanoid(**{"collision.enabled": True})
+    coll, model = sim.collision, sim._model_step
+    data = model.createData()
+    assert coll._kernels is not None, "the compiled kernels are not built"
+    rng = np.random.default_rng(5)
+    near_seen = far_seen = 0
+    for q in _random_configurations(sim, 80, rng):
+        pin.computeJointJacobians(model, data, q)
+        near = coll.any_near(data)
+        kc = coll.narrow(data) if near else 0
+        two = (coll.near.copy(), coll.candidates, coll.depth, coll.position, coll.J_cm)
+        last_near = coll.near
+        assert coll.near_and_narrow(data) == (near, kc)
+        if not near:
+            assert coll.near is last_near
+            far_seen += 1
+            continue
+        near_seen += 1
+        np.testing.assert_array_equal(coll.near, two[0])
+        for got, want in zip((coll.candidates, coll.depth, coll.position, coll.J_cm), two[1:]):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    assert near_seen > 20 and far_seen > 5, (near_seen, far_seen)
+
+
 def test_the_broad_phase_on_the_plane_allocates_nothing(make_humanoid):
     sim = make_humanoid(**{"collision.enabled": True})
     coll, data = sim.collision, sim._data_step

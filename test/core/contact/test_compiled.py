@@ -15,6 +15,7 @@ import pytest
 import wb_sim
 from wb_sim import compiled
 from wb_sim.controllers import PDGravityController
+from helpers import lying
 from helpers.extras import require_robot_data
 
 #: the tests' bound on compiled against plain: relative to the largest entry (rounding: the
@@ -381,3 +382,41 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
         call(dd[:2], w)
     with pytest.raises(IndexError, match="beyond u"):
         call(dd, w, cand=np.array([1, 3, n], dtype=np.int64))
+
+
+def test_the_merged_joins_in_one_call_are_numpys_bit_for_bit():
+    """MergedPoints.refresh without pair blocks joins the feet's and the collision points'
+    depths, rows and indices in one compiled call (merged_join): the same arrays, dtypes
+    and values as its three np.concatenate calls, on the lying humanoid's steps; and the
+    call refuses arrays of the wrong type or shape."""
+    sim = lying.humanoid("compliant")
+    pts, kernels = sim.contact.points, _kernel()
+    assert pts._kernels is not None and not pts.blocks
+    zero, checked = np.zeros(sim.nj), 0
+    for _ in range(300):
+        sim.step(zero)
+        pts.refresh()
+        joined = (pts.depth, pts.candidate_rows, pts.candidates)
+        pts._kernels = None
+        pts.refresh()
+        pts._kernels = kernels
+        for got, want in zip(joined, (pts.depth, pts.candidate_rows, pts.candidates)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+        checked += len(joined[2]) > pts.nf
+    assert checked > 200  # collision candidates joined, not the feet alone
+    feet_d, coll_d = np.zeros(2), np.zeros(3)
+    feet_r, coll_r = np.zeros((3, 2, 4)), np.zeros((3, 1, 4))
+    cand = np.zeros(1, dtype=np.int64)
+    good = [feet_d, coll_d, np.empty(5), feet_r, coll_r, np.empty((3, 3, 4)), cand,
+            np.empty(3, dtype=np.int64)]
+    kernels.merged_join(*good)
+    np.testing.assert_array_equal(good[7], [0, 1, 2])
+    for at, bad, error in [(2, np.empty(4), ValueError), (5, np.empty((3, 2, 4)), ValueError),
+                           (7, np.empty(3, dtype=np.int32), TypeError),
+                           (6, np.zeros(1, dtype=np.float64), TypeError),
+                           (0, np.zeros(2, dtype=np.float32), TypeError)]:
+        args = list(good)
+        args[at] = bad
+        with pytest.raises(error):
+            kernels.merged_join(*args)

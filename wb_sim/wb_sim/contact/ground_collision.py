@@ -209,6 +209,10 @@ class CollisionPoints:
         self._U3 = self._U[:3]
         self._absU = self._W[4 * nj:7 * nj].reshape(3, nj)
         self._heights = np.zeros(G)
+        #: each geometry's joint and its box (centre, half extents, in the joint's frame): the
+        #: compiled broad phase's (near_and_narrow)
+        self._geometry_joint = np.array([g.joint for g in geometries], dtype=np.int64)
+        self._boxes = np.array([[*g.centre, *g.half] for g in geometries], dtype=float).reshape(G, 6)
         self._below = np.zeros(G)
         self._zeros = np.zeros(G)
         #: centres (3G,) = _Mc @ x, x the (njoints * 12) placement records
@@ -241,7 +245,8 @@ class CollisionPoints:
             self._plan = self._kernels.collision_plane_bind(
                 self._rows, self.point_geometry, self.point_joint, self._slots,
                 len(self.geometries), self._basis, self.ground.normal, self._support,
-                self._U, self.margin, self._plane_offset, self._has_rims, self._has_caps)
+                self._U, self.margin, self._plane_offset, self._has_rims, self._has_caps,
+                self._geometry_joint, self._boxes)
 
     def _records(self, data: pin.Data) -> np.ndarray:
         """(njoints, 12) placement records of ``data`` (a view where possible)."""
@@ -277,6 +282,28 @@ class CollisionPoints:
         self.near = near
         return True
 
+    def near_and_narrow(self, data: pin.Data) -> tuple[bool, int]:
+        """``(any_near(data), narrow(data) where one is near, else 0)``, with the same
+        attributes set; on the plane with the compiled kernels the broad phase after U and
+        the depths are one call (``collision_plane_near``; its heights are summed in another
+        order than any_near's product: equal to rounding)."""
+        if data is not self._bound_to:
+            self._bind(data)
+        plan = self._plan
+        if plan is None:
+            near = self.any_near(data)
+            return near, (self.narrow(data) if near else 0)
+        np.dot(self._NT, self._rows.T, out=self._U)
+        near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(self.m)
+        kc = self._kernels.collision_plane_near(plan, near, depth)
+        if kc < 0:
+            return False, 0
+        self.near, self.depth = near, depth
+        if not kc:
+            self.clear()
+            return True, 0
+        return True, self._rows_of(data, kc)
+
     def narrow(self, data: pin.Data) -> int:
         """Places the slots of the near geometries, queries the plane (heightfield), and
         for the slots within the margin computes contact points, bases and Jacobian rows.
@@ -287,14 +314,18 @@ class CollisionPoints:
         plan = self._plan
         if plan is None:
             return self.narrow_plain(data)
-        kernels = self._kernels
         self.depth = depth = np.empty(self.m)
-        kc = kernels.collision_plane_depths(plan, self.near, depth)
+        kc = self._kernels.collision_plane_depths(plan, self.near, depth)
         if not kc:
             self.clear()
             return 0
+        return self._rows_of(data, kc)
+
+    def _rows_of(self, data: pin.Data, kc: int) -> int:
+        """The compiled narrow phase's second call: the kc candidates of its depths, their
+        points, bases and rows."""
         cand, pos, J = np.empty(kc, dtype=np.int64), np.empty((kc, 3)), np.empty((3, kc, self.nv))
-        kernels.collision_plane_rows(plan, data.J, cand, pos, J)
+        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J)
         self.candidates, self.position, self.J_cm = cand, pos, J
         bases = self._plane_bases.get(kc)
         if bases is None:
