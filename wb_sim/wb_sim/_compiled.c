@@ -5,7 +5,6 @@
  *   collision_plane_*            the plane's broad and narrow phases of whole-body collision
  *                                (CollisionPoints.any_near, .narrow_plain,
  *                                contact/ground_collision.py);
- *   merged_join                  the joins of MergedPoints.refresh (contact/whole_body.py);
  *   limits_*                     the joint limits' impulses (Actuation.limit_violations and
  *                                .limit_impulses, actuation.py);
  *   cdr_joint_state,             where the fields of a serialized JointState / Odometry lie
@@ -47,6 +46,8 @@ static double Jc[MAX_ROWS * MAX_NV];   /* J on the reached columns */
 static double JMc[MAX_ROWS * MAX_NV];  /* Jc Mc */
 static double A[MAX_ROWS * (MAX_ROWS + 4)];  /* the system, then its Cholesky factor (lower, by columns) */
 static double JMt[MAX_NV * (MAX_ROWS + 4)];  /* JMc transposed, its columns padded to 4 */
+static double xg[MAX_ROWS];              /* a column's multipliers, gathered */
+static int iota[MAX_ROWS];               /* 0, 1, 2, ... */
 static int nz[MAX_ROWS * MAX_NV];      /* per row of Jc, its nonzero columns (in Jc) */
 static int nnz[MAX_ROWS];              /* ... and how many */
 static double f[MAX_ROWS];
@@ -124,6 +125,40 @@ static inline v4d v4_splat(double x) { v4d r = {{x, x, x, x}}; return r; }
 #define V4_LANE(a, l) ((a).l[l])
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#define WB_SIM_INLINE static inline __attribute__((always_inline))
+#else
+#define WB_SIM_INLINE static inline
+#endif
+
+/* Sums of nb (1 or 2) blocks of four rows, the rows of a column-major matrix c (columns mp
+ * apart): sum[4 b + l] = sum over t < cnt of c[col[t] * mp + 4 b + l] * x[t], each in dot4's
+ * order (four interleaved sums by t mod 4, the tail into the first, then (s0 + s1) + (s2 + s3)).
+ * Two blocks share each x[t] and keep eight sums in flight: a single block's four waited on
+ * their additions' latency. */
+WB_SIM_INLINE void lane_sums(const double *restrict c, Py_ssize_t mp, const int *restrict col,
+                             const double *restrict x, int cnt, double *restrict sum, const int nb) {
+    v4d s[2][4];
+    for (int b = 0; b < nb; b++)
+        for (int r = 0; r < 4; r++) s[b][r] = v4_splat(0.0);
+    int t = 0;
+    for (; t + 4 <= cnt; t += 4)
+        for (int r = 0; r < 4; r++) {
+            const double *restrict ct = c + col[t + r] * mp;
+            const v4d xt = v4_splat(x[t + r]);
+            for (int b = 0; b < nb; b++) V4_MULADD(s[b][r], ct + 4 * b, xt);
+        }
+    for (; t < cnt; t++) {
+        const double *restrict ct = c + col[t] * mp;
+        const v4d xt = v4_splat(x[t]);
+        for (int b = 0; b < nb; b++) V4_MULADD(s[b][0], ct + 4 * b, xt);
+    }
+    for (int b = 0; b < nb; b++)
+        for (int l = 0; l < 4; l++)
+            sum[4 * b + l] = (V4_LANE(s[b][0], l) + V4_LANE(s[b][1], l))
+                             + (V4_LANE(s[b][2], l) + V4_LANE(s[b][3], l));
+}
+
 /* Where the loader picks a function's version by the CPU (GCC or Clang on x86-64 Linux: ifunc), the
  * solve below is built twice, for AVX2 and for the baseline: AVX2's wider lanes, the same
  * arithmetic (AVX2 without FMA), the same results bit for bit. */
@@ -191,6 +226,7 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
      * entry is dot4_at(JMc_i, Jc_j, nz_j), the same sums in the same order, in lanes that the
      * compiler vectorizes (GCC and Clang at -O3). */
     const Py_ssize_t mp = (m + 3) & ~(Py_ssize_t)3;
+    for (Py_ssize_t i = 0; i < m; i++) iota[i] = (int)i;
     for (Py_ssize_t p = 0; p < k; p++)
         if (!(dsk[p] > 0.0)) return 3;
     for (int a = 0; a < nu; a++) {
@@ -203,19 +239,16 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
         const int cnt = nnz[j];
         const double *restrict xj = Jc + j * nu;
         double *restrict out = A + j * mp;
-        for (Py_ssize_t i0 = j & ~(Py_ssize_t)3; i0 < mp; i0 += 4) {
-            v4d s0 = v4_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
-            const double *restrict c = JMt + i0;
-            int q = 0;
-            for (; q + 4 <= cnt; q += 4) {
-                V4_MULADD(s0, c + idx[q] * mp, v4_splat(xj[idx[q]]));
-                V4_MULADD(s1, c + idx[q + 1] * mp, v4_splat(xj[idx[q + 1]]));
-                V4_MULADD(s2, c + idx[q + 2] * mp, v4_splat(xj[idx[q + 2]]));
-                V4_MULADD(s3, c + idx[q + 3] * mp, v4_splat(xj[idx[q + 3]]));
+        for (int t = 0; t < cnt; t++) xg[t] = xj[idx[t]];
+        for (Py_ssize_t i0 = j & ~(Py_ssize_t)3; i0 < mp; i0 += 8) {
+            double sum[8];
+            if (i0 + 4 < mp) {
+                lane_sums(JMt + i0, mp, idx, xg, cnt, sum, 2);
+                for (int l = 0; l < 8; l++) out[i0 + l] = sum[l];
+            } else {
+                lane_sums(JMt + i0, mp, idx, xg, cnt, sum, 1);
+                for (int l = 0; l < 4; l++) out[i0 + l] = sum[l];
             }
-            for (; q < cnt; q++) V4_MULADD(s0, c + idx[q] * mp, v4_splat(xj[idx[q]]));
-            for (int l = 0; l < 4; l++)
-                out[i0 + l] = (V4_LANE(s0, l) + V4_LANE(s1, l)) + (V4_LANE(s2, l) + V4_LANE(s3, l));
         }
     }
     /* the diagonal's compliance; f = target - J v_free (the right-hand side) */
@@ -247,22 +280,17 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
         const double ljj = sqrt(s);
         A[j * mp + j] = ljj;
         double *restrict out = A + j * mp;
-        for (Py_ssize_t i0 = (j + 1) & ~(Py_ssize_t)3; i0 < mp; i0 += 4) {
-            v4d s0 = v4_splat(0.0), s1 = s0, s2 = s0, s3 = s0;
-            const double *restrict c = A + i0;
-            Py_ssize_t r = 0;
-            for (; r + 4 <= j; r += 4) {
-                V4_MULADD(s0, c + r * mp, v4_splat(A[r * mp + j]));
-                V4_MULADD(s1, c + (r + 1) * mp, v4_splat(A[(r + 1) * mp + j]));
-                V4_MULADD(s2, c + (r + 2) * mp, v4_splat(A[(r + 2) * mp + j]));
-                V4_MULADD(s3, c + (r + 3) * mp, v4_splat(A[(r + 3) * mp + j]));
-            }
-            for (; r < j; r++) V4_MULADD(s0, c + r * mp, v4_splat(A[r * mp + j]));
-            for (int l = 0; l < 4; l++) {
+        for (Py_ssize_t r = 0; r < j; r++) xg[r] = A[r * mp + j];  /* row j of L */
+        for (Py_ssize_t i0 = (j + 1) & ~(Py_ssize_t)3; i0 < mp; i0 += 8) {
+            double sum[8];
+            const int nb = i0 + 4 < mp ? 2 : 1;
+            if (nb == 2)
+                lane_sums(A + i0, mp, iota, xg, (int)j, sum, 2);
+            else
+                lane_sums(A + i0, mp, iota, xg, (int)j, sum, 1);
+            for (int l = 0; l < 4 * nb; l++) {
                 const Py_ssize_t i = i0 + l;
-                if (i > j && i < m)
-                    out[i] = (out[i] - ((V4_LANE(s0, l) + V4_LANE(s1, l))
-                                        + (V4_LANE(s2, l) + V4_LANE(s3, l)))) / ljj;
+                if (i > j && i < m) out[i] = (out[i] - sum[l]) / ljj;
             }
         }
     }
@@ -683,8 +711,9 @@ done:
  * collision_plane_bind(rows, point_geometry, point_joint, slots, G, basis, normal, support, U,
  *                      margin, plane_offset, has_rims, has_caps, geometry_joint, boxes) -> plan
  * collision_plane_depths(plan, near, depth) -> kc
- * collision_plane_near(plan, near, depth) -> kc or -1 (below: the broad phase, then the depths)
- * collision_plane_rows(plan, J, candidates, position, J_cm) -> None
+ * collision_plane_near(plan, near, depth, lead_depth) -> kc or -1 (below: the broad phase, then
+ *                      the depths)
+ * collision_plane_rows(plan, J, candidates, position, J_cm, lead_rows, index) -> None
  * The plane's narrow phase of whole-body collision (CollisionPoints.narrow in
  * wb_sim/contact/ground_collision.py, its numpy reference, and the per-slot reference of the
  * tests): the depth of every slot of the near geometries from the broad phase's U (u_j =
@@ -695,7 +724,10 @@ done:
  * support. rows (njoints, 12): the placement records (wb_sim/pin_views.py); slots (m, 23): the
  * slots' constants as CollisionPoints._slots lays them out; U (4, njoints): the broad phase's
  * buffer, read at each call; support (njoints, nv). depth (m,): -inf where no slot is within the
- * margin. Two calls, so that the caller allocates the kc-sized outputs in between.
+ * margin. Two calls, so that the caller allocates the kc-sized outputs in between. The rows
+ * call can place l points of another set first (a merged point set's feet: lead_rows (3 l, nv),
+ * component-major, or None): J_cm (3, l + kc, nv) holds the lead's rows, then the slots', and
+ * index (l + kc,) int64 (None without a lead) 0..l-1, then the candidates + l.
  */
 enum { C_ROWS, C_GEOM, C_JOINT, C_SLOTS, C_B, C_N, C_SUP, C_U, C_GJ, C_BOX, C_COUNT };
 
@@ -706,6 +738,8 @@ typedef struct {
     int has_rims, has_caps;
     Py_ssize_t *cand;  /* the last depths' candidates (m) */
     double *rl;        /* their points in their joints' frames (3 m) */
+    int *sup_col;      /* per joint, the columns its support reaches (njoints nv) */
+    int *sup_n;        /* ... and how many (njoints) */
 } CollisionPlan;
 
 static void collision_plan_free(PyObject *capsule) {
@@ -714,6 +748,8 @@ static void collision_plan_free(PyObject *capsule) {
     for (int k = 0; k < C_COUNT; k++) release(&pl->b[k]);
     PyMem_Free(pl->cand);
     PyMem_Free(pl->rl);
+    PyMem_Free(pl->sup_col);
+    PyMem_Free(pl->sup_n);
     PyMem_Free(pl);
 }
 
@@ -779,9 +815,17 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
     pl->has_rims = has_rims; pl->has_caps = has_caps;
     pl->cand = PyMem_Malloc(sizeof(Py_ssize_t) * (m ? m : 1));
     pl->rl = PyMem_Malloc(sizeof(double) * 3 * (m ? m : 1));
-    if (!pl->cand || !pl->rl) {
+    pl->sup_col = PyMem_Malloc(sizeof(int) * (njoints * nv ? njoints * nv : 1));
+    pl->sup_n = PyMem_Malloc(sizeof(int) * (njoints ? njoints : 1));
+    if (!pl->cand || !pl->rl || !pl->sup_col || !pl->sup_n) {
         PyErr_NoMemory();
         goto fail;
+    }
+    for (Py_ssize_t j = 0; j < njoints; j++) {  /* the support is constant: read once */
+        int c = 0;
+        for (Py_ssize_t col = 0; col < nv; col++)
+            if (AT2(b[C_SUP].b, j, col) != 0.0) pl->sup_col[j * nv + c++] = (int)col;
+        pl->sup_n[j] = c;
     }
     PyObject *capsule = PyCapsule_New(pl, "wb_sim.collision_plan", collision_plan_free);
     if (capsule) return capsule;
@@ -789,20 +833,22 @@ fail:
     for (int k = 0; k < C_COUNT; k++) release(&b[k]);
     PyMem_Free(pl->cand);
     PyMem_Free(pl->rl);
+    PyMem_Free(pl->sup_col);
+    PyMem_Free(pl->sup_n);
     PyMem_Free(pl);
     return NULL;
 }
 
-/* The depths of the slots of the near geometries (near[g * stride] nonzero), written into d (m,)
- * (-inf elsewhere); the candidates and their points in their joints' frames kept in the plan
- * for collision_plane_rows. Returns kc. */
+/* The depths of the slots of the near geometries (near[g * stride] nonzero), written into d at
+ * off.. off + m (-inf elsewhere); the candidates and their points in their joints' frames kept
+ * in the plan for collision_plane_rows. Returns kc. */
 static Py_ssize_t plane_depths(CollisionPlan *pl, const char *near, Py_ssize_t stride,
-                               const Py_buffer *dbuf) {
+                               const Py_buffer *dbuf, Py_ssize_t off) {
     const Py_buffer *S = &pl->b[C_SLOTS].b, *U = &pl->b[C_U].b, *geom = &pl->b[C_GEOM].b,
                     *joint = &pl->b[C_JOINT].b;
     Py_ssize_t kc = 0;
     for (Py_ssize_t i = 0; i < pl->m; i++) {
-        W1(*dbuf, i) = -INFINITY;
+        W1(*dbuf, off + i) = -INFINITY;
         const long long g = i64(geom, i);
         if (!near[g * stride]) continue;
         const long long j = i64(joint, i);
@@ -823,7 +869,7 @@ static Py_ssize_t plane_depths(CollisionPlan *pl, const char *near, Py_ssize_t s
         depth += dc;
         depth += pl->plane_offset;
         if (!(depth > -pl->margin)) continue;
-        W1(*dbuf, i) = depth;
+        W1(*dbuf, off + i) = depth;
         pl->cand[kc] = i;
         double *r = pl->rl + 3 * kc;
         if (pl->has_rims) { /* the slot on its rim (_place_rims) */
@@ -865,7 +911,7 @@ static PyObject *collision_plane_depths(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_depths: inconsistent shapes");
         goto done;
     }
-    const Py_ssize_t kc = plane_depths(pl, (const char *)near.b.buf, near.b.strides[0], &d.b);
+    const Py_ssize_t kc = plane_depths(pl, (const char *)near.b.buf, near.b.strides[0], &d.b, 0);
     ret = PyLong_FromSsize_t(kc);
 done:
     release(&near);
@@ -873,23 +919,24 @@ done:
     return ret;
 }
 
-/* collision_plane_near(plan, near, depth) -> kc, or -1
+/* collision_plane_near(plan, near, depth, lead_depth) -> kc, or -1
  * CollisionPoints.any_near's broad phase on the plane and collision_plane_depths in one call,
  * once the caller has written U (the plan's (4, njoints): N^T rec^T, as any_near does):
  * geometry g on joint j (geometry_joint) has its box (boxes (G, 6): centre, half extents, in the
  * joint's frame) lowest at u_j . c_g + n . t_j - sum_a e_ga |u_ja|; near (G,) bool, written:
  * that height minus the plane's offset below the margin. None near: -1 (depth not written).
- * Else the depths as collision_plane_depths' (kc >= 0). The heights are summed in another order
- * than any_near's matrix product: equal to rounding, and a box whose lowest corner lies within
- * rounding of the margin has no slot within the margin other than at its edge (its slots lie
- * inside it). */
+ * Else the depths as collision_plane_depths', written after the l depths of lead_depth (l,)
+ * (None: l = 0; the points a merged point set places first): depth (l + m,). The heights are
+ * summed in another order than any_near's matrix product: equal to rounding, and a box whose
+ * lowest corner lies within rounding of the margin has no slot within the margin other than
+ * at its edge (its slots lie inside it). */
 static PyObject *collision_plane_near(PyObject *self, PyObject *args) {
-    PyObject *oplan, *onear, *od;
+    PyObject *oplan, *onear, *od, *olead;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOO", &oplan, &onear, &od)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOO", &oplan, &onear, &od, &olead)) return NULL;
     CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
     if (!pl) return NULL;
-    Buf near = {0}, d = {0};
+    Buf near = {0}, d = {0}, lead = {0};
     PyObject *ret = NULL;
     if (PyObject_GetBuffer(onear, &near.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0)
         goto done;
@@ -899,8 +946,9 @@ static PyObject *collision_plane_near(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_near: near: (G,) bool");
         goto done;
     }
-    if (get(od, &d, 1, 1)) goto done;
-    if (d.b.shape[0] != pl->m) {
+    if (get(od, &d, 1, 1) || (olead != Py_None && get(olead, &lead, 1, 0))) goto done;
+    const Py_ssize_t l = olead != Py_None ? lead.b.shape[0] : 0;
+    if (d.b.shape[0] != l + pl->m) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_near: inconsistent shapes");
         goto done;
     }
@@ -919,40 +967,62 @@ static PyObject *collision_plane_near(PyObject *self, PyObject *args) {
         nb[g * near.b.strides[0]] = (char)is_near;
         any |= is_near;
     }
-    ret = PyLong_FromSsize_t(any ? plane_depths(pl, nb, near.b.strides[0], &d.b) : -1);
+    if (any)
+        for (Py_ssize_t i = 0; i < l; i++) W1(d.b, i) = AT1(lead.b, i);
+    ret = PyLong_FromSsize_t(any ? plane_depths(pl, nb, near.b.strides[0], &d.b, l) : -1);
 done:
     release(&near);
     release(&d);
+    release(&lead);
     return ret;
 }
 
 static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
-    PyObject *oplan, *oJ, *oc, *oP, *oJc;
-    if (!PyArg_ParseTuple(args, "OOOOO", &oplan, &oJ, &oc, &oP, &oJc)) return NULL;
+    PyObject *oplan, *oJ, *oc, *oP, *oJc, *olead, *oix;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &oplan, &oJ, &oc, &oP, &oJc, &olead, &oix)) return NULL;
     CollisionPlan *pl = (CollisionPlan *)PyCapsule_GetPointer(oplan, "wb_sim.collision_plan");
     if (!pl) return NULL;
-    Buf J = {0}, c = {0}, P = {0}, Jc3 = {0};
+    Buf J = {0}, c = {0}, P = {0}, Jc3 = {0}, lead = {0}, ix = {0};
     PyObject *ret = NULL;
     const Py_ssize_t kc = pl->kc, nv = pl->nv;
-    if (get(oJ, &J, 2, 0) || get(oP, &P, 2, 1) || get(oJc, &Jc3, 3, 1)) goto done;
+    if (get(oJ, &J, 2, 0) || get(oP, &P, 2, 1) || get(oJc, &Jc3, 3, 1)
+        || (olead != Py_None && get(olead, &lead, 2, 0)))
+        goto done;
     if (PyObject_GetBuffer(oc, &c.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
     c.held = 1;
-    if (!is_int64(&c.b)) {
-        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_rows: candidates: 1-d int64");
+    if (oix != Py_None) {
+        if (PyObject_GetBuffer(oix, &ix.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
+        ix.held = 1;
+    }
+    if (!is_int64(&c.b) || (ix.held && !is_int64(&ix.b))) {
+        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.collision_plane_rows: candidates and "
+                                         "index: 1-d int64");
         goto done;
     }
+    const Py_ssize_t l = lead.held ? lead.b.shape[0] / 3 : 0;
     if (J.b.shape[0] != 6 || J.b.shape[1] != nv || c.b.shape[0] != kc || P.b.shape[0] != kc ||
-        P.b.shape[1] != 3 || Jc3.b.shape[0] != 3 || Jc3.b.shape[1] != kc || Jc3.b.shape[2] != nv) {
+        P.b.shape[1] != 3 || Jc3.b.shape[0] != 3 || Jc3.b.shape[1] != l + kc ||
+        Jc3.b.shape[2] != nv || (lead.held && (lead.b.shape[0] != 3 * l || lead.b.shape[1] != nv))
+        || lead.held != ix.held || (ix.held && ix.b.shape[0] != l + kc)) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_rows: inconsistent shapes "
                                           "(call collision_plane_depths first)");
         goto done;
     }
+    for (int cc = 0; cc < 3; cc++)  /* the lead's rows first */
+        for (Py_ssize_t p = 0; p < l; p++)
+            for (Py_ssize_t col = 0; col < nv; col++)
+                *(double *)((char *)Jc3.b.buf + cc * Jc3.b.strides[0] + p * Jc3.b.strides[1] +
+                            col * Jc3.b.strides[2]) = AT2(lead.b, cc * l + p, col);
+    if (ix.held)
+        for (Py_ssize_t p = 0; p < l; p++) *(long long *)((char *)ix.b.buf + p * ix.b.strides[0]) = p;
     const Py_buffer *rows = &pl->b[C_ROWS].b, *S = &pl->b[C_SLOTS].b, *B = &pl->b[C_B].b,
-                    *n = &pl->b[C_N].b, *sup = &pl->b[C_SUP].b, *joint = &pl->b[C_JOINT].b;
+                    *n = &pl->b[C_N].b, *joint = &pl->b[C_JOINT].b;
     for (Py_ssize_t k = 0; k < kc; k++) {
         const Py_ssize_t i = pl->cand[k];
         const long long j = i64(joint, i);
         *(long long *)((char *)c.b.buf + k * c.b.strides[0]) = i;
+        if (ix.held) *(long long *)((char *)ix.b.buf + (l + k) * ix.b.strides[0]) = i + l;
         const double *r = pl->rl + 3 * k, rad = AT2(*S, i, 22);
         double p[3];
         for (int b = 0; b < 3; b++) {
@@ -965,77 +1035,22 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
             const double b0 = AT2(*B, 0, cc), b1 = AT2(*B, 1, cc), b2 = AT2(*B, 2, cc);
             const double w0 = p[1] * b2 - p[2] * b1, w1 = p[2] * b0 - p[0] * b2,
                          w2 = p[0] * b1 - p[1] * b0;
-            double *out = (double *)((char *)Jc3.b.buf + cc * Jc3.b.strides[0] + k * Jc3.b.strides[1]);
-            for (Py_ssize_t col = 0; col < nv; col++) {
-                double *o = (double *)((char *)out + col * Jc3.b.strides[2]);
-                if (AT2(*sup, j, col) == 0.0) {
-                    *o = 0.0;
-                    continue;
-                }
-                *o = b0 * AT2(J.b, 0, col) + b1 * AT2(J.b, 1, col) + b2 * AT2(J.b, 2, col) +
-                     w0 * AT2(J.b, 3, col) + w1 * AT2(J.b, 4, col) + w2 * AT2(J.b, 5, col);
+            char *out = (char *)Jc3.b.buf + cc * Jc3.b.strides[0] + (l + k) * Jc3.b.strides[1];
+            const Py_ssize_t os = Jc3.b.strides[2];
+            for (Py_ssize_t col = 0; col < nv; col++) *(double *)(out + col * os) = 0.0;
+            const int *cols = pl->sup_col + j * nv;  /* the columns that move the joint */
+            for (int t = 0; t < pl->sup_n[j]; t++) {
+                const Py_ssize_t col = cols[t];
+                *(double *)(out + col * os) =
+                    b0 * AT2(J.b, 0, col) + b1 * AT2(J.b, 1, col) + b2 * AT2(J.b, 2, col) +
+                    w0 * AT2(J.b, 3, col) + w1 * AT2(J.b, 4, col) + w2 * AT2(J.b, 5, col);
             }
         }
     }
     ret = Py_None;
     Py_INCREF(ret);
 done:
-    release(&J); release(&c); release(&P); release(&Jc3);
-    return ret;
-}
-
-/* ------------------------------------------------------------------------------------------
- * merged_join(feet_depth, coll_depth, depth, feet_rows, coll_rows, rows, coll_cand, index) -> None
- * MergedPoints.refresh without pair blocks (wb_sim/contact/whole_body.py, its three
- * np.concatenate calls the reference) in one call: depth (nf + m,) = feet_depth (nf,), then
- * coll_depth (m,); rows (3, nf + kc, nv) = feet_rows (3, nf, nv), then coll_rows (3, kc, nv),
- * along the second axis; index (nf + kc,) int64 = 0..nf-1, then coll_cand (kc,) int64 + nf.
- * Copies only: the same values. */
-static PyObject *merged_join(PyObject *self, PyObject *args) {
-    PyObject *o[8];
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7]))
-        return NULL;
-    Buf fd = {0}, cd = {0}, d = {0}, fr = {0}, cr = {0}, r = {0}, cc = {0}, ix = {0};
-    PyObject *ret = NULL;
-    if (get(o[0], &fd, 1, 0) || get(o[1], &cd, 1, 0) || get(o[2], &d, 1, 1) || get(o[3], &fr, 3, 0)
-        || get(o[4], &cr, 3, 0) || get(o[5], &r, 3, 1))
-        goto done;
-    if (PyObject_GetBuffer(o[6], &cc.b, PyBUF_STRIDES | PyBUF_FORMAT) < 0) goto done;
-    cc.held = 1;
-    if (PyObject_GetBuffer(o[7], &ix.b, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) goto done;
-    ix.held = 1;
-    if (!is_int64(&cc.b) || !is_int64(&ix.b)) {
-        PyErr_SetString(PyExc_TypeError, "wb_sim._compiled.merged_join: coll_cand and index: 1-d int64");
-        goto done;
-    }
-    const Py_ssize_t nf = fd.b.shape[0], m = cd.b.shape[0], kc = cc.b.shape[0], nv = r.b.shape[2];
-    if (d.b.shape[0] != nf + m || fr.b.shape[0] != 3 || fr.b.shape[1] != nf || fr.b.shape[2] != nv
-        || cr.b.shape[0] != 3 || cr.b.shape[1] != kc || cr.b.shape[2] != nv || r.b.shape[0] != 3
-        || r.b.shape[1] != nf + kc || ix.b.shape[0] != nf + kc) {
-        PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.merged_join: inconsistent shapes");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < nf; i++) W1(d.b, i) = AT1(fd.b, i);
-    for (Py_ssize_t i = 0; i < m; i++) W1(d.b, nf + i) = AT1(cd.b, i);
-    for (int c = 0; c < 3; c++) {
-        for (Py_ssize_t i = 0; i < nf + kc; i++) {
-            const Py_buffer *src = i < nf ? &fr.b : &cr.b;
-            const Py_ssize_t si = i < nf ? i : i - nf;
-            const char *from = (const char *)src->buf + c * src->strides[0] + si * src->strides[1];
-            char *to = (char *)r.b.buf + c * r.b.strides[0] + i * r.b.strides[1];
-            for (Py_ssize_t j = 0; j < nv; j++)
-                *(double *)(to + j * r.b.strides[2]) = *(const double *)(from + j * src->strides[2]);
-        }
-    }
-    for (Py_ssize_t i = 0; i < nf; i++) *(long long *)((char *)ix.b.buf + i * ix.b.strides[0]) = i;
-    for (Py_ssize_t i = 0; i < kc; i++)
-        *(long long *)((char *)ix.b.buf + (nf + i) * ix.b.strides[0]) = i64(&cc.b, i) + nf;
-    ret = Py_None;
-    Py_INCREF(ret);
-done:
-    release(&fd); release(&cd); release(&d); release(&fr); release(&cr); release(&r);
-    release(&cc); release(&ix);
+    release(&J); release(&c); release(&P); release(&Jc3); release(&lead); release(&ix);
     return ret;
 }
 
@@ -1418,9 +1433,7 @@ static PyMethodDef methods[] = {
      "Checks and holds the arrays of ContactPoints.update against a plane (see wb_sim/_compiled.c)."},
     {"points_plane", points_plane, METH_VARARGS,
      "ContactPoints.update against a plane, with a plan of points_plane_bind."},
-    {"merged_join", merged_join, METH_VARARGS,
-     "MergedPoints.refresh's joins without pair blocks (see wb_sim/_compiled.c)."},
-    {"collision_plane_bind", collision_plane_bind, METH_VARARGS,
+{"collision_plane_bind", collision_plane_bind, METH_VARARGS,
      "Checks and holds the arrays of CollisionPoints.narrow on the plane (see wb_sim/_compiled.c)."},
     {"collision_plane_near", collision_plane_near, METH_VARARGS,
      "The plane's broad phase and the near slots' depths (see wb_sim/_compiled.c)."},

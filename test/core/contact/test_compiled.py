@@ -384,39 +384,40 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
         call(dd, w, cand=np.array([1, 3, n], dtype=np.int64))
 
 
-def test_the_merged_joins_in_one_call_are_numpys_bit_for_bit():
-    """MergedPoints.refresh without pair blocks joins the feet's and the collision points'
-    depths, rows and indices in one compiled call (merged_join): the same arrays, dtypes
-    and values as its three np.concatenate calls, on the lying humanoid's steps; and the
-    call refuses arrays of the wrong type or shape."""
+def test_the_feet_placed_first_by_the_narrow_phase_are_the_merged_joins_bit_for_bit():
+    """Without pair blocks, WholeBodyContact's narrow phase places the feet's depths and rows
+    before the collision slots' (collision_plane_near and collision_plane_rows with a lead),
+    and MergedPoints.refresh takes those arrays instead of joining: the same arrays, dtypes
+    and values as its three np.concatenate calls, on the lying humanoid's steps. The rows
+    call refuses a lead without an index and rows of the wrong size."""
     sim = lying.humanoid("compliant")
-    pts, kernels = sim.contact.points, _kernel()
-    assert pts._kernels is not None and not pts.blocks
-    zero, checked = np.zeros(sim.nj), 0
+    pts, coll = sim.contact.points, sim.contact.collision
+    assert coll._plan is not None and not pts.blocks
+    zero, joined_steps = np.zeros(sim.nj), 0
     for _ in range(300):
         sim.step(zero)
-        pts.refresh()
+        if coll.joined is None:
+            continue
+        joined_steps += 1
         joined = (pts.depth, pts.candidate_rows, pts.candidates)
-        pts._kernels = None
-        pts.refresh()
-        pts._kernels = kernels
+        assert all(a is b for a, b in zip(joined, coll.joined))
+        np.testing.assert_array_equal(coll.depth, joined[0][pts.nf:])
+        coll.joined = None
+        pts.refresh()  # numpy's joins
         for got, want in zip(joined, (pts.depth, pts.candidate_rows, pts.candidates)):
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_array_equal(got, want)
-        checked += len(joined[2]) > pts.nf
-    assert checked > 200  # collision candidates joined, not the feet alone
-    feet_d, coll_d = np.zeros(2), np.zeros(3)
-    feet_r, coll_r = np.zeros((3, 2, 4)), np.zeros((3, 1, 4))
-    cand = np.zeros(1, dtype=np.int64)
-    good = [feet_d, coll_d, np.empty(5), feet_r, coll_r, np.empty((3, 3, 4)), cand,
-            np.empty(3, dtype=np.int64)]
-    kernels.merged_join(*good)
-    np.testing.assert_array_equal(good[7], [0, 1, 2])
-    for at, bad, error in [(2, np.empty(4), ValueError), (5, np.empty((3, 2, 4)), ValueError),
-                           (7, np.empty(3, dtype=np.int32), TypeError),
-                           (6, np.zeros(1, dtype=np.float64), TypeError),
-                           (0, np.zeros(2, dtype=np.float32), TypeError)]:
+    assert joined_steps > 200
+    data, kc, nv = sim.contact._data, len(coll.candidates), pts.nv
+    lead = np.zeros((3 * pts.nf, nv))
+    good = [coll._plan, data.J, np.empty(kc, dtype=np.int64), np.empty((kc, 3)),
+            np.empty((3, pts.nf + kc, nv)), lead, np.empty(pts.nf + kc, dtype=np.int64)]
+    _kernel().collision_plane_rows(*good)
+    np.testing.assert_array_equal(good[6], np.concatenate([np.arange(pts.nf), good[2] + pts.nf]))
+    for at, bad, error in [(6, None, ValueError), (4, np.empty((3, kc, nv)), ValueError),
+                           (5, np.zeros((3 * pts.nf, nv + 1)), ValueError),
+                           (6, np.empty(pts.nf + kc, dtype=np.int32), TypeError)]:
         args = list(good)
         args[at] = bad
         with pytest.raises(error):
-            kernels.merged_join(*args)
+            _kernel().collision_plane_rows(*args)

@@ -231,6 +231,8 @@ class CollisionPoints:
 
     def clear(self) -> None:
         """No point within the margin (the state of a quiet step)."""
+        #: a merged point set's arrays joined by :meth:`near_and_narrow`; None: not this step
+        self.joined = None
         self.candidates = np.zeros(0, dtype=int)
         self.depth = np.full(self.m, -np.inf)
         self.position = np.zeros((0, 3))
@@ -282,11 +284,17 @@ class CollisionPoints:
         self.near = near
         return True
 
-    def near_and_narrow(self, data: pin.Data) -> tuple[bool, int]:
+    def near_and_narrow(self, data: pin.Data, lead=None) -> tuple[bool, int]:
         """``(any_near(data), narrow(data) where one is near, else 0)``, with the same
         attributes set; on the plane with the compiled kernels the broad phase after U and
         the depths are one call (``collision_plane_near``; its heights are summed in another
-        order than any_near's product: equal to rounding)."""
+        order than any_near's product: equal to rounding). ``lead``: ``(depth (l,), rows
+        (3 l, nv) component-major)`` of the points a merged point set places before these
+        (MergedPoints: the feet); where the kernels ran and a slot is within the margin,
+        :attr:`joined` then holds that set's ``(depth (l + m,), rows (3, l + kc, nv), index
+        (l + kc,))`` with the lead's first, and :attr:`depth` and :attr:`J_cm` are views
+        of them."""
+        self.joined = None
         if data is not self._bound_to:
             self._bind(data)
         plan = self._plan
@@ -294,21 +302,24 @@ class CollisionPoints:
             near = self.any_near(data)
             return near, (self.narrow(data) if near else 0)
         np.dot(self._NT, self._rows.T, out=self._U)
-        near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(self.m)
-        kc = self._kernels.collision_plane_near(plan, near, depth)
+        l = 0 if lead is None else len(lead[0])
+        near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(l + self.m)
+        kc = self._kernels.collision_plane_near(plan, near, depth,
+                                                None if lead is None else lead[0])
         if kc < 0:
             return False, 0
-        self.near, self.depth = near, depth
+        self.near, self.depth = near, depth[l:]
         if not kc:
             self.clear()
             return True, 0
-        return True, self._rows_of(data, kc)
+        return True, self._rows_of(data, kc, lead, depth)
 
     def narrow(self, data: pin.Data) -> int:
         """Places the slots of the near geometries, queries the plane (heightfield), and
         for the slots within the margin computes contact points, bases and Jacobian rows.
         Returns the number of such slots (0: none). After :meth:`any_near` on ``data``
         (the plane's path reads its ``R^T n`` and ``n . t``)."""
+        self.joined = None
         if data is not self._bound_to:
             self._bind(data)
         plan = self._plan
@@ -321,12 +332,18 @@ class CollisionPoints:
             return 0
         return self._rows_of(data, kc)
 
-    def _rows_of(self, data: pin.Data, kc: int) -> int:
+    def _rows_of(self, data: pin.Data, kc: int, lead=None, depth_all=None) -> int:
         """The compiled narrow phase's second call: the kc candidates of its depths, their
-        points, bases and rows."""
-        cand, pos, J = np.empty(kc, dtype=np.int64), np.empty((kc, 3)), np.empty((3, kc, self.nv))
-        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J)
-        self.candidates, self.position, self.J_cm = cand, pos, J
+        points, bases and rows (after ``lead``'s rows, as :meth:`near_and_narrow` says)."""
+        l = 0 if lead is None else len(lead[0])
+        cand, pos = np.empty(kc, dtype=np.int64), np.empty((kc, 3))
+        J = np.empty((3, l + kc, self.nv))
+        index = None if lead is None else np.empty(l + kc, dtype=np.int64)
+        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J,
+                                           None if lead is None else lead[1], index)
+        self.candidates, self.position, self.J_cm = cand, pos, J[:, l:]
+        if lead is not None:
+            self.joined = (depth_all, J, index)
         bases = self._plane_bases.get(kc)
         if bases is None:
             bases = self._plane_bases[kc] = np.broadcast_to(self._basis, (kc, 3, 3))

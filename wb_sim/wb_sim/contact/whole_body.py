@@ -23,7 +23,6 @@ import math
 import numpy as np
 import pinocchio as pin
 
-from .. import compiled
 from ..errors import ConfigError
 from ..sensors import ContactPointsReading, SelfContactsReading
 from .base import no_collision_points, no_self_contacts
@@ -72,8 +71,6 @@ class MergedPoints:
         self._index = np.zeros(0, dtype=np.intp)
         self._feet_index = np.arange(self.nf)
         self._row_of = None  # each point's row (-1: none), formed when first asked
-        #: refresh's joins without blocks in one compiled call (merged_join); None: numpy's
-        self._kernels = compiled.kernels()
 
     def refresh(self) -> None:
         """After the feet's update and the narrow phases: the depths of all points, and
@@ -81,15 +78,8 @@ class MergedPoints:
         the blocks' slots in use) gathered in one (3, r, nv) array, component-major, and
         the point of each row (:attr:`candidates`), so that a solve's rows are one gather."""
         coll = self.coll
-        if not self.blocks and self._kernels is not None:  # the three joins below, one call
-            kc = len(coll.candidates)
-            self.depth = np.empty(self.n)
-            self._rows = np.empty((3, self.nf + kc, self.nv))
-            self._index = np.empty(self.nf + kc, dtype=np.int64)
-            self._kernels.merged_join(self.feet.depth, coll.depth, self.depth,
-                                      self.feet.jacobian_component_major().reshape(
-                                          3, self.nf, self.nv), coll.J_cm, self._rows,
-                                      coll.candidates, self._index)
+        if not self.blocks and coll.joined is not None:  # the feet placed first this step
+            self.depth, self._rows, self._index = coll.joined
             self._row_of = None
             return
         if not self.blocks:  # the feet and the collision points alone: three joins
@@ -468,8 +458,10 @@ class WholeBodyContact:
             v_free[:len(v_law)] = v_law
         elif self._labels is not None:
             self._wake_near(data, v_free, dt)
-        if self._labels is None:
-            near, ground = coll.near_and_narrow(data)
+        if self._labels is None:  # without blocks, the feet's depths and rows first
+            feet = self.points.feet
+            near, ground = coll.near_and_narrow(
+                data, None if self._blocks else (feet.depth, feet.jacobian_component_major()))
         else:
             near = coll.any_near(data)
             if near:
