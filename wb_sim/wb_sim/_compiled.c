@@ -415,7 +415,7 @@ static int is_int64(const Py_buffer *b) {
            (!strcmp(b->format, "l") || !strcmp(b->format, "q"));
 }
 
-/* stick_solve_candidates(Minv_upper, rows, v_free, dd, w_n, u, cand, coef_t, coef_n, target_t,
+/* stick_solve_candidates(Minv_upper, rows, v_free, d, w_n, u, cand, coef_t, coef_n, target_t,
  *                        target_n, mu2, h, max_rows, v_next, F, sel, ds, force, x, status)
  *     -> (code, k, max_depth)
  * CompliantContact.solve over a point set's candidates (MergedPoints.candidates: the points
@@ -423,12 +423,13 @@ static int is_int64(const Py_buffer *b) {
  * selection of the points in the solve and their diagonal depths (the Python code's lines,
  * the same operations: exact), then stick_solve's solve on those rows, then the results
  * written at the selected points. Its reference is that Python code (contact/compliant.py).
- * rows (3, c, nv): the candidates' rows component-major; dd (c,) their depths; w_n (c,) their
- * normal velocities J_n v_free; u (2, n) every point's deformation; cand (c,) int64 each
- * candidate's point. Written always: sel (c,) int64, the k selected candidates first; ds (c,),
- * their diagonal depths first. Written when solved (code 0): v_next (nv,); F (3 c,), the
- * forces of the k points in its first 3 k entries (rows component-major, stick_solve's F); force (n, 3), x (2, n) (u') and status (n,)
- * int8 at the selected points (the caller zeroes them: the others have none).
+ * rows (3, c, nv): the candidates' rows component-major; d (n,) every point's depth; w_n (c,)
+ * the candidates' normal velocities J_n v_free; u (2, n) every point's deformation; cand (c,)
+ * int64 each candidate's point. Written always: sel (>= c,) int64, the k selected candidates
+ * first; ds (>= c,), their diagonal depths first. Written when solved (code 0): v_next (nv,);
+ * F (3 c,), the forces of the k points in its first 3 k entries (rows component-major,
+ * stick_solve's F); force (n, 3), x (2, n) (u') and status (n,) int8 at the selected points
+ * (the caller zeroes them: the others have none).
  * code: 0-3 as stick_solve's (3 also: more than max_rows rows); 4: no point selected.
  * max_depth: the candidates' largest depth (-inf for none), as Python's max over them. */
 static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
@@ -464,11 +465,11 @@ static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
                                          "1-d int64, status 1-d int8");
         goto done;
     }
-    const Py_ssize_t nv = v.b.shape[0], nc = dd.b.shape[0], n = u.b.shape[1];
+    const Py_ssize_t nv = v.b.shape[0], nc = c.b.shape[0], n = u.b.shape[1];
     if (M.b.shape[0] != nv || M.b.shape[1] != nv || R.b.shape[0] != 3 || R.b.shape[1] != nc
-        || R.b.shape[2] != nv || w.b.shape[0] != nc || u.b.shape[0] != 2 || c.b.shape[0] != nc
-        || vn.b.shape[0] != nv || F.b.shape[0] != 3 * nc || sel.b.shape[0] != nc
-        || ds.b.shape[0] != nc || fo.b.shape[0] != n || fo.b.shape[1] != 3 || x.b.shape[0] != 2
+        || R.b.shape[2] != nv || w.b.shape[0] != nc || u.b.shape[0] != 2 || dd.b.shape[0] != n
+        || vn.b.shape[0] != nv || F.b.shape[0] != 3 * nc || sel.b.shape[0] < nc
+        || ds.b.shape[0] < nc || fo.b.shape[0] != n || fo.b.shape[1] != 3 || x.b.shape[0] != 2
         || x.b.shape[1] != n || st.b.shape[0] != n) {
         PyErr_SetString(PyExc_ValueError,
                         "wb_sim._compiled.stick_solve_candidates: inconsistent shapes");
@@ -487,7 +488,7 @@ static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
      * d > 0, else d_free; Python's max over the depths keeps the first of equals, and a later
      * value only where it is larger */
     for (Py_ssize_t p = 0; p < nc; p++) {
-        const double d = AT1(dd.b, p);
+        const double d = AT1(dd.b, I64(c.b, p));
         if (p == 0 || d > max_depth) max_depth = d;
         const double d_free = d - h * AT1(w.b, p);
         if (d > 0.0 || d_free > 0.0) {
@@ -511,7 +512,7 @@ static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
             jrow[comp * k + p] = (const char *)R.b.buf + comp * R.b.strides[0] + s * R.b.strides[1];
         uk0[p] = AT2(u.b, 0, q);
         uk1[p] = AT2(u.b, 1, q);
-        dk[p] = AT1(dd.b, s);
+        dk[p] = AT1(dd.b, q);
         dsk[p] = AT1(ds.b, p);
         twk[p] = 0.0;
     }

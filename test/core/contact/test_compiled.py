@@ -334,7 +334,9 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
     coefs = (1.0, 1.0, -1.0, 1.0, 1.0, 1e-3)
 
     def call(dd, w, max_rows=48, **bad):
-        args = dict(M=M, rows=rows, v=v, dd=dd, w=w, u=u, cand=cand)
+        d = np.full(n, np.nan)  # every point's depth: the kernel reads the candidates' alone
+        d[cand] = dd
+        args = dict(M=M, rows=rows, v=v, d=d, w=w, u=u, cand=cand)
         args.update({k: x for k, x in bad.items() if k in args})
         out = dict(vn=np.empty(nv), F=np.empty(3 * c), sel=np.full(c, -1, dtype=np.int64),
                    ds=np.full(c, np.nan), force=np.zeros((n, 3)), x=np.zeros((2, n)),
@@ -379,7 +381,9 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
     with pytest.raises(ValueError, match="shapes"):
         call(dd, w, F=np.empty(3 * c - 1))
     with pytest.raises(ValueError, match="shapes"):
-        call(dd[:2], w)
+        call(dd, w, d=np.zeros(n - 1))
+    with pytest.raises(ValueError, match="shapes"):
+        call(dd, w, sel=np.zeros(c - 1, dtype=np.int64))
     with pytest.raises(IndexError, match="beyond u"):
         call(dd, w, cand=np.array([1, 3, n], dtype=np.int64))
 

@@ -329,11 +329,11 @@ class CompliantContact(SurfaceContact):
         # the 8 feet and the 43 collision slots within the margin); None: any point can
         cand = pts.candidates
         if cand is not None and len(cand) < n:
-            dc = d.take(cand)
             if self._candidates_fused:  # the lines below to the results, while all stick
-                out = self._stick_candidates(Minv_upper, v_free, u, dc, cand, h, n)
+                out = self._stick_candidates(Minv_upper, v_free, u, d, cand, h, n)
                 if out is not None:
                     return out
+            dc = d.take(cand)
             self._max_depth = max(dc.tolist(), default=-math.inf)  # the others': -inf
             shallowest = -math.inf
         elif n <= 32:  # Python's min and max over a list: cheaper than numpy's for a few points
@@ -511,23 +511,23 @@ class CompliantContact(SurfaceContact):
             self._twist, self._twisted = np.zeros(n), False
         return v_next, force, x_all
 
-    def _stick_candidates(self, Minv_upper, v_free, u, dc, cand, h, n):
-        """:meth:`solve` over the point set's candidates ``cand`` (depths ``dc``) in one
+    def _stick_candidates(self, Minv_upper, v_free, u, d, cand, h, n):
+        """:meth:`solve` over the point set's candidates ``cand`` (``d``: all depths) in one
         compiled call, from the selection of the points in the solve to the results
         (wb_sim/_compiled.c's ``stick_solve_candidates``; :meth:`solve`'s lines stay its
         reference): ``(v_next, force, u_next)`` and the same state as those lines leave, or
         None where a point pulls, slips or the system is singular or beyond the kernel's rows
         (nothing changed then: the lines run)."""
         pts = self.points
-        c = len(cand)
-        sel, ds = self._sel_scratch[:c], self._ds_scratch[:c]  # rewritten each call
+        sel = self._sel_scratch  # its first k entries rewritten each call (and ds's)
         rows = pts.candidate_rows
-        v_next, F = np.empty(len(v_free)), np.empty(3 * c)
+        v_next, F = np.empty(len(v_free)), np.empty(3 * len(cand))
         force, x, status = np.zeros((n, 3)), np.zeros((2, n)), np.zeros(n, dtype=np.int8)
         ct, cn, tt, tn = self._stick_coefficients
         code, k, max_depth = self._kernels.stick_solve_candidates(
-            Minv_upper, rows, v_free, dc, pts.candidate_normal_velocity(v_free), u, cand, ct,
-            cn, tt, tn, self._mu2, h, COMPILED_MAX_ROWS, v_next, F, sel, ds, force, x, status)
+            Minv_upper, rows, v_free, d, pts.candidate_normal_velocity(v_free), u, cand, ct,
+            cn, tt, tn, self._mu2, h, COMPILED_MAX_ROWS, v_next, F, sel, self._ds_scratch,
+            force, x, status)
         if code == 4:  # no point touches, now or after the free motion
             self._max_depth = max_depth
             return self._nothing(n, v_free)

@@ -247,6 +247,10 @@ class WholeBodyContact:
         self.LIVE_PARAMETERS = feet_model.LIVE_PARAMETERS
         self.max_penetration = feet_model.max_penetration
         self.nf = merged_points.nf
+        #: the feet and the ground's collision points alone (no pair blocks): solve's lines
+        #: for them in :meth:`_solve_plane` while no object sleeps
+        self._plane_only = terrain_contacts is None and self_collision is None and \
+            not self._blocks
         self.set_objects(())
         self.initial_state()
 
@@ -449,6 +453,8 @@ class WholeBodyContact:
         """The ContactModel's; ``Minv_upper`` and ``v_free`` may cover the first velocities
         only (the robot's, while every free object sleeps and :meth:`wake_near` woke none:
         the phases then see the objects at rest, the laws the robot's columns)."""
+        if self._plane_only and self._labels is None and len(v_free) == self.points.nv:
+            return self._solve_plane(Minv_upper, v_free, u, dt)
         coll, selfc, data = self._coll, self.self_collision, self._data
         tc = self.terrain_contacts
         reduced = len(v_free) != self.points.nv
@@ -520,6 +526,35 @@ class WholeBodyContact:
             readings = tuple(np.concatenate(two) for two in parts)
         self._contacts = readings  # a _Readings forms the arrays when they are first read
         self._blocks_after(u_next, force)
+        return v_next, force[:nf], u_next[:, :nf]
+
+    def _solve_plane(self, Minv_upper, v_free, u, dt):
+        """:meth:`solve`'s lines for the feet and the ground's collision points alone (no
+        terrain pairs, no self-collision, no sleeping objects): the same results and state,
+        without the lines of the blocks (the lying humanoid's step, issue 33)."""
+        coll, feet = self._coll, self.surfaces
+        _, ground = coll.near_and_narrow(self._data, (feet.depth, feet.jacobian_component_major()))
+        if not ground:
+            if self._merged_last:  # hand the warm start back
+                self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
+                self._merged_last = False
+            if self._contacts is not _NO_CONTACTS:
+                self._contacts = _NO_CONTACTS
+                self._uc = np.zeros((2, coll.m))
+            if not self.nf:
+                return v_free, np.zeros((0, 3)), u
+            return self.feet.solve(Minv_upper, v_free, u, dt)
+        self.points.refresh()
+        merged = self.merged
+        if not self._merged_last:
+            merged.set_warm_start(self.feet.warm_start())
+            self._merged_last = True
+        v_next, force, u_next = merged.solve(Minv_upper, v_free,
+                                             np.concatenate((u, self._uc), axis=1), dt)
+        nf = self.nf
+        self._uc = u_next[:, nf:]
+        self._contacts = _Readings(coll, coll.candidates, coll.position, coll.depth, coll.bases,
+                                   force, merged.status, nf)
         return v_next, force[:nf], u_next[:, :nf]
 
     def generalized_impulse(self) -> np.ndarray | None:
