@@ -781,7 +781,7 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
                                                  "1-d int64");
                 goto fail;
             }
-        } else if (get(o[k], &b[k], ndim[k], 0)) {
+        } else if (get(o[k], &b[k], ndim[k], k == C_U)) {  /* collision_plane_near writes U */
             goto fail;
         }
     }
@@ -921,9 +921,9 @@ done:
 }
 
 /* collision_plane_near(plan, near, depth, lead_depth) -> kc, or -1
- * CollisionPoints.any_near's broad phase on the plane and collision_plane_depths in one call,
- * once the caller has written U (the plan's (4, njoints): N^T rec^T, as any_near does):
- * geometry g on joint j (geometry_joint) has its box (boxes (G, 6): centre, half extents, in the
+ * CollisionPoints.any_near's broad phase on the plane and collision_plane_depths in one call:
+ * U (the plan's (4, njoints), written: N^T rec^T as any_near's product, summed here as
+ * n_0 x_0 + n_1 x_1 + n_2 x_2: equal to rounding, exact on a level ground), then geometry g on joint j (geometry_joint) has its box (boxes (G, 6): centre, half extents, in the
  * joint's frame) lowest at u_j . c_g + n . t_j - sum_a e_ga |u_ja|; near (G,) bool, written:
  * that height minus the plane's offset below the margin. None near: -1 (depth not written).
  * Else the depths as collision_plane_depths', written after the l depths of lead_depth (l,)
@@ -953,7 +953,15 @@ static PyObject *collision_plane_near(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "wb_sim._compiled.collision_plane_near: inconsistent shapes");
         goto done;
     }
+    /* U: per joint j, u_j = R_j^T n (the record's R column-major: entry 3 a + b is R[b, a])
+     * and n . t_j (entries 9..11) */
     const Py_buffer *U = &pl->b[C_U].b, *gj = &pl->b[C_GJ].b, *box = &pl->b[C_BOX].b;
+    const Py_buffer *rec = &pl->b[C_ROWS].b, *nrm = &pl->b[C_N].b;
+    const double n0 = AT1(*nrm, 0), n1 = AT1(*nrm, 1), n2 = AT1(*nrm, 2);
+    for (Py_ssize_t j = 0; j < pl->njoints; j++)
+        for (int a = 0; a < 4; a++)
+            W2(*U, a, j) = n0 * AT2(*rec, j, 3 * a) + n1 * AT2(*rec, j, 3 * a + 1)
+                           + n2 * AT2(*rec, j, 3 * a + 2);
     const double below = pl->plane_offset + pl->margin;
     char *nb = (char *)near.b.buf;
     int any = 0;

@@ -286,9 +286,10 @@ class CollisionPoints:
 
     def near_and_narrow(self, data: pin.Data, lead=None) -> tuple[bool, int]:
         """``(any_near(data), narrow(data) where one is near, else 0)``, with the same
-        attributes set; on the plane with the compiled kernels the broad phase after U and
-        the depths are one call (``collision_plane_near``; its heights are summed in another
-        order than any_near's product: equal to rounding). ``lead``: ``(depth (l,), rows
+        attributes set; on the plane with the compiled kernels the broad phase and the
+        depths are one call (``collision_plane_near``; its R^T n, n . t and heights are summed
+        in another order than any_near's products: equal to rounding, exact on a level
+        ground). ``lead``: ``(depth (l,), rows
         (3 l, nv) component-major)`` of the points a merged point set places before these
         (MergedPoints: the feet); where the kernels ran and a slot is within the margin,
         :attr:`joined` then holds that set's ``(depth (l + m,), rows (3, l + kc, nv), index
@@ -301,7 +302,6 @@ class CollisionPoints:
         if plan is None:
             near = self.any_near(data)
             return near, (self.narrow(data) if near else 0)
-        np.dot(self._NT, self._rows.T, out=self._U)
         l = 0 if lead is None else len(lead[0])
         near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(l + self.m)
         kc = self._kernels.collision_plane_near(plan, near, depth,

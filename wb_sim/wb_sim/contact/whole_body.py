@@ -251,6 +251,8 @@ class WholeBodyContact:
         #: for them in :meth:`_solve_plane` while no object sleeps
         self._plane_only = terrain_contacts is None and self_collision is None and \
             not self._blocks
+        #: (u_next, (its feet's columns, its slots')) of _solve_plane's last merged solve
+        self._u_last = (None, (None, None))
         self.set_objects(())
         self.initial_state()
 
@@ -549,13 +551,19 @@ class WholeBodyContact:
         if not self._merged_last:
             merged.set_warm_start(self.feet.warm_start())
             self._merged_last = True
-        v_next, force, u_next = merged.solve(Minv_upper, v_free,
-                                             np.concatenate((u, self._uc), axis=1), dt)
+        # every point's deformation: the feet's u, then the slots'. Where u and _uc are the two
+        # halves this method returned of the last merged solve's u_next (the step before was
+        # merged, nothing restored between), that array is their join
+        full, views = self._u_last
+        if u is not views[0] or self._uc is not views[1]:
+            full = np.concatenate((u, self._uc), axis=1)
+        v_next, force, u_next = merged.solve(Minv_upper, v_free, full, dt)
         nf = self.nf
-        self._uc = u_next[:, nf:]
+        u_feet, self._uc = u_next[:, :nf], u_next[:, nf:]
+        self._u_last = (u_next, (u_feet, self._uc))
         self._contacts = _Readings(coll, coll.candidates, coll.position, coll.depth, coll.bases,
                                    force, merged.status, nf)
-        return v_next, force[:nf], u_next[:, :nf]
+        return v_next, force[:nf], u_feet
 
     def generalized_impulse(self) -> np.ndarray | None:
         """(nv,) ``J_c^T p`` of the last solve, N*s: the feet's alone, or the merged
