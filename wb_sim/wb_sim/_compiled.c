@@ -428,8 +428,8 @@ static int is_int64(const Py_buffer *b) {
  * int64 each candidate's point. Written always: sel (>= c,) int64, the k selected candidates
  * first; ds (>= c,), their diagonal depths first. Written when solved (code 0): v_next (nv,);
  * F (3 c,), the forces of the k points in its first 3 k entries (rows component-major,
- * stick_solve's F); force (n, 3), x (2, n) (u') and status (n,) int8 at the selected points
- * (the caller zeroes them: the others have none).
+ * stick_solve's F); force (n, 3), x (2, n) (u') and status (n,) int8, zero but at the
+ * selected points.
  * code: 0-3 as stick_solve's (3 also: more than max_rows rows); 4: no point selected.
  * max_depth: the candidates' largest depth (-inf for none), as Python's max over them. */
 static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
@@ -520,6 +520,11 @@ static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
                         mu2, h);
     if (status == 0) {
         for (Py_ssize_t j = 0; j < nv; j++) W1(vn.b, j) = vnext[j];
+        for (Py_ssize_t q = 0; q < n; q++) {  /* the others: no force, deformation or contact */
+            for (int comp = 0; comp < 3; comp++) W2(fo.b, q, comp) = 0.0;
+            W2(x.b, 0, q) = W2(x.b, 1, q) = 0.0;
+            *((signed char *)st.b.buf + q * st.b.strides[0]) = 0;
+        }
         for (Py_ssize_t p = 0; p < k; p++) {
             const Py_ssize_t q = (Py_ssize_t)I64(c.b, I64(sel.b, p));
             for (int comp = 0; comp < 3; comp++) {

@@ -339,8 +339,8 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
         args = dict(M=M, rows=rows, v=v, d=d, w=w, u=u, cand=cand)
         args.update({k: x for k, x in bad.items() if k in args})
         out = dict(vn=np.empty(nv), F=np.empty(3 * c), sel=np.full(c, -1, dtype=np.int64),
-                   ds=np.full(c, np.nan), force=np.zeros((n, 3)), x=np.zeros((2, n)),
-                   status=np.zeros(n, dtype=np.int8))
+                   ds=np.full(c, np.nan), force=np.full((n, 3), np.nan),
+                   x=np.full((2, n), np.nan), status=np.full(n, 7, dtype=np.int8))
         out.update({k: x for k, x in bad.items() if k in out})
         res = kernel(*args.values(), *coefs, max_rows, *out.values())
         return res, out
@@ -356,7 +356,8 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
     assert (code, k, top) == (3, 2, 0.002)
     np.testing.assert_array_equal(out["sel"][:2], [0, 1])
     np.testing.assert_array_equal(out["ds"][:2], [0.002, -0.001 - 1e-3 * -2.0])
-    assert not out["force"].any() and not out["status"].any()  # written only when solved
+    # written only when solved: untouched
+    assert np.isnan(out["force"]).all() and np.isnan(out["x"]).all() and (out["status"] == 7).all()
     # solved: both touch, the tangential rows on their own columns (no force along them)
     rows[:] = 0.0
     rows[0, :, 1] = rows[1, :, 2] = rows[2, :, 0] = 1.0
@@ -370,7 +371,8 @@ def test_the_candidates_kernel_selects_declines_and_refuses_as_documented():
     f = np.linalg.solve(A, np.concatenate([tt * u[:, [1, 3]].ravel(), tn * dd[:2]]))
     np.testing.assert_allclose(out["F"][:6], f, rtol=1e-12)
     np.testing.assert_allclose(out["force"][[1, 3]], f.reshape(3, 2).T, rtol=1e-12)
-    assert not out["force"][[0, 2, 4, 5]].any() and f[4:].min() > 0.0
+    assert not out["force"][[0, 2, 4, 5]].any() and f[4:].min() > 0.0  # zeroed by the call
+    assert not out["x"][:, [0, 2, 4, 5]].any()
     np.testing.assert_allclose(out["vn"], h * J.T @ f, rtol=1e-12)
     with pytest.raises(TypeError, match="int64"):
         call(dd, w, cand=cand.astype(np.int32))

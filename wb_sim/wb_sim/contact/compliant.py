@@ -522,7 +522,7 @@ class CompliantContact(SurfaceContact):
         sel = self._sel_scratch  # its first k entries rewritten each call (and ds's)
         rows = pts.candidate_rows
         v_next, F = np.empty(len(v_free)), np.empty(3 * len(cand))
-        force, x, status = np.zeros((n, 3)), np.zeros((2, n)), np.zeros(n, dtype=np.int8)
+        force, x, status = np.empty((n, 3)), np.empty((2, n)), np.empty(n, dtype=np.int8)
         ct, cn, tt, tn = self._stick_coefficients
         code, k, max_depth = self._kernels.stick_solve_candidates(
             Minv_upper, rows, v_free, d, pts.candidate_normal_velocity(v_free), u, cand, ct,

@@ -302,17 +302,27 @@ class CollisionPoints:
         if plan is None:
             near = self.any_near(data)
             return near, (self.narrow(data) if near else 0)
-        l = 0 if lead is None else len(lead[0])
+        lead_depth, lead_rows = (None, None) if lead is None else lead
+        l = 0 if lead is None else len(lead_depth)
         near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(l + self.m)
-        kc = self._kernels.collision_plane_near(plan, near, depth,
-                                                None if lead is None else lead[0])
+        kernels = self._kernels
+        kc = kernels.collision_plane_near(plan, near, depth, lead_depth)
         if kc < 0:
             return False, 0
         self.near, self.depth = near, depth[l:]
         if not kc:
             self.clear()
             return True, 0
-        return True, self._rows_of(data, kc, lead, depth)
+        # _rows_of's lines, with the lead's rows and index
+        cand, pos = np.empty(kc, dtype=np.int64), np.empty((kc, 3))
+        J = np.empty((3, l + kc, self.nv))
+        index = None if lead is None else np.empty(l + kc, dtype=np.int64)
+        kernels.collision_plane_rows(plan, data.J, cand, pos, J, lead_rows, index)
+        self.candidates, self.position, self.J_cm = cand, pos, J[:, l:]
+        if lead is not None:
+            self.joined = (depth, J, index)
+        self.bases = self._bases(kc)
+        return True, kc
 
     def narrow(self, data: pin.Data) -> int:
         """Places the slots of the near geometries, queries the plane (heightfield), and
@@ -332,23 +342,21 @@ class CollisionPoints:
             return 0
         return self._rows_of(data, kc)
 
-    def _rows_of(self, data: pin.Data, kc: int, lead=None, depth_all=None) -> int:
+    def _rows_of(self, data: pin.Data, kc: int) -> int:
         """The compiled narrow phase's second call: the kc candidates of its depths, their
-        points, bases and rows (after ``lead``'s rows, as :meth:`near_and_narrow` says)."""
-        l = 0 if lead is None else len(lead[0])
-        cand, pos = np.empty(kc, dtype=np.int64), np.empty((kc, 3))
-        J = np.empty((3, l + kc, self.nv))
-        index = None if lead is None else np.empty(l + kc, dtype=np.int64)
-        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J,
-                                           None if lead is None else lead[1], index)
-        self.candidates, self.position, self.J_cm = cand, pos, J[:, l:]
-        if lead is not None:
-            self.joined = (depth_all, J, index)
+        points, bases and rows."""
+        cand, pos, J = np.empty(kc, dtype=np.int64), np.empty((kc, 3)), np.empty((3, kc, self.nv))
+        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J, None, None)
+        self.candidates, self.position, self.J_cm = cand, pos, J
+        self.bases = self._bases(kc)
+        return kc
+
+    def _bases(self, kc: int) -> np.ndarray:
+        """(kc, 3, 3) read-only: the plane's one basis for each of kc contacts."""
         bases = self._plane_bases.get(kc)
         if bases is None:
             bases = self._plane_bases[kc] = np.broadcast_to(self._basis, (kc, 3, 3))
-        self.bases = bases
-        return kc
+        return bases
 
     def narrow_plain(self, data: pin.Data) -> int:
         """:meth:`narrow` in numpy: the plain path and the compiled one's reference."""
@@ -409,10 +417,7 @@ class CollisionPoints:
         P += rec[:, 9:12]
         P -= Sk[:, 22:23] * self.ground.normal  # the contact point: on the surface
         pos = P
-        bases = self._plane_bases.get(kc)
-        if bases is None:
-            bases = self._plane_bases[kc] = np.broadcast_to(self._basis, (kc, 3, 3))
-        self.bases = bases
+        self.bases = self._bases(kc)
         # C (3, kc, 6): row c of point i is [b_c, p_i x b_c] (its velocity along b_c is
         # C @ the world-frame joint twist); one basis: p x b_c = P @ skew(b_c) for all
         C = np.empty((3, kc, 6))
