@@ -746,6 +746,8 @@ typedef struct {
     double *rl;        /* their points in their joints' frames (3 m) */
     int *sup_col;      /* per joint, the columns its support reaches (njoints nv) */
     int *sup_n;        /* ... and how many (njoints) */
+    double *Jl;        /* collision_plane_rows' work: J's columns (6 nv), a row (nv) */
+    double *row;
 } CollisionPlan;
 
 static void collision_plan_free(PyObject *capsule) {
@@ -756,6 +758,8 @@ static void collision_plan_free(PyObject *capsule) {
     PyMem_Free(pl->rl);
     PyMem_Free(pl->sup_col);
     PyMem_Free(pl->sup_n);
+    PyMem_Free(pl->Jl);
+    PyMem_Free(pl->row);
     PyMem_Free(pl);
 }
 
@@ -823,7 +827,9 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
     pl->rl = PyMem_Malloc(sizeof(double) * 3 * (m ? m : 1));
     pl->sup_col = PyMem_Malloc(sizeof(int) * (njoints * nv ? njoints * nv : 1));
     pl->sup_n = PyMem_Malloc(sizeof(int) * (njoints ? njoints : 1));
-    if (!pl->cand || !pl->rl || !pl->sup_col || !pl->sup_n) {
+    pl->Jl = PyMem_Malloc(sizeof(double) * 6 * (nv ? nv : 1));
+    pl->row = PyMem_Malloc(sizeof(double) * (nv ? nv : 1));
+    if (!pl->cand || !pl->rl || !pl->sup_col || !pl->sup_n || !pl->Jl || !pl->row) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -841,6 +847,8 @@ fail:
     PyMem_Free(pl->rl);
     PyMem_Free(pl->sup_col);
     PyMem_Free(pl->sup_n);
+    PyMem_Free(pl->Jl);
+    PyMem_Free(pl->row);
     PyMem_Free(pl);
     return NULL;
 }
@@ -1032,6 +1040,11 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
         for (Py_ssize_t p = 0; p < l; p++) *(long long *)((char *)ix.b.buf + p * ix.b.strides[0]) = p;
     const Py_buffer *rows = &pl->b[C_ROWS].b, *S = &pl->b[C_SLOTS].b, *B = &pl->b[C_B].b,
                     *n = &pl->b[C_N].b, *joint = &pl->b[C_JOINT].b;
+    /* J's columns gathered contiguous once (Jl[6 col + a]); the rows' sums read them in the
+     * same order as before */
+    double *Jl = pl->Jl;
+    for (Py_ssize_t col = 0; col < nv; col++)
+        for (int a = 0; a < 6; a++) Jl[6 * col + a] = AT2(J.b, a, col);
     for (Py_ssize_t k = 0; k < kc; k++) {
         const Py_ssize_t i = pl->cand[k];
         const long long j = i64(joint, i);
@@ -1051,14 +1064,19 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
                          w2 = p[0] * b1 - p[1] * b0;
             char *out = (char *)Jc3.b.buf + cc * Jc3.b.strides[0] + (l + k) * Jc3.b.strides[1];
             const Py_ssize_t os = Jc3.b.strides[2];
-            for (Py_ssize_t col = 0; col < nv; col++) *(double *)(out + col * os) = 0.0;
+            double *row = pl->row;  /* the row, then copied out (out's stride is any) */
+            for (Py_ssize_t col = 0; col < nv; col++) row[col] = 0.0;
             const int *cols = pl->sup_col + j * nv;  /* the columns that move the joint */
-            for (int t = 0; t < pl->sup_n[j]; t++) {
-                const Py_ssize_t col = cols[t];
-                *(double *)(out + col * os) =
-                    b0 * AT2(J.b, 0, col) + b1 * AT2(J.b, 1, col) + b2 * AT2(J.b, 2, col) +
-                    w0 * AT2(J.b, 3, col) + w1 * AT2(J.b, 4, col) + w2 * AT2(J.b, 5, col);
+            const int ns = pl->sup_n[j];
+            for (int t = 0; t < ns; t++) {
+                const double *jc = Jl + 6 * cols[t];
+                row[cols[t]] = b0 * jc[0] + b1 * jc[1] + b2 * jc[2] + w0 * jc[3] + w1 * jc[4] +
+                               w2 * jc[5];
             }
+            if (os == (Py_ssize_t)sizeof(double))
+                memcpy(out, row, sizeof(double) * nv);
+            else
+                for (Py_ssize_t col = 0; col < nv; col++) *(double *)(out + col * os) = row[col];
         }
     }
     ret = Py_None;
