@@ -46,8 +46,9 @@ static double Jc[MAX_ROWS * MAX_NV];   /* J on the reached columns */
 static double JMc[MAX_ROWS * MAX_NV];  /* Jc Mc */
 static double A[MAX_ROWS * (MAX_ROWS + 4)];  /* the system, then its Cholesky factor (lower, by columns) */
 static double JMt[MAX_NV * (MAX_ROWS + 4)];  /* JMc transposed, its columns padded to 4 */
-static double xg[MAX_ROWS];              /* a column's multipliers, gathered */
-static int iota[MAX_ROWS];               /* 0, 1, 2, ... */
+static double xg[MAX_ROWS];              /* a row's multipliers, gathered */
+static double Lr[MAX_ROWS * (MAX_ROWS + 4)];  /* the Cholesky factor again, by rows */
+static double Ms[MAX_NV * (MAX_NV + 4)];      /* M^-1's reached columns, symmetric, by rows */
 static int nz[MAX_ROWS * MAX_NV];      /* per row of Jc, its nonzero columns (in Jc) */
 static int nnz[MAX_ROWS];              /* ... and how many */
 static double f[MAX_ROWS];
@@ -132,8 +133,9 @@ static inline v4d v4_splat(double x) { v4d r = {{x, x, x, x}}; return r; }
 #endif
 
 /* Sums of nb (1 or 2) blocks of four rows, the rows of a column-major matrix c (columns mp
- * apart): sum[4 b + l] = sum over t < cnt of c[col[t] * mp + 4 b + l] * x[t], each in dot4's
- * order (four interleaved sums by t mod 4, the tail into the first, then (s0 + s1) + (s2 + s3)).
+ * apart): sum[4 b + l] = sum over t < cnt of c[col[t] * mp + 4 b + l] * x[t] (col NULL: the
+ * columns 0, 1, 2, ...), each in dot4's order (four interleaved sums by t mod 4, the tail into
+ * the first, then (s0 + s1) + (s2 + s3)).
  * Two blocks share each x[t] and keep eight sums in flight: a single block's four waited on
  * their additions' latency. */
 WB_SIM_INLINE void lane_sums(const double *restrict c, Py_ssize_t mp, const int *restrict col,
@@ -144,12 +146,12 @@ WB_SIM_INLINE void lane_sums(const double *restrict c, Py_ssize_t mp, const int 
     int t = 0;
     for (; t + 4 <= cnt; t += 4)
         for (int r = 0; r < 4; r++) {
-            const double *restrict ct = c + col[t + r] * mp;
+            const double *restrict ct = c + (col ? col[t + r] : t + r) * mp;
             const v4d xt = v4_splat(x[t + r]);
             for (int b = 0; b < nb; b++) V4_MULADD(s[b][r], ct + 4 * b, xt);
         }
     for (; t < cnt; t++) {
-        const double *restrict ct = c + col[t] * mp;
+        const double *restrict ct = c + (col ? col[t] : t) * mp;
         const v4d xt = v4_splat(x[t]);
         for (int b = 0; b < nb; b++) V4_MULADD(s[b][0], ct + 4 * b, xt);
     }
@@ -226,7 +228,6 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
      * entry is dot4_at(JMc_i, Jc_j, nz_j), the same sums in the same order, in lanes that the
      * compiler vectorizes (GCC and Clang at -O3). */
     const Py_ssize_t mp = (m + 3) & ~(Py_ssize_t)3;
-    for (Py_ssize_t i = 0; i < m; i++) iota[i] = (int)i;
     for (Py_ssize_t p = 0; p < k; p++)
         if (!(dsk[p] > 0.0)) return 3;
     for (int a = 0; a < nu; a++) {
@@ -262,56 +263,34 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
         for (int a = 0; a < nu; a++) s += ji[a] * AT1(*v, U[a]);
         f[i] = t - s;
     }
-    /* Cholesky A = L L^T in place (L by columns, as A), column after column; entry (i, j)
-     * subtracts dot4 of rows i and j of L over their first j entries, formed four rows i at
-     * a time as above; then L L^T f = rhs */
+    /* Cholesky A = L L^T in place (L by columns, as A, and by rows in Lr), column after
+     * column; entry (i, j) subtracts dot4 of rows i and j of L over their first j entries,
+     * formed four rows i at a time as above; then L L^T f = rhs, each substitution's sums in
+     * dot4's four interleaved sums (the backward one's ran in one, waiting on each addition) */
     for (Py_ssize_t j = 0; j < m; j++) {
-        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
-        Py_ssize_t q = 0;
-        for (; q + 4 <= j; q += 4) {
-            d0 += A[q * mp + j] * A[q * mp + j];
-            d1 += A[(q + 1) * mp + j] * A[(q + 1) * mp + j];
-            d2 += A[(q + 2) * mp + j] * A[(q + 2) * mp + j];
-            d3 += A[(q + 3) * mp + j] * A[(q + 3) * mp + j];
-        }
-        for (; q < j; q++) d0 += A[q * mp + j] * A[q * mp + j];
-        const double s = A[j * mp + j] - ((d0 + d1) + (d2 + d3));
+        const double *restrict lj = Lr + j * mp;  /* row j of L, its first j entries */
+        const double s = A[j * mp + j] - dot4(lj, lj, j);
         if (!(s > 0.0)) return 1;
         const double ljj = sqrt(s);
-        A[j * mp + j] = ljj;
+        A[j * mp + j] = Lr[j * mp + j] = ljj;
         double *restrict out = A + j * mp;
-        for (Py_ssize_t r = 0; r < j; r++) xg[r] = A[r * mp + j];  /* row j of L */
         for (Py_ssize_t i0 = (j + 1) & ~(Py_ssize_t)3; i0 < mp; i0 += 8) {
             double sum[8];
             const int nb = i0 + 4 < mp ? 2 : 1;
             if (nb == 2)
-                lane_sums(A + i0, mp, iota, xg, (int)j, sum, 2);
+                lane_sums(A + i0, mp, NULL, lj, (int)j, sum, 2);
             else
-                lane_sums(A + i0, mp, iota, xg, (int)j, sum, 1);
+                lane_sums(A + i0, mp, NULL, lj, (int)j, sum, 1);
             for (int l = 0; l < 4 * nb; l++) {
                 const Py_ssize_t i = i0 + l;
-                if (i > j && i < m) out[i] = (out[i] - sum[l]) / ljj;
+                if (i > j && i < m) Lr[i * mp + j] = out[i] = (out[i] - sum[l]) / ljj;
             }
         }
     }
-    for (Py_ssize_t i = 0; i < m; i++) {
-        double d0 = 0.0, d1 = 0.0, d2 = 0.0, d3 = 0.0;
-        Py_ssize_t q = 0;
-        for (; q + 4 <= i; q += 4) {
-            d0 += A[q * mp + i] * f[q];
-            d1 += A[(q + 1) * mp + i] * f[q + 1];
-            d2 += A[(q + 2) * mp + i] * f[q + 2];
-            d3 += A[(q + 3) * mp + i] * f[q + 3];
-        }
-        for (; q < i; q++) d0 += A[q * mp + i] * f[q];
-        f[i] = (f[i] - ((d0 + d1) + (d2 + d3))) / A[i * mp + i];
-    }
-    for (Py_ssize_t i = m - 1; i >= 0; i--) {
-        const double *restrict li = A + i * mp;
-        double s = f[i];
-        for (Py_ssize_t q = i + 1; q < m; q++) s -= li[q] * f[q];
-        f[i] = s / li[i];
-    }
+    for (Py_ssize_t i = 0; i < m; i++)
+        f[i] = (f[i] - dot4(Lr + i * mp, f, i)) / Lr[i * mp + i];
+    for (Py_ssize_t i = m - 1; i >= 0; i--)  /* (column i of L below the diagonal) */
+        f[i] = (f[i] - dot4(A + i * mp + i + 1, f + i + 1, m - 1 - i)) / A[i * mp + i];
     /* every point pushes and sticks: |f_t|^2 - mu^2 f_n^2 <= 0 (and f_twist^2 - f_n^2 <= 0) */
     for (Py_ssize_t p = 0; p < k; p++) {
         const double t1 = f[p], t2 = f[k + p], fn = f[2 * k + p];
@@ -327,13 +306,20 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
         const double *restrict ji = Jc + i * nu;
         for (int a = 0; a < nu; a++) g[a] += fi * ji[a];
     }
-    for (Py_ssize_t j = 0; j < nv; j++) {
-        double s = 0.0;
-        for (int a = 0; a < nu; a++) {
-            const Py_ssize_t c = U[a];
-            s += (j <= c ? AT2(*M, j, c) : AT2(*M, c, j)) * g[a];
-        }
-        vnext[j] = AT1(*v, j) + h * s;
+    /* M^-1 g: column U[a] of the symmetric M^-1 (its upper triangle read) into Ms's row a,
+     * then four entries j at a time, each the sum over a in order (as a scalar loop's) */
+    const Py_ssize_t nvp = (nv + 3) & ~(Py_ssize_t)3;
+    for (int a = 0; a < nu; a++) {
+        const Py_ssize_t c = U[a];
+        double *restrict ms = Ms + a * nvp;
+        for (Py_ssize_t j = 0; j < nv; j++) ms[j] = j <= c ? AT2(*M, j, c) : AT2(*M, c, j);
+        for (Py_ssize_t j = nv; j < nvp; j++) ms[j] = 0.0;
+    }
+    for (Py_ssize_t j0 = 0; j0 < nvp; j0 += 4) {
+        v4d s4 = v4_splat(0.0);
+        for (int a = 0; a < nu; a++) V4_MULADD(s4, Ms + a * nvp + j0, v4_splat(g[a]));
+        for (int l = 0; l < 4 && j0 + l < nv; l++)
+            vnext[j0 + l] = AT1(*v, j0 + l) + h * V4_LANE(s4, l);
     }
     for (Py_ssize_t i = 0; i < (r - 1) * k; i++) {
         const Py_ssize_t row = i < 2 * k ? i : i + k;  /* the t1, t2 rows, then the twist rows */
