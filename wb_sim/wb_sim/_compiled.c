@@ -734,6 +734,8 @@ typedef struct {
     int *sup_n;        /* ... and how many (njoints) */
     double *Jl;        /* collision_plane_rows' work: J's columns (6 nv), a row (nv) */
     double *row;
+    int terms[3][6];   /* per basis column c: the terms of b_c . v + (p x b_c) . w not zero */
+    int nterms[3];     /* for every p (a level ground's: 3 of the 6), and how many */
 } CollisionPlan;
 
 static void collision_plan_free(PyObject *capsule) {
@@ -818,6 +820,16 @@ static PyObject *collision_plane_bind(PyObject *self, PyObject *args) {
     if (!pl->cand || !pl->rl || !pl->sup_col || !pl->sup_n || !pl->Jl || !pl->row) {
         PyErr_NoMemory();
         goto fail;
+    }
+    for (int cc = 0; cc < 3; cc++) {  /* the basis is constant: its zeros read once */
+        double bc[3];
+        for (int a = 0; a < 3; a++) bc[a] = AT2(b[C_B].b, a, cc);
+        int t = 0;
+        for (int a = 0; a < 3; a++)
+            if (bc[a] != 0.0) pl->terms[cc][t++] = a;
+        for (int a = 0; a < 3; a++)  /* (p x b)_a = p_a+1 b_a+2 - p_a+2 b_a+1 */
+            if (bc[(a + 1) % 3] != 0.0 || bc[(a + 2) % 3] != 0.0) pl->terms[cc][t++] = 3 + a;
+        pl->nterms[cc] = t;
     }
     for (Py_ssize_t j = 0; j < njoints; j++) {  /* the support is constant: read once */
         int c = 0;
@@ -1018,10 +1030,17 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
         goto done;
     }
     for (int cc = 0; cc < 3; cc++)  /* the lead's rows first */
-        for (Py_ssize_t p = 0; p < l; p++)
-            for (Py_ssize_t col = 0; col < nv; col++)
-                *(double *)((char *)Jc3.b.buf + cc * Jc3.b.strides[0] + p * Jc3.b.strides[1] +
-                            col * Jc3.b.strides[2]) = AT2(lead.b, cc * l + p, col);
+        for (Py_ssize_t p = 0; p < l; p++) {
+            char *to = (char *)Jc3.b.buf + cc * Jc3.b.strides[0] + p * Jc3.b.strides[1];
+            const char *from = (const char *)lead.b.buf + (cc * l + p) * lead.b.strides[0];
+            if (Jc3.b.strides[2] == (Py_ssize_t)sizeof(double) &&
+                lead.b.strides[1] == (Py_ssize_t)sizeof(double))
+                memcpy(to, from, sizeof(double) * nv);
+            else
+                for (Py_ssize_t col = 0; col < nv; col++)
+                    *(double *)(to + col * Jc3.b.strides[2]) =
+                        *(const double *)(from + col * lead.b.strides[1]);
+        }
     if (ix.held)
         for (Py_ssize_t p = 0; p < l; p++) *(long long *)((char *)ix.b.buf + p * ix.b.strides[0]) = p;
     const Py_buffer *rows = &pl->b[C_ROWS].b, *S = &pl->b[C_SLOTS].b, *B = &pl->b[C_B].b,
@@ -1054,10 +1073,23 @@ static PyObject *collision_plane_rows(PyObject *self, PyObject *args) {
             for (Py_ssize_t col = 0; col < nv; col++) row[col] = 0.0;
             const int *cols = pl->sup_col + j * nv;  /* the columns that move the joint */
             const int ns = pl->sup_n[j];
-            for (int t = 0; t < ns; t++) {
-                const double *jc = Jl + 6 * cols[t];
-                row[cols[t]] = b0 * jc[0] + b1 * jc[1] + b2 * jc[2] + w0 * jc[3] + w1 * jc[4] +
-                               w2 * jc[5];
+            /* the sum's terms in order, those whose coefficient is zero for every point left
+             * out (each is a zero: the sum is the same, but for a zero's sign) */
+            const double coef[6] = {b0, b1, b2, w0, w1, w2};
+            const int *tm = pl->terms[cc];
+            if (pl->nterms[cc] == 3) {  /* a level ground's basis */
+                const double c0 = coef[tm[0]], c1 = coef[tm[1]], c2 = coef[tm[2]];
+                const int i0 = tm[0], i1 = tm[1], i2 = tm[2];
+                for (int t = 0; t < ns; t++) {
+                    const double *jc = Jl + 6 * cols[t];
+                    row[cols[t]] = c0 * jc[i0] + c1 * jc[i1] + c2 * jc[i2];
+                }
+            } else {
+                for (int t = 0; t < ns; t++) {
+                    const double *jc = Jl + 6 * cols[t];
+                    row[cols[t]] = b0 * jc[0] + b1 * jc[1] + b2 * jc[2] + w0 * jc[3] +
+                                   w1 * jc[4] + w2 * jc[5];
+                }
             }
             if (os == (Py_ssize_t)sizeof(double))
                 memcpy(out, row, sizeof(double) * nv);

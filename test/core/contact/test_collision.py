@@ -173,16 +173,18 @@ def test_broad_and_narrow_phases_equal_their_plain_references(make_humanoid, ter
     assert seen_near > 10 and seen_far > 5 and points > 200
 
 
-def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_humanoid):
+@pytest.mark.parametrize("normal", [[0.0, 0.0, 1.0], [0.6, 0.0, 0.8]], ids=["level", "tilted"])
+def test_the_planes_narrow_phase_equals_its_reference_for_every_primitive(make_humanoid, normal):
     """The plane's narrow phase computes each slot's height from the broad phase's R^T n
     (a rim's lowest point: rim cos(phi) rho) and places only the slots within the margin:
     capsules (their ends out of and along the axis), cylinders, boxes and spheres on the
     humanoid's links, off-centre and turned, held to the plain per-slot reference; its
-    compiled twin (collision_plane_*) held to it at each configuration."""
+    compiled twin (collision_plane_*) held to it at each configuration, on a level ground
+    (its rows' sums skip the basis' zero terms) and a tilted one (all six terms)."""
     import coal
     from wb_sim.contact.geometry import link_geometry
     from wb_sim.contact.ground_collision import CollisionPoints
-    sim = make_humanoid(**{"collision.enabled": True})
+    sim = make_humanoid(**{"collision.enabled": True, "ground.normal": normal})
     model = sim._model_step
     shapes = [coal.Capsule(0.04, 0.3), coal.Cylinder(0.05, 0.2), coal.Box(0.2, 0.1, 0.05),
               coal.Sphere(0.06), coal.Capsule(0.02, 0.1)]
