@@ -49,6 +49,9 @@ def per_joint(key: str, values: tuple[float, ...], robot: RobotModel,
 class Actuation:
     """Per-joint actuation constants and the torque laws; see the module docstring."""
 
+    #: (the effort limits it was formed from, their negatives): saturate's lower bound
+    _floor = (None, None)
+
     def __init__(self, robot: RobotModel, cfg: Group, dt: float,
                  reflected: tuple[np.ndarray, np.ndarray] | None = None):
         """``reflected``: (Coulomb N*m, viscous N*m*s/rad) per joint the drives'
@@ -114,7 +117,11 @@ class Actuation:
         if not self.saturating:
             return tau.copy()
         lim = self.effort_limit
-        return np.minimum(np.maximum(tau, -lim), lim)
+        floor = self._floor
+        if floor[0] is not lim:  # -lim, formed once per limits array (not each step)
+            floor = self._floor = (lim, -lim)
+        out = np.maximum(tau, floor[1])
+        return np.minimum(out, lim, out=out)
 
     def passive_torques(self, qj: np.ndarray, vj: np.ndarray) -> np.ndarray | None:
         """Explicit joint torques: -D qdot (its implicit part is in the armature) and
