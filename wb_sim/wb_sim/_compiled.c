@@ -413,7 +413,7 @@ static int is_int64(const Py_buffer *b) {
  * the candidates' normal velocities J_n v_free; u (2, n) every point's deformation; cand (c,)
  * int64 each candidate's point. Written always: sel (>= c,) int64, the k selected candidates
  * first; ds (>= c,), their diagonal depths first. Written when solved (code 0): v_next (nv,);
- * F (3 c,), the forces of the k points in its first 3 k entries (rows component-major,
+ * F (>= 3 c,), the forces of the k points in its first 3 k entries (rows component-major,
  * stick_solve's F); force (n, 3), x (2, n) (u') and status (n,) int8, zero but at the
  * selected points.
  * code: 0-3 as stick_solve's (3 also: more than max_rows rows); 4: no point selected.
@@ -454,7 +454,7 @@ static PyObject *stick_solve_candidates(PyObject *self, PyObject *args) {
     const Py_ssize_t nv = v.b.shape[0], nc = c.b.shape[0], n = u.b.shape[1];
     if (M.b.shape[0] != nv || M.b.shape[1] != nv || R.b.shape[0] != 3 || R.b.shape[1] != nc
         || R.b.shape[2] != nv || w.b.shape[0] != nc || u.b.shape[0] != 2 || dd.b.shape[0] != n
-        || vn.b.shape[0] != nv || F.b.shape[0] != 3 * nc || sel.b.shape[0] < nc
+        || vn.b.shape[0] != nv || F.b.shape[0] < 3 * nc || sel.b.shape[0] < nc
         || ds.b.shape[0] < nc || fo.b.shape[0] != n || fo.b.shape[1] != 3 || x.b.shape[0] != 2
         || x.b.shape[1] != n || st.b.shape[0] != n) {
         PyErr_SetString(PyExc_ValueError,

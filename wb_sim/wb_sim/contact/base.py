@@ -20,6 +20,12 @@ def no_self_contacts() -> SelfContactsReading:
     return SelfContactsReading((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
 
 
+
+def gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """(3k, nv): of the rows (3, c, nv) of a point set's candidates (component-major), those
+    of the candidates ``sel`` (positions among them), component-major: a solve's rows."""
+    return rows.take(sel, axis=1).reshape(-1, rows.shape[2])
+
 class SurfaceContact:
     """Mixin of the models that solve a set of points (``self.points``): the contact
     surfaces' when the simulator holds the model itself."""
@@ -28,7 +34,8 @@ class SurfaceContact:
     collision = None
     #: the links against each other (self_collision.SelfCollision), or None
     self_collision = None
-    #: (J rows, their impulses or forces, scale) of the last solve, or None: nothing acted
+    #: (J rows, their impulses or forces, scale) of the last solve, or None: nothing acted;
+    #: the rows may be ``(rows, sel)``: :func:`gather_rows`' arguments, gathered when asked
     _generalized = None
     #: the objects the last solve woke: none (a law over the surfaces holds no objects)
     woken = None
@@ -58,8 +65,8 @@ class SurfaceContact:
         if g is None:
             return None
         J, p, scale = g
-        if callable(J):  # rows gathered when asked (CompliantContact._stick_candidates)
-            J = J()
+        if type(J) is tuple:  # rows gathered when asked (CompliantContact._stick_candidates)
+            J = gather_rows(*J)
         out = J.T.dot(p)
         if scale != 1.0:
             out *= scale

@@ -72,7 +72,6 @@ measures how far any forces are from the law.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -140,12 +139,6 @@ MAX_HALVINGS = 6
 COMPILED_MAX_ROWS = 48
 
 
-def gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """(3k, nv): of the rows (3, c, nv) of a point set's candidates (component-major), those
-    of the candidates ``sel`` (positions among them), component-major: a solve's rows."""
-    return rows.take(sel, axis=1).reshape(-1, rows.shape[2])
-
-
 def solve_spd(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x = A^-1 b for a symmetric positive definite A (Cholesky); falls back to a
     least-squares solve where A is numerically singular (an immense stiffness)."""
@@ -200,6 +193,7 @@ class CompliantContact(SurfaceContact):
         self._kernels = kernels
         # the compiled selection's (of the candidates, c <= n), never handed out
         self._sel_scratch, self._ds_scratch = np.empty(n, dtype=np.int64), np.empty(n)
+        self._F_scratch = np.empty(3 * n)
         #: whether the solve over a point set's candidates runs compiled (set per law)
         self._candidates_fused = False
         self._apply({k: params[k] for k in self.LIVE_PARAMETERS})
@@ -521,7 +515,7 @@ class CompliantContact(SurfaceContact):
         pts = self.points
         sel = self._sel_scratch  # its first k entries rewritten each call (and ds's)
         rows = pts.candidate_rows
-        v_next, F = np.empty(len(v_free)), np.empty(3 * len(cand))
+        v_next, F = np.empty(len(v_free)), self._F_scratch  # F: its first 3 k entries
         force, x, status = np.empty((n, 3)), np.empty((2, n)), np.empty(n, dtype=np.int8)
         ct, cn, tt, tn = self._stick_coefficients
         code, k, max_depth = self._kernels.stick_solve_candidates(
@@ -537,8 +531,9 @@ class CompliantContact(SurfaceContact):
         self.solves += 1
         if self._slipped:
             self._sigma, self._slipped = np.zeros((n, 2)), False
-        # J_c^T p's rows gathered when asked, as the lines gather them
-        self._generalized = (functools.partial(gather_rows, rows, sel[:k].copy()), F[:3 * k], h)
+        # J_c^T p's rows gathered when asked, as the lines gather them (the scratch arrays
+        # stay as this call left them until the next solve: generalized_impulse's validity)
+        self._generalized = ((rows, sel[:k]), F[:3 * k], h)
         self._status = status
         if self._twisted:
             self._twist, self._twisted = np.zeros(n), False

@@ -25,8 +25,8 @@ import pinocchio as pin
 
 from ..errors import ConfigError
 from ..sensors import ContactPointsReading, SelfContactsReading
-from .base import no_collision_points, no_self_contacts
-from .compliant import STATUS_NAMES, gather_rows
+from .base import gather_rows, no_collision_points, no_self_contacts
+from .compliant import STATUS_NAMES
 from .geometry import (collision_geometries, geometry_by_link, link_geometry,
                        self_collision_links)
 from .ground_collision import CollisionPoints, TerrainContacts
