@@ -57,6 +57,11 @@ class SurfaceContact:
         pts = self.points
         return f"contact surface '{pts.surface_names[pts.surface_of_point[worst]]}'", depth[worst]
 
+    def status_kept(self) -> np.ndarray:
+        """:attr:`status` for a reader that keeps it and never writes into it (a law that
+        replaces its status array each solve hands that array, not a copy)."""
+        return self.status
+
     def generalized_impulse(self) -> np.ndarray | None:
         """(nv,) ``J_c^T p`` of the last solve, N*s: every row it solved (the points' three,
         the torsional spin rows) times its impulse; ``None`` if no impulse acted. Computed

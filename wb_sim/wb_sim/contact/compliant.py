@@ -282,6 +282,10 @@ class CompliantContact(SurfaceContact):
         friction's state)."""
         return self._status.copy()
 
+    def status_kept(self) -> np.ndarray:
+        # every solve replaces _status (a new array, or the constant _all_stick): no copy
+        return self._status
+
     @property
     def twist(self) -> np.ndarray:
         """(n,) torsional twist of each point after the last :meth:`solve`, m (the

@@ -518,7 +518,7 @@ class WholeBodyContact:
                                                       np.concatenate(parts, axis=1), dt)
         nf, s0 = self.nf, pts.ns0
         self._uc = u_next[:, nf:s0]
-        status = self.merged.status  # a new array each solve
+        status = self.merged.status_kept()  # read, never written
         readings = _Readings(coll, coll.candidates, coll.position, coll.depth, coll.bases,
                              force, status, nf)
         if tc is not None and tc.k:  # the terrain's contacts after the collision points'
@@ -562,7 +562,7 @@ class WholeBodyContact:
         u_feet, self._uc = u_next[:, :nf], u_next[:, nf:]
         self._u_last = (u_next, (u_feet, self._uc))
         self._contacts = _Readings(coll, coll.candidates, coll.position, coll.depth, coll.bases,
-                                   force, merged.status, nf)
+                                   force, merged.status_kept(), nf)
         return v_next, force[:nf], u_feet
 
     def generalized_impulse(self) -> np.ndarray | None:
