@@ -364,18 +364,7 @@ def test_the_compiled_solve_over_the_candidates_is_the_python_lines_bit_for_bit(
         assert merged._kernels is not None, "the compiled kernels are not built"
         merged._stick_candidates = functools.partial(_counted, merged._stick_candidates, solved) \
             if fused else (lambda *a: None)
-        sim.apply_external_wrench("pelvis", force=[0.0, 150.0, 0.0], duration_s=0.1)
-        zero, states = np.zeros(sim.nj), []
-        for _ in range(1500):
-            sim.step(zero)
-            g = sim.contact.generalized_impulse()
-            c = sim.collision_points_state()
-            states.append(np.concatenate([
-                sim.q, sim.v, sim.collision_wrench_array(), sim.contact_wrench_array().ravel(),
-                sim.state.contact_deformation.ravel(), np.zeros(1) if g is None else g,
-                c.force.ravel(), c.depth, [sim.contact.max_depth],
-                [len(c.surface), sum(s == "stick" for s in c.status)]]))
-        runs.append((np.concatenate(states), [len(x) for x in states], sim.contact.statistics()))
+        runs.append(_pushed_run(sim, 1500))
     (a, sizes, stats), (b, sizes_lines, stats_lines) = runs
     assert sum(solved) > 300 and not all(solved), (sum(solved), len(solved))  # both ran
     assert stats == stats_lines and sizes == sizes_lines
@@ -393,20 +382,28 @@ def test_the_plane_only_solve_is_the_general_one_bit_for_bit(make_humanoid, mode
         sim = _lying(make_humanoid, **{"contact.model": model})
         assert sim.contact._plane_only
         sim.contact._plane_only = plane_only
-        sim.apply_external_wrench("pelvis", force=[0.0, 150.0, 0.0], duration_s=0.1)
-        zero, states = np.zeros(sim.nj), []
-        for _ in range(1200):
-            sim.step(zero)
-            g = sim.contact.generalized_impulse()
-            c = sim.collision_points_state()
-            states.append(np.concatenate([
-                sim.q, sim.v, sim.collision_wrench_array(), sim.contact_wrench_array().ravel(),
-                sim.state.contact_deformation.ravel(), np.zeros(1) if g is None else g,
-                c.force.ravel(), c.depth, [sim.contact.max_depth, len(c.surface)]]))
-        runs.append((np.concatenate(states), [len(x) for x in states], sim.contact.statistics()))
+        runs.append(_pushed_run(sim, 1200))
     (a, sizes, stats), (b, sizes_general, stats_general) = runs
     assert stats == stats_general and sizes == sizes_general and max(sizes) > min(sizes)
     np.testing.assert_array_equal(a, b)
+
+
+def _pushed_run(sim, steps: int):
+    """The lying ``sim`` pushed at the pelvis (150 N sideways for 0.1 s), ``steps`` steps
+    limp: (every step's state, forces, readings, J_c^T p, max depth and contact counts in
+    one array; each step's size; the contact statistics at the end)."""
+    sim.apply_external_wrench("pelvis", force=[0.0, 150.0, 0.0], duration_s=0.1)
+    zero, states = np.zeros(sim.nj), []
+    for _ in range(steps):
+        sim.step(zero)
+        g = sim.contact.generalized_impulse()
+        c = sim.collision_points_state()
+        states.append(np.concatenate([
+            sim.q, sim.v, sim.collision_wrench_array(), sim.contact_wrench_array().ravel(),
+            sim.state.contact_deformation.ravel(), np.zeros(1) if g is None else g,
+            c.force.ravel(), c.depth, [sim.contact.max_depth],
+            [len(c.surface), sum(s == "stick" for s in c.status)]]))
+    return np.concatenate(states), [len(x) for x in states], sim.contact.statistics()
 
 
 def _counted(kernel, solved, *args):

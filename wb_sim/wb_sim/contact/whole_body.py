@@ -486,12 +486,7 @@ class WholeBodyContact:
         elif len(self._touch[0]):
             self._touch = (np.zeros(0, dtype=int), np.zeros(0, dtype=int))
         if not (ground or terrain or touch):
-            if self._merged_last:  # hand the warm start back
-                self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
-                self._merged_last = False
-            if self._contacts is not _NO_CONTACTS:
-                self._contacts = _NO_CONTACTS
-                self._uc = np.zeros((2, coll.m))
+            self._leave_merged()
             self._dyn = tuple(_NO_BLOCK for _ in self._blocks)
             if not self.nf:
                 return v_law, np.zeros((0, 3)), u
@@ -506,9 +501,7 @@ class WholeBodyContact:
             selfc.clear()
         pts = self.points
         pts.refresh()
-        if not self._merged_last:
-            self.merged.set_warm_start(self.feet.warm_start())
-            self._merged_last = True
+        self._enter_merged()
         parts = [u, self._uc, *self._blocks_before()]
         if reduced:
             v_next, force, u_next = _solve_first_columns(self.merged, Minv_upper, v_law,
@@ -530,6 +523,22 @@ class WholeBodyContact:
         self._blocks_after(u_next, force)
         return v_next, force[:nf], u_next[:, :nf]
 
+    def _leave_merged(self) -> None:
+        """Nothing but the feet touches: the warm start back to the feet's model, and no
+        collision contacts."""
+        if self._merged_last:
+            self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
+            self._merged_last = False
+        if self._contacts is not _NO_CONTACTS:
+            self._contacts = _NO_CONTACTS
+            self._uc = np.zeros((2, self._coll.m))
+
+    def _enter_merged(self) -> None:
+        """A collision point touches: the merged model starts from the feet's warm start."""
+        if not self._merged_last:
+            self.merged.set_warm_start(self.feet.warm_start())
+            self._merged_last = True
+
     def _solve_plane(self, Minv_upper, v_free, u, dt):
         """:meth:`solve`'s lines for the feet and the ground's collision points alone (no
         terrain pairs, no self-collision, no sleeping objects): the same results and state,
@@ -537,20 +546,13 @@ class WholeBodyContact:
         coll, feet = self._coll, self.surfaces
         _, ground = coll.near_and_narrow(self._data, (feet.depth, feet.jacobian_component_major()))
         if not ground:
-            if self._merged_last:  # hand the warm start back
-                self.feet.set_warm_start(self.merged.warm_start()[:self.nf])
-                self._merged_last = False
-            if self._contacts is not _NO_CONTACTS:
-                self._contacts = _NO_CONTACTS
-                self._uc = np.zeros((2, coll.m))
+            self._leave_merged()
             if not self.nf:
                 return v_free, np.zeros((0, 3)), u
             return self.feet.solve(Minv_upper, v_free, u, dt)
         self.points.refresh()
         merged = self.merged
-        if not self._merged_last:
-            merged.set_warm_start(self.feet.warm_start())
-            self._merged_last = True
+        self._enter_merged()
         # every point's deformation: the feet's u, then the slots'. Where u and _uc are the two
         # halves this method returned of the last merged solve's u_next (the step before was
         # merged, nothing restored between), that array is their join
