@@ -20,11 +20,11 @@ def no_self_contacts() -> SelfContactsReading:
     return SelfContactsReading((), (), np.zeros((0, 3)), np.zeros((0, 3)), np.zeros(0), ())
 
 
-
 def gather_rows(rows: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """(3k, nv): of the rows (3, c, nv) of a point set's candidates (component-major), those
     of the candidates ``sel`` (positions among them), component-major: a solve's rows."""
     return rows.take(sel, axis=1).reshape(-1, rows.shape[2])
+
 
 class SurfaceContact:
     """Mixin of the models that solve a set of points (``self.points``): the contact

@@ -286,15 +286,16 @@ class CollisionPoints:
 
     def near_and_narrow(self, data: pin.Data, lead=None) -> tuple[bool, int]:
         """``(any_near(data), narrow(data) where one is near, else 0)``, with the same
-        attributes set; on the plane with the compiled kernels the broad phase and the
-        depths are one call (``collision_plane_near``; its R^T n, n . t and heights are summed
-        in another order than any_near's products: equal to rounding, exact on a level
-        ground). ``lead``: ``(depth (l,), rows
-        (3 l, nv) component-major)`` of the points a merged point set places before these
-        (MergedPoints: the feet); where the kernels ran and a slot is within the margin,
-        :attr:`joined` then holds that set's ``(depth (l + m,), rows (3, l + kc, nv), index
-        (l + kc,))`` with the lead's first, and :attr:`depth` and :attr:`J_cm` are views
-        of them."""
+        attributes set. On the plane with the compiled kernels the broad phase and the
+        depths are one call (``collision_plane_near``; its R^T n, n . t and heights are
+        summed in another order than any_near's products: equal to rounding, exact on a
+        level ground), and the rows a second.
+
+        ``lead``: ``(depth (l,), rows (3 l, nv) component-major)`` of the points a merged
+        point set places before these (MergedPoints: the feet). Where the kernels ran and a
+        slot is within the margin, :attr:`joined` then holds that set's ``(depth (l + m,),
+        rows (3, l + kc, nv), index (l + kc,))`` with the lead's first, and :attr:`depth`
+        and :attr:`J_cm` are views of them (MergedPoints.refresh takes them)."""
         self.joined = None
         if data is not self._bound_to:
             self._bind(data)

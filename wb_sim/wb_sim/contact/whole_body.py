@@ -466,10 +466,8 @@ class WholeBodyContact:
             v_free[:len(v_law)] = v_law
         elif self._labels is not None:
             self._wake_near(data, v_free, dt)
-        if self._labels is None:  # without blocks, the feet's depths and rows first
-            feet = self.points.feet
-            near, ground = coll.near_and_narrow(
-                data, None if self._blocks else (feet.depth, feet.jacobian_component_major()))
+        if self._labels is None:
+            near, ground = coll.near_and_narrow(data)
         else:
             near = coll.any_near(data)
             if near:
