@@ -161,10 +161,11 @@ WB_SIM_INLINE void lane_sums(const double *restrict c, Py_ssize_t mp, const int 
                              + (V4_LANE(s[b][2], l) + V4_LANE(s[b][3], l));
 }
 
-/* Where the loader picks a function's version by the CPU (GCC or Clang on x86-64 Linux: ifunc), the
- * solve below is built twice, for AVX2 and for the baseline: AVX2's wider lanes, the same
- * arithmetic (AVX2 without FMA), the same results bit for bit. */
-#if defined(__x86_64__) && defined(__linux__) && (defined(__GNUC__) || defined(__clang__))
+/* Where the loader picks a function's version by the CPU (GCC or Clang on x86-64 Linux with
+ * glibc: ifunc; musl has none), the solve below is built twice, for AVX2 and for the baseline:
+ * AVX2's wider lanes, the same arithmetic (AVX2 without FMA), the same results bit for bit. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
+    (defined(__GNUC__) || defined(__clang__))
 #define WB_SIM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define WB_SIM_CLONES
