@@ -90,21 +90,6 @@ static inline double dot4(const double *restrict a, const double *restrict b, Py
     return (s0 + s1) + (s2 + s3);
 }
 
-/* the same over the entries idx[0..n) of a and b */
-static inline double dot4_at(const double *restrict a, const double *restrict b,
-                             const int *restrict idx, int n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int q = 0;
-    for (; q + 4 <= n; q += 4) {
-        s0 += a[idx[q]] * b[idx[q]];
-        s1 += a[idx[q + 1]] * b[idx[q + 1]];
-        s2 += a[idx[q + 2]] * b[idx[q + 2]];
-        s3 += a[idx[q + 3]] * b[idx[q + 3]];
-    }
-    for (; q < n; q++) s0 += a[idx[q]] * b[idx[q]];
-    return (s0 + s1) + (s2 + s3);
-}
-
 /* Four lanes of doubles, for the sums below that run four rows at a time: each lane is one
  * entry's sums, in the order of its scalar loop (elementwise multiplies and adds, which vector
  * instructions round as scalar ones do: no fused multiply-add is enabled, so the lanes are bit
@@ -226,8 +211,7 @@ WB_SIM_CLONES static long stick_core(const Py_buffer *M, const Py_buffer *v, Py_
      * A[j * mp + i], mp = m rounded up to a multiple of 4. Column j is the products of JMc's
      * rows i >= j with Jc's row j over its nonzeros (a point's rows reach its own chain only),
      * formed four rows i at a time from JMc's transpose (JMt, its column i contiguous): each
-     * entry is dot4_at(JMc_i, Jc_j, nz_j), the same sums in the same order, in lanes that the
-     * compiler vectorizes (GCC and Clang at -O3). */
+     * entry is dot4's sums of JMc_i and Jc_j over Jc_j's nonzeros, in their order (lane_sums). */
     const Py_ssize_t mp = (m + 3) & ~(Py_ssize_t)3;
     for (Py_ssize_t p = 0; p < k; p++)
         if (!(dsk[p] > 0.0)) return 3;

@@ -303,27 +303,17 @@ class CollisionPoints:
         if plan is None:
             near = self.any_near(data)
             return near, (self.narrow(data) if near else 0)
-        lead_depth, lead_rows = (None, None) if lead is None else lead
+        lead_depth = None if lead is None else lead[0]
         l = 0 if lead is None else len(lead_depth)
         near, depth = np.empty(len(self.geometries), dtype=bool), np.empty(l + self.m)
-        kernels = self._kernels
-        kc = kernels.collision_plane_near(plan, near, depth, lead_depth)
+        kc = self._kernels.collision_plane_near(plan, near, depth, lead_depth)
         if kc < 0:
             return False, 0
         self.near, self.depth = near, depth[l:]
         if not kc:
             self.clear()
             return True, 0
-        # _rows_of's lines, with the lead's rows and index
-        cand, pos = np.empty(kc, dtype=np.int64), np.empty((kc, 3))
-        J = np.empty((3, l + kc, self.nv))
-        index = None if lead is None else np.empty(l + kc, dtype=np.int64)
-        kernels.collision_plane_rows(plan, data.J, cand, pos, J, lead_rows, index)
-        self.candidates, self.position, self.J_cm = cand, pos, J[:, l:]
-        if lead is not None:
-            self.joined = (depth, J, index)
-        self.bases = self._bases(kc)
-        return True, kc
+        return True, self._rows_of(data, kc, lead, depth)
 
     def narrow(self, data: pin.Data) -> int:
         """Places the slots of the near geometries, queries the plane (heightfield), and
@@ -343,12 +333,19 @@ class CollisionPoints:
             return 0
         return self._rows_of(data, kc)
 
-    def _rows_of(self, data: pin.Data, kc: int) -> int:
+    def _rows_of(self, data: pin.Data, kc: int, lead=None, depth_all=None) -> int:
         """The compiled narrow phase's second call: the kc candidates of its depths, their
-        points, bases and rows."""
-        cand, pos, J = np.empty(kc, dtype=np.int64), np.empty((kc, 3)), np.empty((3, kc, self.nv))
-        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J, None, None)
-        self.candidates, self.position, self.J_cm = cand, pos, J
+        points, bases and rows; after ``lead``'s rows where :meth:`near_and_narrow` gives
+        one (``depth_all``: the depths it wrote after the lead's)."""
+        l = 0 if lead is None else len(lead[0])
+        cand, pos = np.empty(kc, dtype=np.int64), np.empty((kc, 3))
+        J = np.empty((3, l + kc, self.nv))
+        index = None if lead is None else np.empty(l + kc, dtype=np.int64)
+        self._kernels.collision_plane_rows(self._plan, data.J, cand, pos, J,
+                                           None if lead is None else lead[1], index)
+        self.candidates, self.position, self.J_cm = cand, pos, J[:, l:]
+        if lead is not None:
+            self.joined = (depth_all, J, index)
         self.bases = self._bases(kc)
         return kc
 
