@@ -7,6 +7,8 @@
  *                                contact/ground_collision.py);
  *   limits_*                     the joint limits' impulses (Actuation.limit_violations and
  *                                .limit_impulses, actuation.py);
+ *   rotate_inverse_into          a free root's velocity into its axes (Simulator._public_velocity,
+ *                                simulator.py; its reference robot.rotate_inverse);
  *   cdr_joint_state,             where the fields of a serialized JointState / Odometry lie
  *   cdr_odometry_pose            (the Python readers of ros/conversions.py).
  *
@@ -1459,6 +1461,44 @@ done:
     return ret;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * rotate_inverse_into(q, iq, out, iv) -> None
+ * out[iv:iv + 3] = R^T out[iv:iv + 3], R the rotation of the unit quaternion q[iq + 3:iq + 7]
+ * (x, y, z, w): the public velocity of a free root (Simulator._public_velocity: the stepping
+ * model's world-axes linear velocity into the base's axes). Its reference is
+ * wb_sim.robot.rotate_inverse, whose sums it does in the same order (-ffp-contract=off: no FMA),
+ * so the two agree bit for bit. Why compiled: sim.v is read every step (a controller's
+ * observation, the node's messages), and the scalar Python costs ~1 us of its ~1.8. */
+static PyObject *rotate_inverse_into(PyObject *self, PyObject *args) {
+    PyObject *oq, *oo;
+    Py_ssize_t iq, iv;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OnOn", &oq, &iq, &oo, &iv)) return NULL;
+    Buf q = {0}, o = {0};
+    PyObject *ret = NULL;
+    if (get(oq, &q, 1, 0) || get(oo, &o, 1, 1)) goto done;
+    if (iq < 0 || iq + 7 > q.b.shape[0] || iv < 0 || iv + 3 > o.b.shape[0]) {
+        PyErr_SetString(PyExc_IndexError, "wb_sim._compiled.rotate_inverse_into: index out of range");
+        goto done;
+    }
+    {
+        const double x = AT1(q.b, iq + 3), y = AT1(q.b, iq + 4), z = AT1(q.b, iq + 5),
+                     w = AT1(q.b, iq + 6);
+        const double a = AT1(o.b, iv), b = AT1(o.b, iv + 1), c = AT1(o.b, iv + 2);
+        const double tx = 2.0 * (z * b - y * c), ty = 2.0 * (x * c - z * a),
+                     tz = 2.0 * (y * a - x * b);
+        W1(o.b, iv) = a + w * tx + z * ty - y * tz;
+        W1(o.b, iv + 1) = b + w * ty + x * tz - z * tx;
+        W1(o.b, iv + 2) = c + w * tz + y * tx - x * ty;
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+done:
+    release(&q);
+    release(&o);
+    return ret;
+}
+
 static PyMethodDef methods[] = {
     {"stick_solve", stick_solve, METH_VARARGS,
      "The compliant contact's all-sticking solve (see wb_sim/_compiled.c); returns 0 when solved."},
@@ -1486,6 +1526,8 @@ static PyMethodDef methods[] = {
      "The joints beyond a position limit (kept in the plan); returns how many."},
     {"limits_apply", limits_apply, METH_VARARGS,
      "The limits' impulses added to v_free through M^-1; returns 0 when applied."},
+    {"rotate_inverse_into", rotate_inverse_into, METH_VARARGS,
+     "out[iv:iv + 3] = R^T out[iv:iv + 3], R the quaternion q[iq + 3:iq + 7]'s (sim.v's base)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "wb_sim._compiled",

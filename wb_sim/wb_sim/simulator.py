@@ -349,6 +349,9 @@ class Simulator:
                       and np.array_equal(robot.idx_v, np.arange(self.model.nv)[self._jv]))
         self._contiguous = bool(contiguous)
         self._bind_limit_kernel()
+        kernels = compiled.kernels()
+        #: the free roots' velocity into their axes, compiled (None: robot.rotate_inverse)
+        self._rotate_into = None if kernels is None else kernels.rotate_inverse_into
         self._tau_shape = (self.nj,)
         self._no_forces = _frozen(np.zeros((self.contact_points.n, 3)))  # nothing touches
         self._tau_gen = np.zeros(self.model.nv)
@@ -860,11 +863,18 @@ class Simulator:
         """Stepping-model velocity (base linear velocity in world axes) ->
         pinocchio's free-flyer velocity (in base axes); a new array."""
         out = v.copy()
+        into = self._rotate_into  # the compiled rotate_inverse: the same sums, bit for bit
         if self.robot.floating_base:
-            out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
+            if into is None:
+                out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
+            else:
+                into(q, 0, out, 0)
         for jid in self._free_joints:  # the free objects' (other robots') roots alike
             iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
-            out[iv:iv + 3] = rotate_inverse(q[iq + 3:iq + 7], v[iv:iv + 3])
+            if into is None:
+                out[iv:iv + 3] = rotate_inverse(q[iq + 3:iq + 7], v[iv:iv + 3])
+            else:
+                into(q, iq, out, iv)
         return out
 
     def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -427,3 +427,45 @@ def test_the_feet_placed_first_by_the_narrow_phase_are_the_merged_joins_bit_for_
         args[at] = bad
         with pytest.raises(error):
             _kernel().collision_plane_rows(*args)
+
+
+def test_the_velocity_kernel_is_rotate_inverse_bit_for_bit():
+    """sim.v's base rows (rotate_inverse_into, wb_sim/_compiled.c) against its reference
+    robot.rotate_inverse, on random unit quaternions and vectors at offsets; then the
+    simulator's public velocity with the kernel and without it, on a humanoid pushing a free
+    box (two free roots), at every step: bit for bit."""
+    from wb_sim.robot import rotate_inverse
+    k, rng = _kernel(), np.random.default_rng(7)
+    for _ in range(500):
+        q = rng.normal(size=12)
+        q[4:8] /= np.linalg.norm(q[4:8])
+        out = rng.normal(size=9) * 10.0
+        want = out.copy()
+        want[5:8] = rotate_inverse(q[4:8], out[5:8])
+        k.rotate_inverse_into(q, 1, out, 5)
+        assert np.array_equal(out, want)
+    for args, error in [((np.zeros(7), 1, np.zeros(3), 0), IndexError),
+                        ((np.zeros(7), 0, np.zeros(3), 1), IndexError),
+                        ((np.zeros(7), -1, np.zeros(3), 0), IndexError),
+                        ((np.zeros(7, dtype=np.float32), 0, np.zeros(3), 0), TypeError),
+                        ((np.zeros(7), 0, np.zeros(3).view(np.int64), 0), TypeError)]:
+        with pytest.raises(error):
+            k.rotate_inverse_into(*args)
+    with pytest.raises(ValueError, match="read-only"):  # the simulator's frozen arrays
+        k.rotate_inverse_into(np.zeros(7), 0, np.frombuffer(bytes(24)), 0)
+    sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
+        "objects.names": ["box"], "objects.shapes": ["box"], "objects.sizes": [0.2, 0.2, 0.2],
+        "objects.mass": [3.0], "objects.positions": [0.35, 0.0, 0.6],
+        "objects.angular_velocities": [2.0, -1.0, 3.0]})
+    assert sim._rotate_into is not None and len(sim._free_joints) == 1
+    ctrl = PDGravityController(sim.robot, sim.joint_positions.copy(), kp=1000.0, kd=20.0)
+    for _ in range(400):
+        sim.step(ctrl(sim.q, sim.joint_positions, sim.joint_velocities))
+        s = sim._s
+        compiled_v = sim._public_velocity(s.q, s.v)
+        sim._rotate_into = None
+        try:
+            assert np.array_equal(compiled_v, sim._public_velocity(s.q, s.v))
+        finally:
+            sim._rotate_into = _kernel().rotate_inverse_into
+    assert np.abs(sim.v[-6:-3]).max() > 1e-3  # the box moves: its rows were converted
