@@ -70,6 +70,35 @@ def test_the_observation_is_the_state_or_its_delayed_reading():
     for k, obs in enumerate(got):
         np.testing.assert_array_equal(obs.joint_positions, states[max(0, k - 2)])
     assert got[0].imu is not None  # a factory without wants_imu = False gets the IMU
+    assert got[0].v is not None  # and, without wants_velocity = False, the velocity
+
+
+@pytest.mark.parametrize("delay", [0, 2])
+def test_a_factory_that_wants_no_velocity_gets_none_and_the_same_run(delay):
+    """wants_velocity = False (pd_gravity's): obs.v is None, the joints' readings are there,
+    and the run is the same bit for bit as that of the same law given the velocity."""
+    from wb_sim.controllers import pd_gravity
+    assert pd_gravity.wants_velocity is False
+    runs = []
+    for wants in (False, True):
+        sim = wb_sim.Simulator.from_yaml(wb_sim.config_path("humanoid"),
+                                         overrides={"sensors.delay_steps": delay})
+        seen = []
+
+        def make(sim, case, **gains):
+            law = pd_gravity(sim, case, **gains)
+            return lambda obs: seen.append(obs) or law(obs)
+        make.wants_velocity = wants
+        loop = ControllerLoop(sim, make, GAINS)
+        for _ in range(300):
+            sim.step(loop.torques())
+        assert all((obs.v is None) != wants for obs in seen)
+        if wants:
+            loop.torques()  # an observation of the state now
+            np.testing.assert_array_equal(seen[-1].v, sim.sensed_state.v if delay else sim.v)
+        assert seen[-1].joint_velocities is not None and seen[-1].q is not None
+        runs.append(sim.q.copy())
+    assert np.array_equal(*runs)
 
 
 def test_bad_factories_and_torques_are_refused_naming_the_parameter(sim):

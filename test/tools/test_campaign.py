@@ -593,3 +593,18 @@ def test_which_cpus_the_pool_is_pinned_to(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setenv("WB_SIM_CAMPAIGN_PIN", "0")
     assert pinned_cpus(2) is None
+
+
+def test_the_campaign_bench_times_each_case_right_after_a_plain_run(monkeypatch):
+    """``python -m wb_sim.tools.bench.campaign``'s pairs (issue 33's per-case overhead): a case
+    run by the runner's own function, after a plain run of the same friction, in this
+    process; a ratio of CPU times per pair, and a case that fails is an error, not a figure."""
+    from wb_sim.tools.bench import campaign as bench
+    camp = {"robot": "humanoid", "duration_s": 0.03, "controller": "pd", "plots": False,
+            "grid": {"contact.friction_coefficient": [0.9, 1.0]}}
+    ratios = bench.paired(camp, 3, 0.03)
+    assert len(ratios) == 3 and all(0.0 < r < 100.0 for r in ratios)
+    monkeypatch.setenv("WB_SIM_TEST_FAIL_FROM", "0")  # the controller raises in every case
+    bad = dict(camp, controller={"callable": "helpers.campaign:pd_failing"})
+    with pytest.raises(RuntimeError, match="case 0: RuntimeError: controller bug"):
+        bench.paired(bad, 1, 0.03)

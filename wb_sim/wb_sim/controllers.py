@@ -177,6 +177,7 @@ def pd_gravity(sim, case=None, *, kp, kd):
 
 
 pd_gravity.wants_imu = False  # the law needs no IMU reading
+pd_gravity.wants_velocity = False  # nor the base velocity (its joints' are obs.joint_velocities)
 
 
 # ----------------------------------------------------------------------------

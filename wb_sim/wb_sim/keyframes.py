@@ -74,3 +74,4 @@ def keyframe_pd(sim, case=None, *, kp, kd, times: Sequence[float],
 
 
 keyframe_pd.wants_imu = False  # the law needs no IMU reading
+keyframe_pd.wants_velocity = False  # nor the base velocity (its joints' are obs.joint_velocities)

@@ -11,7 +11,9 @@ and prints runs per second, the scaling efficiency (rate on n workers / (n x rat
 the campaign's overhead against the plain loop, both end to end (pool start-up, table) and
 per case: the case's own wall time in its worker (metrics included) against a plain run's, and
 its CPU time (``time.process_time`` of the worker) against a plain run's, the figure a loaded
-machine's other processes do not move.
+machine's other processes do not move. First, ``--pairs`` cases run by the runner's own
+function in this process, each right after a plain run of the same case (:func:`paired`):
+the median of those CPU ratios is the per-case overhead with the machine's drift taken out.
 """
 
 from __future__ import annotations
@@ -26,24 +28,49 @@ from pathlib import Path
 import numpy as np
 
 
-def plain_runs(runs: int, duration: float) -> tuple[list[float], list[float]]:
-    """Wall and CPU seconds of each plain run (build + loop)."""
+def plain_run(mu: float, duration: float) -> tuple[float, float]:
+    """Wall and CPU seconds of one plain run (build + loop) at friction ``mu``."""
     from ... import Simulator, config_path
     from ...config import read_yaml_params
     from ...controllers import PDGravityController
     path = config_path("humanoid")
     gains = read_yaml_params(path, node_name="wb_sim_pd_controller")
-    walls, cpus = [], []
-    for mu in np.linspace(0.9, 1.0, runs):
-        t0, c0 = time.perf_counter(), time.process_time()
-        sim = Simulator.from_yaml(path, overrides={"contact.friction_coefficient": float(mu)})
-        pd = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
-                                 gravity=sim.config.gravity)
-        for _ in range(int(round(duration / sim.dt))):
-            sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
-        walls.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - c0)
-    return walls, cpus
+    t0, c0 = time.perf_counter(), time.process_time()
+    sim = Simulator.from_yaml(path, overrides={"contact.friction_coefficient": float(mu)})
+    pd = PDGravityController(sim.robot, sim.state.joint_positions, gains["kp"], gains["kd"],
+                             gravity=sim.config.gravity)
+    for _ in range(int(round(duration / sim.dt))):
+        sim.step(pd(sim.q, sim.joint_positions, sim.joint_velocities))
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def plain_runs(runs: int, duration: float) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of each plain run (build + loop)."""
+    times = [plain_run(float(mu), duration) for mu in np.linspace(0.9, 1.0, runs)]
+    return [w for w, _ in times], [c for _, c in times]
+
+
+def paired(camp: dict, pairs: int, duration: float) -> list[float]:
+    """CPU time of a case run by the campaign's runner (``run_case``: the case's build on the
+    worker's cached robot, its controller loop, its metrics) over a plain run's, for
+    ``pairs`` cases, each right after the plain run of the same friction, in this process:
+    the machine's drift and the pool's processes leave these ratios alone. The first case
+    (not counted) fills the robot cache, as a worker's first case does."""
+    from ..campaign import case as runner
+    from ..campaign.spec import load_campaign
+    spec = load_campaign(camp)
+    cases = spec.cases
+    runner.run_case({"spec": spec.spec, "case": cases[0], "out": None})
+    ratios = []
+    for i in range(pairs):
+        case = cases[i % len(cases)]
+        _, plain_cpu = plain_run(case["params"]["contact.friction_coefficient"], duration)
+        c0 = time.process_time()
+        row = runner.run_case({"spec": spec.spec, "case": case, "out": None})
+        if row["status"] != "ok":
+            raise RuntimeError(f"campaign bench: case {case['index']}: {row['error']}")
+        ratios.append((time.process_time() - c0) / plain_cpu)
+    return ratios
 
 
 def main(argv=None) -> int:
@@ -54,10 +81,19 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=float, default=5.0, help="simulated s per case")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--pairs", type=int, default=8,
+                        help="cases timed in this process, each after a plain run (default 8; "
+                             "0: none)")
     args = parser.parse_args(argv)
     camp = {"robot": "humanoid", "duration_s": args.duration, "controller": "pd",
             "plots": False, "grid": {"contact.friction_coefficient":
                                      [float(x) for x in np.linspace(0.9, 1.0, args.runs)]}}
+    if args.pairs > 0:
+        ratios = paired(camp, args.pairs, args.duration)
+        print(f"per case in one process, each after a plain run ({args.pairs} pairs): CPU "
+              f"{100 * (statistics.median(ratios) - 1):+.0f} % against the plain run's (median "
+              f"of the pairs' ratios; range {100 * (min(ratios) - 1):+.0f} to "
+              f"{100 * (max(ratios) - 1):+.0f} %)")
     walls, cpus = plain_runs(args.runs, args.duration)
     plain_rate = args.runs / sum(walls)
     print(f"plain loop: {args.runs} runs of {args.duration:g} s in {sum(walls):.2f} s: "

@@ -63,7 +63,9 @@ them.
 A controller ``module:callable`` is a factory ``make(sim, case, **params)`` returning a callable
 ``ctrl(obs) -> torques`` (nj,), called every step, or every ``round(1 / (rate_hz dt))`` steps with
 the torques held in between (``rate_hz`` 0: every step). ``obs`` is an :class:`Observation`
-(t, q, v, joint positions and velocities, the IMU reading or None), ``case`` a :class:`CaseInfo`.
+(t, q, v, joint positions and velocities, the IMU reading or None; a factory that sets
+``wants_imu = False`` or ``wants_velocity = False`` on itself gets None for the IMU reading or
+``v``), ``case`` a :class:`CaseInfo`.
 The modules named must be importable where the cases run (the local pool's workers inherit
 ``sys.path``; on a Ray cluster, install them on every node). A custom metric
 ``module:callable`` is called as ``fn(sim, trace)`` after the run and returns a

@@ -209,6 +209,8 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
 
     def metrics(diverged: bool) -> dict:
         m = steps_done
+        # the steps' times, sim.t's product (step count times dt), formed once
+        trace_t[1:m + 1] = np.arange(sim_steps0 + 1, sim_steps0 + m + 1) * dt
         z = trace_q[1:m + 1, 2] if floating else np.zeros(m)
         feet_rows = [k for k in range(1, m + 1) if (sim_steps0 + k) % feet_every == 0] \
             if pts.n else []
@@ -279,7 +281,6 @@ def _run(spec: dict, case: dict, out: str | None, keep: dict | None = None) -> d
             trace_q[k + 1] = sim.q
             trace_cmd[k] = tau
             fresh[k] = loop.fresh
-            trace_t[k + 1] = sim.t
             steps_done = k + 1
             if rec is not None:
                 rec.record(sim)
