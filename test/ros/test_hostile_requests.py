@@ -415,13 +415,18 @@ def test_the_humanoid_stands_under_a_1_khz_mixed_service_flood(tmp_path):
 
 
 def test_a_burst_of_300_calls(s):
-    client = _client(s, si.GetSimulationState, "get_simulation_state")
+    """300 calls at once to one service while the physics runs free: the node's queue
+    (SERVICE_QUEUE_DEPTH, 1000) holds them all and every one is answered, in its paced time;
+    the node lives on. The client is as deep as the node's queue: a default client keeps
+    10 answers, and how many of a burst it loses depends on how fast this process takes
+    them (22 to 246 of 300 answered in runs of one version), not on the node."""
+    client = _deep_client(s, si.GetSimulationState, "get_simulation_state")
     futures = [client.call_async(si.GetSimulationState.Request()) for _ in range(300)]
     s.ros.spin_until(lambda: all(f.done() for f in futures), 300 / REQUESTS_MAX_RATE_HZ + 5)
     answered = sum(f.done() for f in futures)
     print(f"\nburst of 300 calls to one service: {answered} answered")
-    # the service queue's depth is 100 (docs/ros.md): at least that many, the node lives on
-    assert answered >= 100, answered
+    assert answered == 300, f"{answered} of 300 answered\n{s.describe()}"
+    assert all(f.result().result.result == OK for f in futures)
     t0 = time.monotonic()
     r = _call(s, si.GetSimulationState, "get_simulation_state", timeout=10.0)
     assert r.result.result == OK
