@@ -419,7 +419,7 @@ def test_a_burst_of_300_calls(s):
     (SERVICE_QUEUE_DEPTH, 1000) holds them all and every one is answered, in its paced time;
     the node lives on. The client is as deep as the node's queue: a default client keeps
     10 answers, and how many of a burst it loses depends on how fast this process takes
-    them (22 to 246 of 300 answered in runs of one version), not on the node."""
+    them (22 to 246 of 300 answered over twelve runs), not on the node."""
     client = _deep_client(s, si.GetSimulationState, "get_simulation_state")
     futures = [client.call_async(si.GetSimulationState.Request()) for _ in range(300)]
     s.ros.spin_until(lambda: all(f.done() for f in futures), 300 / REQUESTS_MAX_RATE_HZ + 5)
