@@ -246,12 +246,16 @@ class Simulator:
         self._payloads: tuple = ()  # the payloads the models' inertias hold now
         self._start_payloads = self._configured_payloads()
         self._set_payloads(self._start_payloads)
+        free_joints = tuple(getattr(robot, "free_roots", ())) + tuple(self._object_joints)
+        #: (iq, iv): where each free root's coordinates start, the floating base's (0, 0)
+        #: first, then the free objects' (other robots') roots: the public velocity has
+        #: their linear velocities in their own axes, the stepping one in the world's
+        self._free_roots = (((0, 0),) if robot.floating_base else ()) + tuple(
+            (self.model.idx_qs[j], self.model.idx_vs[j]) for j in free_joints)
         #: a floating base that is the whole robot (one rigid body: an object, a wheel, a
         #: top): its velocity-product terms taken implicitly (wb_sim.gyroscopic). For an
         #: articulated robot the root body's share is a small part of them: implicit, it
         #: cost 15-19 % of icub_stand's step and changed nothing measurable (explicit then)
-        self._free_joints = (tuple(getattr(robot, "free_roots", ()))
-                             + tuple(self._object_joints))
         self._gyroscopic = RootGyroscopic(self._model_step, self._data_step, self.dt) \
             if robot.floating_base and self._model_step.nv == 6 else None
 
@@ -864,13 +868,7 @@ class Simulator:
         pinocchio's free-flyer velocity (in base axes); a new array."""
         out = v.copy()
         into = self._rotate_into  # the compiled rotate_inverse: the same sums, bit for bit
-        if self.robot.floating_base:
-            if into is None:
-                out[:3] = rotate_inverse(q[3:7], v[:3])  # R^T v_world
-            else:
-                into(q, 0, out, 0)
-        for jid in self._free_joints:  # the free objects' (other robots') roots alike
-            iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+        for iq, iv in self._free_roots:  # R^T v_world
             if into is None:
                 out[iv:iv + 3] = rotate_inverse(q[iq + 3:iq + 7], v[iv:iv + 3])
             else:
@@ -880,10 +878,7 @@ class Simulator:
     def _stepping_velocity(self, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`_public_velocity`; a new array."""
         out = np.array(v, dtype=float)
-        if self.robot.floating_base:
-            out[:3] = pin.Quaternion(q[3:7]).matrix() @ v[:3]
-        for jid in self._free_joints:
-            iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+        for iq, iv in self._free_roots:
             out[iv:iv + 3] = pin.Quaternion(q[iq + 3:iq + 7]).matrix() @ v[iv:iv + 3]
         return out
 
@@ -1624,10 +1619,7 @@ class Simulator:
             v_next, _, _ = self._dynamics(q, v_step, self._s.u, tau, pushes)
             a = (v_next - v_step) * self._inv_dt
             out = a.copy()
-            if self.robot.floating_base:  # d/dt (R^T v_world) = R^T a_world - w x v_base
-                out[:3] = a[:3] @ pin.Quaternion(q[3:7]).matrix() - np.cross(v[3:6], v[:3])
-            for jid in self._free_joints:  # the free objects' (other robots') roots alike
-                iq, iv = self.model.idx_qs[jid], self.model.idx_vs[jid]
+            for iq, iv in self._free_roots:  # d/dt (R^T v_world) = R^T a_world - w x v_base
                 out[iv:iv + 3] = a[iv:iv + 3] @ pin.Quaternion(q[iq + 3:iq + 7]).matrix() \
                     - np.cross(v[iv + 3:iv + 6], v[iv:iv + 3])
             return out
