@@ -1,9 +1,11 @@
 """A scenario's step, this tree's core against another checkout's, timed in one process.
 
     .venv/bin/python tools/ab_step.py OTHER_CORE [--rounds 30] [--steps 500] [--scenario lying]
+        [--contact rigid]
 
-Scenarios: ``icub_stand`` (compliant, the benchmark's controller) and ``lying`` (the shipped
-humanoid with whole-body collision, limp, face down, settled 3 s: test/helpers/lying.py's).
+Scenarios: ``icub_stand`` (the benchmark's controller) and ``lying`` (the shipped humanoid with
+whole-body collision, limp, face down, settled 3 s: test/helpers/lying.py's), each with the
+contact model ``--contact`` (compliant by default, or rigid).
 
 OTHER_CORE is another checkout's core package directory (``wb_sim/wb_sim`` in this layout,
 ``wb_sim`` before it), e.g. from ``git worktree add /tmp/before <commit>``. Both cores are
@@ -38,6 +40,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--scenario", choices=["icub_stand", "lying"], default="icub_stand")
+    parser.add_argument("--contact", choices=["compliant", "rigid"], default="compliant")
     args = parser.parse_args(argv)
     if not (args.other / "simulator.py").is_file():
         print(f"ab_step: {args.other} is not a wb_sim core package (no simulator.py)",
@@ -45,7 +48,7 @@ def main(argv=None) -> int:
         return 2
     import wb_sim
     from wb_sim.tools.bench import ICUB_STAND, KD, KP
-    params = dict(ICUB_STAND, **{"contact.model": "compliant", "collision.enabled": False})
+    params = dict(ICUB_STAND, **{"contact.model": args.contact, "collision.enabled": False})
     tmp = Path(tempfile.mkdtemp(prefix="wb_sim_ab_"))
     share = wb_sim.paths.share_dir()  # the cores find the data files beside them
     for d in ("config", "urdf"):
@@ -60,7 +63,7 @@ def main(argv=None) -> int:
         core = importlib.import_module(name)
         if args.scenario == "lying":
             sim = core.Simulator.from_yaml(wb_sim.config_path("humanoid"), overrides={
-                "collision.enabled": True, "contact.model": "compliant",
+                "collision.enabled": True, "contact.model": args.contact,
                 "initial.base_position": [0.0, 0.0, 0.16],
                 "initial.base_rpy": [0.0, math.pi / 2, 0.0]})
             zero = np.zeros(sim.nj)
