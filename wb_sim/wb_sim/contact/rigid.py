@@ -346,14 +346,13 @@ class RigidContact(SurfaceContact):
         # cross it during the step (at 250 Hz a 1 m drop moves 18 mm per step)
         if pts.n <= SMALL_POINT_SETS:  # the same operations on Python floats (exact)
             margin = self.margin
-            near_list = [i for i, (p, w) in enumerate(zip(phi.tolist(),
-                                                          pts.normal_velocity(v_free).tolist()))
-                         if min(p, p + dt * w) < margin]
-            k = len(near_list)
-            near = None
+            near = [i for i, (p, w) in enumerate(zip(phi.tolist(),
+                                                     pts.normal_velocity(v_free).tolist()))
+                    if min(p, p + dt * w) < margin]
         else:
-            near = np.minimum(phi, phi + dt * pts.normal_velocity(v_free)) < self.margin
-            k = int(np.count_nonzero(near))
+            near = np.flatnonzero(
+                np.minimum(phi, phi + dt * pts.normal_velocity(v_free)) < self.margin)
+        k = len(near)  # their indices
         # new arrays each step (never changed in place): a snapshot keeps references
         self._impulse = np.zeros((pts.n, 3))
         self._last = None
@@ -363,8 +362,7 @@ class RigidContact(SurfaceContact):
                 self._spin, self._spun = np.zeros(pts.n), False
             self._generalized = None
             return v_free, np.zeros_like(self._impulse), u
-        idx = self._all if k == pts.n else \
-            np.flatnonzero(near) if near is not None else np.array(near_list, dtype=np.intp)
+        idx = self._all if k == pts.n else np.asarray(near, dtype=np.intp)
         Jc = pts.jacobian_g(idx)  # (3k, nv): rows t1, t2, n per point
         if torsion:  # the spin rows l w_n after the points' rows
             Jc = np.concatenate([Jc, pts.torsion_jacobian(idx) * self.mu_t])
