@@ -216,13 +216,14 @@ def test_live_friction_change_and_refused_stiffness():
 
 
 @pytest.mark.filterwarnings("ignore::wb_sim.simulator.InitialPenetrationWarning")  # 2 cm deep
-def test_the_small_point_set_gap_tests_are_numpys_bit_for_bit(monkeypatch):
+@pytest.mark.parametrize("mass, rate", [(2.0, 1000.0), (0.5, 4000.0), (200.0, 500.0)])
+def test_the_small_point_set_gap_tests_are_numpys_bit_for_bit(monkeypatch, mass, rate):
     """Up to SMALL_POINT_SETS points the step's gap tests (which points enter the problem,
     their free gap velocity with the Baumgarte push) run on Python floats: the same
     operations as the numpy lines, so a tilted box started 2 cm deep, pushed out and dropping
-    back on one edge, corner after corner, has the same trajectory bit for bit either way;
-    the run covers each branch (a point outside the problem, a gap closing, a push by the
-    gain and one capped by the fall speed)."""
+    back on one edge, corner after corner, has the same trajectory bit for bit either way,
+    light or heavy, at 500 Hz to 4 kHz; each run covers each branch (a point outside the
+    problem, a gap closing, a push by the gain and one capped by the fall speed)."""
     from wb_sim.contact import rigid
     seen = {"partial": 0, "gap": 0, "gain": 0, "capped": 0}
     original = rigid.RigidContact._free_velocity
@@ -242,9 +243,10 @@ def test_the_small_point_set_gap_tests_are_numpys_bit_for_bit(monkeypatch):
 
     def run(small):
         monkeypatch.setattr(rigid, "SMALL_POINT_SETS", small)
-        sim = box_sim(z=-0.02, **{"initial.base_rpy": [0.3, 0.2, 0.0]})
+        sim = box_sim(mass, z=-0.02, **{"initial.base_rpy": [0.3, 0.2, 0.0],
+                                        "physics_rate_hz": rate})
         out = []
-        for _ in range(400):
+        for _ in range(round(0.4 * rate)):  # 0.4 s
             sim.step([])
             out.append(np.concatenate([sim.q, sim.v, sim.contact.warm_start().ravel()]))
         return np.array(out)
